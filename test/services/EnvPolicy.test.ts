@@ -1,0 +1,163 @@
+import { describe, expect, it } from "@effect/vitest"
+import { FastCheck as fc } from "effect"
+import {
+  ALLOWED_ENV_NAMES,
+  DENIED_ENV_NAMES,
+  filterHostEnv,
+  isAllowedEnvName,
+  isSecretEnvName,
+  pathEnvKey,
+  prependToPath,
+  RUNNER_FIXED_ENV,
+  runnerEnv
+} from "../../src/services/EnvPolicy.ts"
+
+/** Independent statement of the brief's rule, so the property does not just replay the implementation. */
+const looksSecret = (name: string): boolean =>
+  /(_API_KEY|_TOKEN|_SECRET|_PASSWORD)$/i.test(name) || DENIED_ENV_NAMES.has(name.toUpperCase())
+
+const randomCase = (name: string) =>
+  fc.array(fc.boolean(), { minLength: name.length, maxLength: name.length }).map((flips) =>
+    [...name].map((ch, i) => (flips[i] ? ch.toLowerCase() : ch.toUpperCase())).join("")
+  )
+
+const stems = fc.constantFrom("", "LC_", "XDG_", "VEYYON_", "PIP_", "PATH_", "HOME_", "MY_", "OPENAI_", "AWS_")
+const secretSuffixes = fc.constantFrom("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "API_KEY", "TOKEN")
+const word = fc.stringMatching(/^[A-Za-z0-9]{0,8}$/)
+
+const secretName = fc.oneof(
+  fc.tuple(stems, word, secretSuffixes).chain(([stem, middle, suffix]) => randomCase(stem + middle + suffix)),
+  fc.constantFrom(...DENIED_ENV_NAMES).chain(randomCase)
+)
+const plainName = fc.oneof(
+  fc.constantFrom(...ALLOWED_ENV_NAMES),
+  fc.tuple(stems, word).map(([stem, rest]) => stem + rest),
+  fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,20}$/)
+)
+const envArb = fc.dictionary(fc.oneof(secretName, plainName), fc.string({ maxLength: 20 }), { maxKeys: 30 })
+
+describe("EnvPolicy", () => {
+  it("keeps the core variables a Python program needs", () => {
+    const host = {
+      PATH: "/usr/bin",
+      HOME: "/home/u",
+      LANG: "C.UTF-8",
+      VIRTUAL_ENV: "/p/.venv",
+      PYTHONPATH: "/src",
+      SSL_CERT_FILE: "/etc/ca.pem",
+      https_proxy: "http://proxy:3128",
+      SystemRoot: "C:\\Windows"
+    }
+    expect(filterHostEnv(host)).toEqual(host)
+  })
+
+  it("keeps the allowed prefix families", () => {
+    const host = { LC_ALL: "C", XDG_CACHE_HOME: "/c", VEYYON_PY: "1", PIP_INDEX_URL: "https://pypi.example" }
+    expect(filterHostEnv(host)).toEqual(host)
+  })
+
+  it("drops everything else, including PYTHONSTARTUP, PWD and the ssh agent socket", () => {
+    const host = { PYTHONSTARTUP: "/x.py", PWD: "/old", SSH_AUTH_SOCK: "/tmp/agent", NODE_OPTIONS: "--inspect", FOO: "1" }
+    expect(filterHostEnv(host)).toEqual({})
+  })
+
+  it("drops unset values", () => {
+    expect(filterHostEnv({ PATH: undefined, HOME: "/h" })).toEqual({ HOME: "/h" })
+  })
+
+  it("strips provider keys and tokens even under an allowed prefix", () => {
+    for (const name of [
+      "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AZURE_OPENAI_API_KEY",
+      "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MISTRAL_API_KEY", "COHERE_API_KEY", "GROQ_API_KEY",
+      "XAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "HF_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
+      "GITLAB_TOKEN", "AZURE_OPENAI_KEY", "GITHUB_PAT", "GOOGLE_APPLICATION_CREDENTIALS"
+    ]) {
+      expect(isSecretEnvName(name), name).toBe(true)
+    }
+    const host = {
+      VEYYON_API_KEY: "k",
+      VEYYON_SESSION_TOKEN: "t",
+      XDG_SECRET: "s",
+      PIP_PASSWORD: "p",
+      LC_PASSWORD: "p",
+      veyyon_github_token: "t",
+      VEYYON_PY: "1"
+    }
+    expect(filterHostEnv(host)).toEqual({ VEYYON_PY: "1" })
+  })
+
+  it("matches secret names case-insensitively", () => {
+    expect(isSecretEnvName("openai_api_key")).toBe(true)
+    expect(isSecretEnvName("My_Service_Token")).toBe(true)
+    expect(isSecretEnvName("db_password")).toBe(true)
+    expect(isSecretEnvName("Some_Secret")).toBe(true)
+    expect(isSecretEnvName("VEYYON_AUTHTOKEN")).toBe(true)
+  })
+
+  it("does not flag ordinary names that merely contain a secret word", () => {
+    expect(isSecretEnvName("TOKENIZERS_PARALLELISM")).toBe(false)
+    expect(isSecretEnvName("KEYBOARD_LAYOUT")).toBe(false)
+    expect(isSecretEnvName("XDG_CONFIG_HOME")).toBe(false)
+  })
+
+  it("allows every allowlisted name", () => {
+    for (const name of ALLOWED_ENV_NAMES) expect(isAllowedEnvName(name), name).toBe(true)
+  })
+
+  it("always sets the fixed runner variables, overriding the host and extras", () => {
+    const env = runnerEnv({ PYTHONUNBUFFERED: "0", PATH: "/bin" }, { extra: { PYTHONIOENCODING: "latin-1" } })
+    expect(env).toEqual({ PATH: "/bin", ...RUNNER_FIXED_ENV })
+  })
+
+  it("exports the artifacts dir only when given", () => {
+    expect(runnerEnv({}, { artifactsDir: "/a/s1" })["VEYYON_ARTIFACTS_DIR"]).toBe("/a/s1")
+    expect(runnerEnv({})).not.toHaveProperty("VEYYON_ARTIFACTS_DIR")
+  })
+
+  it("passes extra entries past the allowlist but never past the secret rule", () => {
+    const env = runnerEnv({}, { extra: { MY_FLAG: "on", OPENAI_API_KEY: "sk", SKIPPED: undefined } })
+    expect(env["MY_FLAG"]).toBe("on")
+    expect(env).not.toHaveProperty("OPENAI_API_KEY")
+    expect(env).not.toHaveProperty("SKIPPED")
+  })
+
+  it("prepends the venv bin dir to PATH once", () => {
+    const env = runnerEnv({ PATH: "/usr/bin:/p/.venv/bin:/bin" }, { venvBin: "/p/.venv/bin", platform: "linux" })
+    expect(env["PATH"]).toBe("/p/.venv/bin:/usr/bin:/bin")
+  })
+
+  it("creates PATH from the venv bin dir when the host has none", () => {
+    expect(runnerEnv({}, { venvBin: "/v/bin", platform: "linux" })["PATH"]).toBe("/v/bin")
+    expect(prependToPath({ PATH: "" }, "/v/bin", "darwin")["PATH"]).toBe("/v/bin")
+  })
+
+  it("uses the Windows PATH key and delimiter on win32", () => {
+    expect(pathEnvKey({ Path: "C:\\Windows" }, "win32")).toBe("Path")
+    expect(pathEnvKey({}, "win32")).toBe("Path")
+    expect(pathEnvKey({ Path: "x" }, "linux")).toBe("PATH")
+    const env = prependToPath({ Path: "C:\\Windows;C:\\bin" }, "C:\\p\\.venv\\Scripts", "win32")
+    expect(env).toEqual({ Path: "C:\\p\\.venv\\Scripts;C:\\Windows;C:\\bin" })
+  })
+
+  it.prop("no denied name ever survives", { host: envArb, extra: envArb }, ({ host, extra }) => {
+    const env = runnerEnv(host, { extra, venvBin: "/v/bin", artifactsDir: "/a" })
+    for (const name of Object.keys(env)) {
+      expect(looksSecret(name), name).toBe(false)
+    }
+  }, { fastCheck: { numRuns: 300 } })
+
+  it.prop("every secret-looking name is denied", { name: secretName }, ({ name }) => {
+    expect(isSecretEnvName(name)).toBe(true)
+  }, { fastCheck: { numRuns: 300 } })
+
+  it.prop("only host names, extras and fixed names appear, with their values", { host: envArb }, ({ host }) => {
+    const env = runnerEnv(host, { platform: "linux" })
+    for (const [name, value] of Object.entries(env)) {
+      if (name in RUNNER_FIXED_ENV) expect(value).toBe(RUNNER_FIXED_ENV[name])
+      else {
+        expect(host[name]).toBe(value)
+        expect(isAllowedEnvName(name)).toBe(true)
+      }
+    }
+  })
+})
