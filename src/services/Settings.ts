@@ -1,0 +1,244 @@
+/**
+ * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env.
+ *
+ * Precedence: environment variable, then the object, then the default. Each variable
+ * overrides only its own setting; an empty or blank value counts as unset; a value
+ * that cannot be read fails the layer with `InvalidSettings` rather than being guessed.
+ *
+ *   VEYYON_PY, VEYYON_JS, VEYYON_RB, VEYYON_JL   eval.py / eval.js / eval.rb / eval.jl
+ *                                                (1/0, true/false, yes/no, on/off)
+ *   VEYYON_PYTHON_INTERPRETER                    python.interpreter
+ *   VEYYON_PYTHON_KERNEL_MODE                    python.kernelMode: session | per-call
+ *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
+ *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
+ *
+ * The default artifacts dir is `<os tmpdir>/veyyon-artifacts/<pid>`: one root per host
+ * process, so concurrent hosts never share session artifacts. Session directories
+ * live below it.
+ */
+import { Context, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { EnvRecord } from "./EnvPolicy.ts"
+import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
+
+/** Languages of the eval tool, in the order they are listed. */
+export const EVAL_LANGUAGES = ["py", "js", "rb", "jl"] as const
+
+/** One eval backend language. */
+export type EvalLanguage = (typeof EVAL_LANGUAGES)[number]
+
+/** How kernels are retained: one per session key, or a fresh one per call. */
+export const KernelMode = Schema.Literal("session", "per-call")
+
+/** `"session"` or `"per-call"`. */
+export type KernelMode = typeof KernelMode.Type
+
+/** Idle time-to-live of a retained kernel nobody holds (10 minutes). */
+export const DEFAULT_IDLE_TTL_MS = 10 * 60 * 1000
+/** Bytes of output kept in one tool result (100 KiB). */
+export const DEFAULT_OUTPUT_MAX_BYTES = 100 * 1024
+/** Lines of output kept in one tool result. */
+export const DEFAULT_OUTPUT_MAX_LINES = 2000
+
+/** The resolved settings every service reads. */
+export interface SettingsValues {
+  readonly eval: {
+    readonly py: boolean
+    readonly js: boolean
+    readonly rb: boolean
+    readonly jl: boolean
+    readonly pyWorkspace: boolean
+  }
+  readonly python: {
+    readonly kernelMode: KernelMode
+    readonly interpreter: string | undefined
+    readonly idleTtlMs: number
+    readonly skipCheck: boolean
+  }
+  readonly artifactsDir: string
+  readonly output: {
+    readonly maxBytes: number
+    readonly maxLines: number
+  }
+}
+
+const PositiveInt = Schema.Int.pipe(Schema.positive())
+
+const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
+/** Schema of the partial settings object an embedder (or a config file) supplies. */
+export const SettingsInput = Schema.Struct({
+  eval: optional(Schema.Struct({
+    py: optional(Schema.Boolean),
+    js: optional(Schema.Boolean),
+    rb: optional(Schema.Boolean),
+    jl: optional(Schema.Boolean),
+    pyWorkspace: optional(Schema.Boolean)
+  })),
+  python: optional(Schema.Struct({
+    kernelMode: optional(KernelMode),
+    interpreter: optional(Schema.NonEmptyTrimmedString),
+    idleTtlMs: optional(Schema.NonNegativeInt),
+    skipCheck: optional(Schema.Boolean)
+  })),
+  artifactsDir: optional(Schema.NonEmptyTrimmedString),
+  output: optional(Schema.Struct({
+    maxBytes: optional(PositiveInt),
+    maxLines: optional(PositiveInt)
+  }))
+}).annotations({ identifier: "a settings object" })
+
+/** A partial settings object; every field may be left out. */
+export type SettingsInput = typeof SettingsInput.Type
+
+/** Settings that could not be read; says which source and what was wrong. */
+export class InvalidSettings extends Schema.TaggedError<InvalidSettings>()("InvalidSettings", {
+  source: Schema.String,
+  problem: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid veyyon-eval settings (${this.source}): ${this.problem}`
+  }
+}
+
+/** Process facts the defaults depend on, injectable for tests. */
+export interface SettingsContext {
+  readonly tmpdir: string
+  readonly pid: number
+  readonly cwd: string
+}
+
+/** The facts of the running process. */
+export const processSettingsContext = (): SettingsContext => ({
+  tmpdir: os.tmpdir(),
+  pid: process.pid,
+  cwd: process.cwd()
+})
+
+/** The default artifacts root for a process: `<tmpdir>/veyyon-artifacts/<pid>`. */
+export const defaultArtifactsDir = (context: SettingsContext): string =>
+  path.join(context.tmpdir, "veyyon-artifacts", String(context.pid))
+
+const LANGUAGE_FLAGS: ReadonlyArray<readonly [EvalLanguage, string]> = [
+  ["py", "VEYYON_PY"],
+  ["js", "VEYYON_JS"],
+  ["rb", "VEYYON_RB"],
+  ["jl", "VEYYON_JL"]
+]
+
+const envFlag = (env: EnvRecord, name: string): Either.Either<boolean | undefined, InvalidSettings> => {
+  const raw = env[name]
+  if (raw === undefined || isUnsetEnvValue(raw)) return Either.right(undefined)
+  return Option.match(parseBooleanFlag(raw), {
+    onNone: () =>
+      Either.left(
+        new InvalidSettings({
+          source: name,
+          problem: `${JSON.stringify(raw)} is not a boolean; use one of ${BOOLEAN_FLAG_SPELLINGS}, or unset it.`
+        })
+      ),
+    onSome: (value) => Either.right(value)
+  })
+}
+
+const envString = (env: EnvRecord, name: string): string | undefined => {
+  const raw = env[name]
+  return raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.trim()
+}
+
+const envKernelMode = (env: EnvRecord): Either.Either<KernelMode | undefined, InvalidSettings> => {
+  const raw = envString(env, "VEYYON_PYTHON_KERNEL_MODE")
+  if (raw === undefined) return Either.right(undefined)
+  const mode = raw.toLowerCase()
+  return Schema.is(KernelMode)(mode)
+    ? Either.right(mode)
+    : Either.left(
+      new InvalidSettings({
+        source: "VEYYON_PYTHON_KERNEL_MODE",
+        problem: `${JSON.stringify(raw)} is not a kernel mode; use "session" or "per-call", or unset it.`
+      })
+    )
+}
+
+const describeParseError = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
+    .join("; ")
+
+/** Validates an untyped settings object (for example parsed from a config file). */
+export const decodeSettingsInput = (input: unknown): Either.Either<SettingsInput, InvalidSettings> =>
+  Schema.decodeUnknownEither(SettingsInput, { onExcessProperty: "error" })(input).pipe(
+    Either.mapLeft((error) =>
+      new InvalidSettings({ source: "settings object", problem: describeParseError(error) })
+    )
+  )
+
+/** Combines defaults, the object and the environment into complete settings. */
+export const resolveSettings = (
+  input: unknown,
+  env: EnvRecord,
+  context: SettingsContext
+): Either.Either<SettingsValues, InvalidSettings> =>
+  Either.gen(function*() {
+    const given = yield* decodeSettingsInput(input)
+    const flags: Partial<Record<EvalLanguage, boolean>> = {}
+    for (const [language, name] of LANGUAGE_FLAGS) {
+      const value = yield* envFlag(env, name)
+      if (value !== undefined) flags[language] = value
+    }
+    const skipCheck = yield* envFlag(env, "VEYYON_PYTHON_SKIP_CHECK")
+    const kernelMode = yield* envKernelMode(env)
+    const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
+    const artifactsDir = envArtifacts ?? given.artifactsDir
+    return {
+      eval: {
+        py: flags.py ?? given.eval?.py ?? true,
+        js: flags.js ?? given.eval?.js ?? true,
+        rb: flags.rb ?? given.eval?.rb ?? false,
+        jl: flags.jl ?? given.eval?.jl ?? false,
+        pyWorkspace: given.eval?.pyWorkspace ?? false
+      },
+      python: {
+        kernelMode: kernelMode ?? given.python?.kernelMode ?? "session",
+        interpreter: envString(env, "VEYYON_PYTHON_INTERPRETER") ?? given.python?.interpreter,
+        idleTtlMs: given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
+        skipCheck: skipCheck ?? given.python?.skipCheck ?? false
+      },
+      artifactsDir: artifactsDir === undefined
+        ? defaultArtifactsDir(context)
+        : path.resolve(context.cwd, artifactsDir),
+      output: {
+        maxBytes: given.output?.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES,
+        maxLines: given.output?.maxLines ?? DEFAULT_OUTPUT_MAX_LINES
+      }
+    }
+  })
+
+/** The enabled eval languages, in the order py, js, rb, jl. */
+export const enabledLanguages = (settings: SettingsValues): ReadonlyArray<EvalLanguage> =>
+  EVAL_LANGUAGES.filter((language) => settings.eval[language])
+
+/** The settings service: resolved once when its layer is built. */
+export class Settings extends Context.Tag("veyyon-eval/Settings")<Settings, SettingsValues>() {
+  /** Settings from the object alone; the environment is not consulted. */
+  static layer(input: SettingsInput = {}): Layer.Layer<Settings, InvalidSettings> {
+    return Layer.effect(
+      Settings,
+      Effect.suspend(() => resolveSettings(input, {}, processSettingsContext()))
+    )
+  }
+
+  /** Settings from the object with `VEYYON_*` variables of `env` (the process env by default) on top. */
+  static fromEnv(input: SettingsInput = {}, env?: EnvRecord): Layer.Layer<Settings, InvalidSettings> {
+    return Layer.effect(
+      Settings,
+      Effect.suspend(() => resolveSettings(input, env ?? process.env, processSettingsContext()))
+    )
+  }
+
+  /** Already resolved settings, e.g. for tests. */
+  static value(values: SettingsValues): Layer.Layer<Settings> {
+    return Layer.succeed(Settings, values)
+  }
+}

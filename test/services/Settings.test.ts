@@ -1,0 +1,171 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Exit, FastCheck as fc, Layer } from "effect"
+import * as path from "node:path"
+import {
+  DEFAULT_IDLE_TTL_MS,
+  DEFAULT_OUTPUT_MAX_BYTES,
+  DEFAULT_OUTPUT_MAX_LINES,
+  defaultArtifactsDir,
+  enabledLanguages,
+  InvalidSettings,
+  resolveSettings,
+  Settings,
+  type SettingsContext,
+  type SettingsValues
+} from "../../src/services/Settings.ts"
+
+const context: SettingsContext = { tmpdir: "/tmp", pid: 4242, cwd: "/work/project" }
+
+const resolve = (input: unknown, env: Record<string, string | undefined> = {}): SettingsValues =>
+  Either.getOrThrowWith(resolveSettings(input, env, context), (e) => e)
+
+const failure = (input: unknown, env: Record<string, string | undefined> = {}): InvalidSettings => {
+  const result = resolveSettings(input, env, context)
+  if (Either.isRight(result)) throw new Error("expected InvalidSettings")
+  return result.left
+}
+
+describe("Settings defaults", () => {
+  it("match the seed", () => {
+    expect(resolve({})).toEqual({
+      eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
+      python: { kernelMode: "session", interpreter: undefined, idleTtlMs: DEFAULT_IDLE_TTL_MS, skipCheck: false },
+      artifactsDir: path.join("/tmp", "veyyon-artifacts", "4242"),
+      output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
+    })
+    expect(DEFAULT_IDLE_TTL_MS).toBe(600_000)
+    expect(DEFAULT_OUTPUT_MAX_BYTES).toBe(102_400)
+  })
+
+  it("give each process its own artifacts root", () => {
+    expect(defaultArtifactsDir({ ...context, pid: 1 })).not.toBe(defaultArtifactsDir({ ...context, pid: 2 }))
+  })
+})
+
+describe("Settings from an object", () => {
+  it("takes every given field and defaults the rest", () => {
+    const settings = resolve({
+      eval: { js: false, rb: true, pyWorkspace: true },
+      python: { kernelMode: "per-call", interpreter: "/opt/py/bin/python3", idleTtlMs: 0 },
+      artifactsDir: "/data/artifacts",
+      output: { maxLines: 50 }
+    })
+    expect(settings.eval).toEqual({ py: true, js: false, rb: true, jl: false, pyWorkspace: true })
+    expect(settings.python).toEqual({
+      kernelMode: "per-call",
+      interpreter: "/opt/py/bin/python3",
+      idleTtlMs: 0,
+      skipCheck: false
+    })
+    expect(settings.artifactsDir).toBe("/data/artifacts")
+    expect(settings.output).toEqual({ maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: 50 })
+  })
+
+  it("resolves a relative artifacts dir against the process cwd", () => {
+    expect(resolve({ artifactsDir: "out" }).artifactsDir).toBe(path.resolve("/work/project", "out"))
+  })
+
+  it("rejects bad values and unknown keys with the path of the problem", () => {
+    expect(failure({ python: { kernelMode: "forever" } }).message).toContain("kernelMode")
+    expect(failure({ python: { idleTtlMs: -1 } }).message).toContain("idleTtlMs")
+    expect(failure({ output: { maxBytes: 0 } }).message).toContain("maxBytes")
+    expect(failure({ eval: { py: "yes" } }).message).toContain("py")
+    expect(failure({ evl: { py: true } }).message).toContain("evl")
+    expect(failure({ python: { interpreter: "" } }).message).toContain("interpreter")
+    expect(failure(null)._tag).toBe("InvalidSettings")
+  })
+})
+
+describe("Settings from env", () => {
+  it("lets each language flag override only its own setting", () => {
+    const base = { eval: { py: false, js: false, rb: true, jl: true } }
+    expect(resolve(base, { VEYYON_PY: "1" }).eval).toMatchObject({ py: true, js: false, rb: true, jl: true })
+    expect(resolve(base, { VEYYON_JS: "yes" }).eval).toMatchObject({ py: false, js: true, rb: true, jl: true })
+    expect(resolve(base, { VEYYON_RB: "off" }).eval).toMatchObject({ py: false, js: false, rb: false, jl: true })
+    expect(resolve(base, { VEYYON_JL: "FALSE" }).eval).toMatchObject({ py: false, js: false, rb: true, jl: false })
+  })
+
+  it("covers the seed's mode combinations", () => {
+    expect(enabledLanguages(resolve({}, { VEYYON_PY: "1", VEYYON_JS: "0" }))).toEqual(["py"])
+    expect(enabledLanguages(resolve({}, { VEYYON_PY: "0", VEYYON_JS: "1" }))).toEqual(["js"])
+    expect(enabledLanguages(resolve({}, { VEYYON_PY: "1", VEYYON_JS: "1" }))).toEqual(["py", "js"])
+  })
+
+  it("treats empty and blank values as unset", () => {
+    expect(resolve({ eval: { py: false } }, { VEYYON_PY: "", VEYYON_JS: "  " }).eval).toMatchObject({ py: false, js: true })
+    expect(resolve({}, { VEYYON_PYTHON_INTERPRETER: " " }).python.interpreter).toBeUndefined()
+  })
+
+  it("fails on an unreadable flag, naming the variable and the accepted spellings", () => {
+    const error = failure({}, { VEYYON_JS: "flase" })
+    expect(error.source).toBe("VEYYON_JS")
+    expect(error.message).toContain('"flase"')
+    expect(error.message).toContain("true/false")
+  })
+
+  it("reads interpreter, kernel mode, skip-check and artifacts dir", () => {
+    const settings = resolve(
+      { python: { interpreter: "/from/object", kernelMode: "session" }, artifactsDir: "/from/object" },
+      {
+        VEYYON_PYTHON_INTERPRETER: " /from/env/python ",
+        VEYYON_PYTHON_KERNEL_MODE: "Per-Call",
+        VEYYON_PYTHON_SKIP_CHECK: "1",
+        VEYYON_ARTIFACTS_DIR: "rel/dir"
+      }
+    )
+    expect(settings.python.interpreter).toBe("/from/env/python")
+    expect(settings.python.kernelMode).toBe("per-call")
+    expect(settings.python.skipCheck).toBe(true)
+    expect(settings.artifactsDir).toBe(path.resolve("/work/project", "rel/dir"))
+  })
+
+  it("fails on an unknown kernel mode", () => {
+    expect(failure({}, { VEYYON_PYTHON_KERNEL_MODE: "sometimes" }).message).toContain('"session" or "per-call"')
+  })
+
+  it("ignores variables it does not own", () => {
+    expect(resolve({}, { VEYYON_OTHER: "x", PY: "0" })).toEqual(resolve({}))
+  })
+
+  it.prop("an unset flag always falls back to the object's value", {
+    py: fc.boolean(),
+    js: fc.boolean(),
+    flag: fc.option(fc.constantFrom("1", "0", "true", "false", "yes", "no", "on", "off"), { nil: undefined })
+  }, ({ py, js, flag }) => {
+    const settings = resolve({ eval: { py, js } }, { VEYYON_PY: flag })
+    expect(settings.eval.js).toBe(js)
+    expect(settings.eval.py).toBe(flag === undefined ? py : ["1", "true", "yes", "on"].includes(flag))
+  })
+})
+
+describe("enabledLanguages", () => {
+  it("lists enabled backends in the order py, js, rb, jl", () => {
+    expect(enabledLanguages(resolve({ eval: { rb: true, jl: true } }))).toEqual(["py", "js", "rb", "jl"])
+    expect(enabledLanguages(resolve({ eval: { py: false, jl: true } }))).toEqual(["js", "jl"])
+    expect(enabledLanguages(resolve({ eval: { py: false, js: false } }))).toEqual([])
+  })
+})
+
+describe("Settings layers", () => {
+  it.effect("layer builds from the object alone", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings
+      expect(settings.eval.js).toBe(false)
+      expect(settings.python.kernelMode).toBe("session")
+    }).pipe(Effect.provide(Settings.layer({ eval: { js: false } }))))
+
+  it.effect("fromEnv lets the env override the object", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings
+      expect(settings.eval.js).toBe(true)
+      expect(settings.eval.py).toBe(false)
+    }).pipe(Effect.provide(Settings.fromEnv({ eval: { js: false } }, { VEYYON_JS: "on", VEYYON_PY: "0" }))))
+
+  it.effect("a bad flag fails the layer with InvalidSettings", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Layer.build(Settings.fromEnv({}, { VEYYON_PY: "maybe" })).pipe(Effect.scoped))
+      expect(Exit.isFailure(exit)).toBe(true)
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(Settings.fromEnv({}, { VEYYON_PY: "maybe" }))))
+      expect(error).toBeInstanceOf(InvalidSettings)
+    }))
+})
