@@ -1,0 +1,71 @@
+/**
+ * Turns the runner's stdout bytes into frames. A line that is not a valid frame is
+ * logged and skipped; it never ends the stream.
+ */
+import { Chunk, Effect, Either, ParseResult, Stream } from "effect"
+import { decodeRunnerLine, type RunnerFrame } from "./Frame.ts"
+import { LineSplitter } from "./LineSplitter.ts"
+
+/** The longest frame line kept in memory: 256 MiB, well past any real display bundle. */
+export const DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+/** Options of the decoder. */
+export interface FrameDecoderOptions {
+  readonly maxLineBytes?: number
+  readonly trace?: boolean
+}
+
+const preview = (line: string): string => (line.length > 200 ? `${line.slice(0, 200)}…` : line)
+
+/** Decodes runner stdout bytes into frames, skipping (and logging) malformed and overlong lines. */
+export const decodeFrames = <E, R>(
+  bytes: Stream.Stream<Uint8Array, E, R>,
+  options: FrameDecoderOptions = {}
+): Stream.Stream<RunnerFrame, E, R> =>
+  Stream.suspend(() => {
+    const splitter = new LineSplitter(options.maxLineBytes ?? DEFAULT_MAX_FRAME_BYTES)
+    const trace = options.trace === true
+    const decodeLines = (lines: ReadonlyArray<string>, overlong: number) => {
+      const frames: Array<RunnerFrame> = []
+      const warnings: Array<string> = []
+      for (const line of lines) {
+        if (line.length === 0) continue
+        const decoded = decodeRunnerLine(line)
+        if (Either.isRight(decoded)) {
+          frames.push(decoded.right)
+        } else {
+          warnings.push(
+            `skipped a runner line that is not a frame: ${preview(line)} (${ParseResult.TreeFormatter.formatErrorSync(decoded.left)})`
+          )
+        }
+      }
+      if (overlong > 0) warnings.push(`skipped ${overlong} runner line(s) longer than ${splitter.maxLineBytes} bytes`)
+      const emit = Chunk.unsafeFromArray(frames)
+      if (warnings.length === 0 && !trace) return Effect.succeed(emit)
+      return Effect.gen(function*() {
+        if (trace) for (const line of lines) yield* Effect.logInfo(`ipc <- ${preview(line)}`)
+        for (const warning of warnings) yield* Effect.logWarning(warning)
+        return emit
+      })
+    }
+    return bytes.pipe(
+      Stream.mapChunksEffect((chunk) => {
+        const lines: Array<string> = []
+        let overlong = 0
+        for (const bytesChunk of chunk) {
+          const split = splitter.push(bytesChunk)
+          for (const line of split.lines) lines.push(line)
+          overlong += split.overlong
+        }
+        return decodeLines(lines, overlong)
+      }),
+      Stream.concat(
+        Stream.suspend(() => {
+          const tail = splitter.flush()
+          return tail === undefined
+            ? Stream.empty
+            : Stream.fromEffect(decodeLines([tail], 0)).pipe(Stream.flattenChunks)
+        })
+      )
+    )
+  })

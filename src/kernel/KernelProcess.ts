@@ -1,0 +1,69 @@
+/**
+ * The process handle a kernel owns: spawn a runner in its own process group, write
+ * lines to its stdin, read its stdout and stderr, signal the group, await its exit.
+ */
+import { Context, Data, type Effect, type Scope, type Stream } from "effect"
+
+/** How a process ended: an exit code, or the signal that killed it. */
+export interface ProcessExit {
+  readonly code: number | null
+  readonly signal: string | null
+}
+
+/** Renders a process exit for messages, e.g. `exit code 3` or `signal SIGKILL`. */
+export const describeExit = (exit: ProcessExit): string =>
+  exit.signal !== null ? `signal ${exit.signal}` : `exit code ${exit.code ?? "unknown"}`
+
+/** What to spawn. */
+export interface SpawnSpec {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+}
+
+/** The signals a kernel sends. */
+export type KernelSignal = "SIGINT" | "SIGTERM" | "SIGKILL"
+
+/** The process could not be started. */
+export class SpawnError extends Data.TaggedError("SpawnError")<{
+  readonly command: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    const reason = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `could not start ${this.command}: ${reason}`
+  }
+}
+
+/** A line could not be written because the process's stdin is closed. */
+export class StdinClosed extends Data.TaggedError("StdinClosed")<{ readonly pid: number }> {
+  override get message(): string {
+    return `the kernel process ${this.pid} no longer reads its input`
+  }
+}
+
+/** A running child process, owned by the scope it was spawned in. */
+export interface KernelProcess {
+  readonly pid: number
+  /** Raw stdout bytes; a single consumer. Ends when the pipe closes. */
+  readonly stdout: Stream.Stream<Uint8Array>
+  /** Raw stderr bytes; a single consumer. Ends when the pipe closes. */
+  readonly stderr: Stream.Stream<Uint8Array>
+  /** Writes text to stdin, waiting for the pipe to accept it. */
+  readonly write: (text: string) => Effect.Effect<void, StdinClosed>
+  /** Sends a signal to the process group without waiting for anything. */
+  readonly signal: (signal: KernelSignal) => Effect.Effect<void>
+  /** Completes when the process has exited. */
+  readonly exited: Effect.Effect<ProcessExit>
+  /** The exit, if the process has already exited. */
+  readonly exitNow: Effect.Effect<ProcessExit | undefined>
+}
+
+/** Spawns kernel processes; the scope's close kills whatever is still running. */
+export class KernelSpawner extends Context.Tag("veyyon/KernelSpawner")<
+  KernelSpawner,
+  {
+    readonly spawn: (spec: SpawnSpec) => Effect.Effect<KernelProcess, SpawnError, Scope.Scope>
+  }
+>() {}

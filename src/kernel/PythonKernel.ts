@@ -1,0 +1,538 @@
+/**
+ * One kernel = one supervised actor owning one runner process. Fibers in the kernel's
+ * scope read frames, stderr and the exit; `execute` runs one cell at a time and streams
+ * its outputs. Interrupting the consumer, the cell's watchdog or the caller's cancel
+ * signal deliver SIGINT; a cell that ignores it gets the kernel killed. Closing the scope
+ * runs the shutdown escalation: exit request, SIGTERM, SIGKILL to the process group.
+ */
+import * as NodeFs from "node:fs"
+import {
+  Cause,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  FiberSet,
+  Mailbox,
+  Option,
+  Ref,
+  type Scope,
+  Stream,
+  type Tracer
+} from "effect"
+import { AgentBridge, type AgentBridgeError } from "../services/AgentBridge.ts"
+import * as CellWatchdog from "./CellWatchdog.ts"
+import { decodeFrames } from "./FrameDecoder.ts"
+import {
+  BridgeResultFrame,
+  type DoneFrame,
+  encodeHostLine,
+  ExecuteRequestFrame,
+  ExitRequestFrame,
+  type HostFrame,
+  type RunnerFrame,
+  STATUS_MIME
+} from "./Frame.ts"
+import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
+import { KernelOutput } from "./KernelOutput.ts"
+import { describeExit, type KernelProcess, KernelSpawner, type ProcessExit } from "./KernelProcess.ts"
+import { KernelTimings } from "./KernelTimings.ts"
+import {
+  DeathCause,
+  type InterruptReason,
+  isTerminal,
+  LifecycleEvent,
+  LifecycleState,
+  transition
+} from "./Lifecycle.ts"
+import { StderrTail } from "./StderrTail.ts"
+
+/** How to start a kernel. */
+export interface KernelSpec {
+  /** The interpreter executable. */
+  readonly python: string
+  /** The runner script. */
+  readonly runnerPath: string
+  /** The kernel's working directory. */
+  readonly cwd: string
+  /** The process environment, already filtered. */
+  readonly env: Readonly<Record<string, string>>
+  /** Environment entries the init request applies inside the runner. */
+  readonly initEnv?: Readonly<Record<string, string>>
+  /** Source run silently after init (the prelude). */
+  readonly prelude?: string
+  /** A label for logs and spans, e.g. the registry key. */
+  readonly key?: string
+  /** Skip checking that the interpreter exists before spawning. */
+  readonly skipCheck?: boolean
+  /** Log every frame both ways. */
+  readonly trace?: boolean
+}
+
+/** One cell to run. */
+export interface ExecuteRequest {
+  readonly code: string
+  readonly silent?: boolean
+  readonly storeHistory?: boolean
+  readonly cwd?: string
+  readonly env?: Readonly<Record<string, string>>
+  /** The watchdog budget in seconds; no watchdog when absent. */
+  readonly timeoutSeconds?: number
+  /** Completes when the caller wants the cell stopped (it then ends cancelled, with its outputs). */
+  readonly cancel?: Effect.Effect<void>
+}
+
+/** A running kernel. */
+export interface PythonKernel {
+  readonly pid: number
+  /** Runs one cell; callers queue and never interleave. The stream ends with `Done`. */
+  readonly execute: (request: ExecuteRequest) => Stream.Stream<KernelOutput, KernelError>
+  /** The lifecycle state now. */
+  readonly state: Effect.Effect<LifecycleState>
+  /** Whether the kernel can still run cells. */
+  readonly isAlive: Effect.Effect<boolean>
+  /** Completes with the cause once the kernel is dead. */
+  readonly dead: Effect.Effect<DeathCause>
+  /** Shuts the kernel down now (idempotent); also runs when its scope closes. */
+  readonly shutdown: Effect.Effect<void>
+}
+
+interface ActiveRequest {
+  readonly id: string
+  readonly emit: (output: KernelOutput) => Effect.Effect<void>
+  readonly done: Deferred.Deferred<DoneFrame, KernelError>
+  readonly bridges: FiberSet.FiberSet
+  watchdog: CellWatchdog.CellWatchdog | undefined
+}
+
+const MAILBOX_CAPACITY = 64
+
+const statusOf = (bundle: Readonly<Record<string, unknown>>): { op: string; fields: Record<string, unknown> } | undefined => {
+  const status = bundle[STATUS_MIME]
+  if (typeof status !== "object" || status === null || Array.isArray(status)) return undefined
+  const { op, ...fields } = status as Record<string, unknown>
+  return typeof op === "string" ? { op, fields } : undefined
+}
+
+const timeoutNotice = (seconds: number): string =>
+  `eval cell timed out after ${seconds}s; kernel interrupted but remains running. Reset the kernel via { reset: true } if state appears corrupted.`
+
+const killedNotice = (reason: InterruptReason, seconds: number | undefined, escalation: Duration.Duration): string => {
+  const why = reason === "timeout" && seconds !== undefined ? `eval cell timed out after ${seconds}s` : "eval cell was cancelled"
+  return `${why}; the kernel did not stop within ${Duration.format(escalation)} of SIGINT and was killed. The next call starts a fresh kernel; earlier state is gone.`
+}
+
+const checkExecutable = (python: string): Effect.Effect<void, KernelStartError> =>
+  Effect.try({
+    try: () => NodeFs.accessSync(python, NodeFs.constants.X_OK),
+    catch: () =>
+      new KernelStartError({
+        reason: `the interpreter ${python} does not exist or is not executable. Install Python 3.8+ or set python.interpreter; \`veyyon setup python --check\` shows what is resolved`,
+        stderr: ""
+      })
+  })
+
+/** Starts a kernel in the current scope; the scope's close shuts it down. */
+export const make = (
+  spec: KernelSpec
+): Effect.Effect<PythonKernel, KernelStartError, Scope.Scope | KernelSpawner | AgentBridge> =>
+  Effect.gen(function*() {
+    const spawner = yield* KernelSpawner
+    const bridge = yield* AgentBridge
+    const timings = yield* KernelTimings
+    const label = spec.key ?? spec.cwd
+    if (spec.skipCheck !== true) yield* checkExecutable(spec.python)
+
+    const proc = yield* spawner
+      .spawn({ command: spec.python, args: ["-u", spec.runnerPath], cwd: spec.cwd, env: spec.env })
+      .pipe(Effect.mapError((error) => new KernelStartError({ reason: error.message, stderr: "" })))
+
+    const lifecycle = yield* Ref.make<LifecycleState>(LifecycleState.Starting())
+    const deadSignal = yield* Deferred.make<DeathCause>()
+    const stderrTail = new StderrTail()
+    let active: ActiveRequest | undefined
+    let nextId = 0
+
+    const write = (frame: HostFrame): Effect.Effect<void, KernelClosed> => {
+      const line = encodeHostLine(frame)
+      return Effect.zipRight(
+        spec.trace === true ? Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`) : Effect.void,
+        proc.write(line).pipe(Effect.mapError(() => new KernelClosed({ reason: "its process no longer reads requests" })))
+      )
+    }
+
+    const failActive = (requestId: string, cause: DeathCause) =>
+      Effect.suspend(() => {
+        const request = active
+        if (request === undefined || request.id !== requestId) return Effect.void
+        return DeathCause.$match(cause, {
+          Exited: ({ exit }) => Deferred.fail(request.done, new KernelDied({ exit, stderr: stderrTail.text() })),
+          Shutdown: () => Deferred.fail(request.done, new KernelClosed({ reason: "it was shut down while the cell ran" })),
+          Killed: () => Effect.void
+        })
+      })
+
+    const shutdownSequence = (proc: KernelProcess) =>
+      Effect.gen(function*() {
+        const span = yield* Effect.currentSpan.pipe(Effect.option)
+        const step = (name: string) =>
+          Effect.sync(() => Option.map(span, (s) => s.event(name, BigInt(Date.now()) * 1_000_000n)))
+        const exitedWithin = (grace: Duration.Duration) =>
+          proc.exited.pipe(Effect.timeoutOption(grace), Effect.map(Option.isSome))
+        if ((yield* proc.exitNow) === undefined) {
+          yield* step("exit-request")
+          yield* proc.write(encodeHostLine(new ExitRequestFrame({ type: "exit" }))).pipe(Effect.ignore)
+          if (!(yield* exitedWithin(timings.shutdownGrace))) {
+            yield* step("SIGTERM")
+            yield* proc.signal("SIGTERM")
+            if (!(yield* exitedWithin(timings.shutdownGrace))) {
+              yield* step("SIGKILL")
+              yield* proc.signal("SIGKILL")
+              yield* proc.exited
+            }
+          }
+        }
+        yield* proc.signal("SIGKILL")
+      }).pipe(Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid } }))
+
+    const shutdownOnce = yield* Effect.cached(
+      Effect.uninterruptible(
+        Effect.gen(function*() {
+          yield* dispatch(LifecycleEvent.Shutdown())
+          yield* shutdownSequence(proc)
+          const exit = yield* proc.exitNow
+          if (exit !== undefined) yield* dispatch(LifecycleEvent.Exited({ exit }))
+        })
+      )
+    )
+
+    const dispatch = (event: LifecycleEvent): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const next = yield* Ref.modify(lifecycle, (state) => {
+          const result = transition(state, event)
+          return [result, result.state] as const
+        })
+        for (const action of next.actions) {
+          switch (action._tag) {
+            case "SendSigint":
+              yield* proc.signal("SIGINT")
+              break
+            case "FailActive":
+              yield* failActive(action.requestId, action.cause)
+              break
+            case "Escalate":
+              break
+          }
+        }
+        if (next.state._tag === "Dead") yield* Deferred.succeed(deadSignal, next.state.cause)
+      })
+
+    yield* Effect.addFinalizer(() => shutdownOnce)
+
+    const onBridge = (request: ActiveRequest, frame: Extract<RunnerFrame, { type: "bridge" }>) =>
+      Effect.gen(function*() {
+        const pause = request.watchdog?.pause ?? Effect.void
+        const resume = request.watchdog?.resume ?? Effect.void
+        yield* pause
+        const answer = yield* bridge
+          .call({
+            method: frame.method,
+            params: frame.params,
+            callId: frame.callId,
+            requestId: frame.id,
+            ...(spec.key === undefined ? {} : { kernelKey: spec.key })
+          })
+          .pipe(
+            Effect.map((value) => new BridgeResultFrame({ type: "bridge_result", callId: frame.callId, ok: true, value })),
+            Effect.catchAllCause((cause) => {
+              const failure = Cause.failureOption(cause)
+              const error = Option.isSome(failure)
+                ? { name: (failure.value as AgentBridgeError).name, message: (failure.value as AgentBridgeError).message }
+                : { name: "BridgeDefect", message: Cause.pretty(cause) }
+              return Cause.isInterruptedOnly(cause)
+                ? Effect.interrupt
+                : Effect.succeed(new BridgeResultFrame({ type: "bridge_result", callId: frame.callId, ok: false, error }))
+            }),
+            Effect.ensuring(resume)
+          )
+        yield* write(answer).pipe(Effect.ignore)
+      })
+
+    const route = (frame: RunnerFrame): Effect.Effect<void> => {
+      const request = active
+      if (frame.type === "error" && (frame.id === undefined || frame.id === null)) {
+        return Effect.logWarning(`runner reported an error outside any request: ${frame.ename}: ${frame.evalue}`)
+      }
+      if (request === undefined || frame.id !== request.id) {
+        return frame.type === "started"
+          ? Effect.void
+          : Effect.logDebug(`dropped a ${frame.type} frame for request ${frame.id}, which is not running`)
+      }
+      switch (frame.type) {
+        case "started":
+          return Effect.void
+        case "stdout":
+          return request.emit(KernelOutput.Stdout({ text: frame.data }))
+        case "stderr":
+          return request.emit(KernelOutput.Stderr({ text: frame.data }))
+        case "result":
+          return request.emit(KernelOutput.Result({ bundle: frame.bundle }))
+        case "error":
+          return request.emit(
+            KernelOutput.Error({ ename: frame.ename, evalue: frame.evalue, traceback: frame.traceback })
+          )
+        case "display": {
+          const status = statusOf(frame.bundle)
+          if (status === undefined) return request.emit(KernelOutput.Display({ bundle: frame.bundle }))
+          const watchdog = request.watchdog
+          const control =
+            status.op === "timeout" && watchdog !== undefined
+              ? status.fields.action === "pause"
+                ? watchdog.pause
+                : status.fields.action === "resume"
+                ? watchdog.resume
+                : Effect.void
+              : Effect.void
+          return Effect.zipRight(control, request.emit(KernelOutput.Status(status)))
+        }
+        case "done":
+          return Effect.zipRight(
+            dispatch(LifecycleEvent.Done({ requestId: frame.id })),
+            Deferred.succeed(request.done, frame)
+          )
+        case "bridge":
+          return FiberSet.run(request.bridges, onBridge(request, frame)).pipe(Effect.asVoid)
+      }
+    }
+
+    const stdoutDone = yield* Deferred.make<void>()
+    yield* decodeFrames(proc.stdout, { trace: spec.trace === true }).pipe(
+      Stream.runForEach(route),
+      Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
+      Effect.forkScoped
+    )
+    yield* proc.stderr.pipe(
+      Stream.decodeText(),
+      Stream.runForEach((text) => {
+        stderrTail.push(text)
+        const request = active
+        return request === undefined ? Effect.void : request.emit(KernelOutput.Stderr({ text }))
+      }),
+      Effect.forkScoped
+    )
+    yield* proc.exited.pipe(
+      Effect.tap(() => Deferred.await(stdoutDone).pipe(Effect.timeoutOption(Duration.millis(500)))),
+      Effect.flatMap((exit) => dispatch(LifecycleEvent.Exited({ exit }))),
+      Effect.forkScoped
+    )
+
+    const begin = (emit: (output: KernelOutput) => Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        const request: ActiveRequest = {
+          id: `r${++nextId}`,
+          emit,
+          done: yield* Deferred.make<DoneFrame, KernelError>(),
+          bridges: yield* FiberSet.make(),
+          watchdog: undefined
+        }
+        active = request
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            if (active === request) active = undefined
+          })
+        )
+        return request
+      })
+
+    const startRequest = (code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const errors: Array<string> = []
+          const request = yield* begin((output) =>
+            Effect.sync(() => {
+              if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
+            })
+          )
+          yield* write(
+            new ExecuteRequestFrame({
+              id: request.id,
+              code,
+              silent: true,
+              storeHistory: false,
+              ...(extra.cwd === undefined ? {} : { cwd: extra.cwd }),
+              ...(extra.env === undefined ? {} : { env: { ...extra.env } })
+            })
+          )
+          const done = yield* Deferred.await(request.done)
+          if (done.status === "error") {
+            return yield* new KernelStartError({
+              reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
+              stderr: stderrTail.text()
+            })
+          }
+        })
+      )
+
+    const startError = (error: unknown): KernelStartError =>
+      error instanceof KernelStartError
+        ? error
+        : error instanceof KernelDied
+        ? new KernelStartError({ reason: `the runner exited during start-up (${describeExit(error.exit)})`, stderr: error.stderr })
+        : new KernelStartError({ reason: String((error as Error)?.message ?? error), stderr: stderrTail.text() })
+
+    const deathDuringStart = Deferred.await(deadSignal).pipe(
+      Effect.flatMap((cause) =>
+        Effect.gen(function*() {
+          const exit: ProcessExit = cause._tag === "Exited" ? cause.exit : { code: null, signal: null }
+          yield* Deferred.await(stdoutDone).pipe(Effect.timeoutOption(Duration.millis(200)))
+          return yield* new KernelStartError({
+            reason: `the runner exited during start-up (${describeExit(exit)})`,
+            stderr: stderrTail.text()
+          })
+        })
+      )
+    )
+
+    yield* Effect.gen(function*() {
+      yield* startRequest("", { cwd: spec.cwd, ...(spec.initEnv === undefined ? {} : { env: spec.initEnv }) })
+      if (spec.prelude !== undefined && spec.prelude.length > 0) yield* startRequest(spec.prelude, {})
+    }).pipe(
+      Effect.mapError(startError),
+      Effect.raceFirst(deathDuringStart),
+      Effect.timeoutFail({
+        duration: timings.startTimeout,
+        onTimeout: () =>
+          new KernelStartError({
+            reason: `start-up took longer than ${Duration.format(timings.startTimeout)}`,
+            stderr: stderrTail.text()
+          })
+      }),
+      Effect.withSpan("kernel.start", { attributes: { "kernel.key": label, "kernel.pid": proc.pid } })
+    )
+    yield* dispatch(LifecycleEvent.Ready())
+
+    const permits = yield* Effect.makeSemaphore(1)
+
+    const interruptCell = (
+      request: ActiveRequest,
+      reason: InterruptReason,
+      timeoutSeconds: number | undefined
+    ): Effect.Effect<{ readonly frame: DoneFrame | undefined; readonly notice?: string }, KernelError> =>
+      Effect.gen(function*() {
+        yield* dispatch(LifecycleEvent.Interrupt({ requestId: request.id, reason }))
+        const answered = yield* Deferred.await(request.done).pipe(Effect.timeoutOption(timings.interruptEscalation))
+        if (Option.isSome(answered)) {
+          return reason === "timeout" && timeoutSeconds !== undefined
+            ? { frame: answered.value, notice: timeoutNotice(timeoutSeconds) }
+            : { frame: answered.value }
+        }
+        yield* dispatch(LifecycleEvent.EscalationTimeout({ requestId: request.id }))
+        yield* shutdownOnce
+        return { frame: undefined, notice: killedNotice(reason, timeoutSeconds, timings.interruptEscalation) }
+      }).pipe(Effect.withSpan("kernel.interrupt", { attributes: { "kernel.key": label, reason } }))
+
+    const drive = (
+      request: ActiveRequest,
+      mailbox: Mailbox.Mailbox<KernelOutput, KernelError>,
+      req: ExecuteRequest,
+      span: Tracer.Span,
+      bytes: { count: number }
+    ) =>
+      Effect.gen(function*() {
+        const watchdogExpired = request.watchdog?.expired.pipe(Effect.as("timeout" as const)) ?? Effect.never
+        const cancelled = req.cancel?.pipe(Effect.as("cancel" as const)) ?? Effect.never
+        const first = yield* Deferred.await(request.done).pipe(
+          Effect.map((frame) => ({ _tag: "finished" as const, frame })),
+          Effect.raceFirst(
+            Effect.raceFirst(watchdogExpired, cancelled).pipe(Effect.map((reason) => ({ _tag: "stop" as const, reason })))
+          )
+        )
+        const { frame, notice } =
+          first._tag === "finished"
+            ? { frame: first.frame, notice: undefined }
+            : yield* interruptCell(request, first.reason, req.timeoutSeconds)
+        const timedOut = first._tag === "stop" && first.reason === "timeout"
+        const outcome = {
+          status: frame?.status ?? "error",
+          executionCount: frame?.executionCount ?? 0,
+          cancelled: first._tag === "stop" || frame?.cancelled === true,
+          timedOut,
+          killed: frame === undefined,
+          ...(notice === undefined ? {} : { notice })
+        } as const
+        span.attribute("kernel.status", outcome.status)
+        span.attribute("kernel.execution_count", outcome.executionCount)
+        span.attribute("kernel.cancelled", outcome.cancelled)
+        span.attribute("kernel.timed_out", outcome.timedOut)
+        span.attribute("kernel.killed", outcome.killed)
+        span.attribute("kernel.output_bytes", bytes.count)
+        yield* mailbox.offer(KernelOutput.Done(outcome))
+        yield* mailbox.end
+      }).pipe(
+        Effect.catchAll((error) => mailbox.fail(error)),
+        Effect.onInterrupt(() => mailbox.shutdown)
+      )
+
+    const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          yield* Effect.acquireRelease(permits.take(1), () => permits.release(1))
+          const state = yield* Ref.get(lifecycle)
+          if (state._tag === "Dead" && state.cause._tag === "Exited") {
+            return yield* new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() })
+          }
+          if (isTerminal(state)) return yield* new KernelClosed({ reason: "it was shut down" })
+          const span = yield* Effect.makeSpanScoped("kernel.execute", {
+            attributes: { "kernel.key": label, "kernel.pid": proc.pid }
+          })
+          const mailbox = yield* Mailbox.make<KernelOutput, KernelError>({ capacity: MAILBOX_CAPACITY })
+          const bytes = { count: 0 }
+          const request = yield* begin((output) => {
+            if (output._tag === "Stdout" || output._tag === "Stderr") bytes.count += output.text.length
+            return Effect.asVoid(mailbox.offer(output))
+          })
+          span.attribute("kernel.request_id", request.id)
+          yield* Effect.addFinalizer(() =>
+            Effect.gen(function*() {
+              yield* mailbox.shutdown
+              if ((yield* Deferred.isDone(request.done)) || isTerminal(yield* Ref.get(lifecycle))) return
+              yield* interruptCell(request, "abandon", req.timeoutSeconds).pipe(Effect.ignore)
+            })
+          )
+          yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))
+          if (req.timeoutSeconds !== undefined) request.watchdog = yield* CellWatchdog.make(Duration.seconds(req.timeoutSeconds))
+          yield* write(
+            new ExecuteRequestFrame({
+              id: request.id,
+              code: req.code,
+              silent: req.silent ?? false,
+              storeHistory: req.storeHistory ?? true,
+              ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
+              ...(req.env === undefined ? {} : { env: { ...req.env } })
+            })
+          ).pipe(Effect.tapError(() => Deferred.fail(request.done, new KernelClosed({ reason: "its process no longer reads requests" }))), Effect.ignore)
+          yield* Effect.forkScoped(drive(request, mailbox, req, span, bytes))
+          return Mailbox.toStream(mailbox)
+        })
+      )
+
+    return {
+      pid: proc.pid,
+      execute,
+      state: Ref.get(lifecycle),
+      isAlive: Effect.map(Ref.get(lifecycle), (state) => !isTerminal(state)),
+      dead: Deferred.await(deadSignal),
+      shutdown: shutdownOnce
+    } satisfies PythonKernel
+  })
+
+/** Runs a cell and collects its outputs; convenient for tests and one-shot callers. */
+export const executeCollect = (
+  kernel: PythonKernel,
+  request: ExecuteRequest
+): Effect.Effect<ReadonlyArray<KernelOutput>, KernelError> =>
+  kernel.execute(request).pipe(Stream.runCollect, Effect.map((chunk) => Array.from(chunk)))
+
+/** Whether an exit of `execute` was a kernel death (the registry's cue to replace and retry). */
+export const isKernelDeath = <A>(exit: Exit.Exit<A, KernelError>): boolean =>
+  Exit.isFailure(exit) && Option.exists(Cause.failureOption(exit.cause), (error) => error._tag === "KernelDied")

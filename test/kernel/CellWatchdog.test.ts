@@ -1,0 +1,62 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, TestClock } from "effect"
+import * as CellWatchdog from "../../src/kernel/CellWatchdog.ts"
+
+const isExpired = (watchdog: CellWatchdog.CellWatchdog) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(watchdog.expired)
+    yield* Effect.yieldNow()
+    const done = (yield* Fiber.poll(fiber))._tag === "Some"
+    yield* Fiber.interrupt(fiber)
+    return done
+  })
+
+describe("CellWatchdog", () => {
+  it.scoped("expires at exactly the budget", () =>
+    Effect.gen(function*() {
+      const watchdog = yield* CellWatchdog.make(Duration.seconds(30))
+      yield* TestClock.adjust(Duration.millis(29_999))
+      expect(yield* isExpired(watchdog)).toBe(false)
+      yield* TestClock.adjust(Duration.millis(1))
+      expect(yield* isExpired(watchdog)).toBe(true)
+    }))
+
+  it.scoped("does not run while paused, and a resume starts a fresh full window", () =>
+    Effect.gen(function*() {
+      const watchdog = yield* CellWatchdog.make(Duration.seconds(10))
+      yield* TestClock.adjust(Duration.seconds(9))
+      yield* watchdog.pause
+      yield* TestClock.adjust(Duration.hours(1))
+      expect(yield* isExpired(watchdog)).toBe(false)
+      yield* watchdog.resume
+      yield* TestClock.adjust(Duration.millis(9_999))
+      expect(yield* isExpired(watchdog)).toBe(false)
+      yield* TestClock.adjust(Duration.millis(1))
+      expect(yield* isExpired(watchdog)).toBe(true)
+    }))
+
+  it.scoped("counts pauses: two overlapping pauses need two resumes", () =>
+    Effect.gen(function*() {
+      const watchdog = yield* CellWatchdog.make(Duration.seconds(5))
+      yield* watchdog.pause
+      yield* watchdog.pause
+      yield* watchdog.resume
+      expect(yield* watchdog.pauses).toBe(1)
+      yield* TestClock.adjust(Duration.minutes(10))
+      expect(yield* isExpired(watchdog)).toBe(false)
+      yield* watchdog.resume
+      expect(yield* watchdog.pauses).toBe(0)
+      yield* TestClock.adjust(Duration.seconds(5))
+      expect(yield* isExpired(watchdog)).toBe(true)
+    }))
+
+  it.scoped("ignores a resume without a pause", () =>
+    Effect.gen(function*() {
+      const watchdog = yield* CellWatchdog.make(Duration.seconds(5))
+      yield* TestClock.adjust(Duration.seconds(3))
+      yield* watchdog.resume
+      expect(yield* watchdog.pauses).toBe(0)
+      yield* TestClock.adjust(Duration.seconds(2))
+      expect(yield* isExpired(watchdog)).toBe(true)
+    }))
+})
