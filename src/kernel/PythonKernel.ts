@@ -178,7 +178,7 @@ export const make = (
         const step = (name: string) =>
           Effect.sync(() => Option.map(span, (s) => s.event(name, BigInt(Date.now()) * 1_000_000n)))
         const exitedWithin = (grace: Duration.Duration) =>
-          proc.exited.pipe(Effect.timeoutOption(grace), Effect.map(Option.isSome))
+          Effect.interruptible(proc.exited).pipe(Effect.timeoutOption(grace), Effect.map(Option.isSome))
         if ((yield* proc.exitNow) === undefined) {
           yield* step("exit-request")
           yield* proc.write(encodeHostLine(new ExitRequestFrame({ type: "exit" }))).pipe(Effect.ignore)
@@ -188,7 +188,7 @@ export const make = (
             if (!(yield* exitedWithin(timings.shutdownGrace))) {
               yield* step("SIGKILL")
               yield* proc.signal("SIGKILL")
-              yield* proc.exited
+              yield* Effect.interruptible(proc.exited).pipe(Effect.timeoutOption(timings.shutdownGrace))
             }
           }
         }
@@ -321,7 +321,7 @@ export const make = (
       Effect.forkScoped
     )
     yield* proc.exited.pipe(
-      Effect.tap(() => Deferred.await(stdoutDone).pipe(Effect.timeoutOption(Duration.millis(500)))),
+      Effect.tap(() => Effect.interruptible(Deferred.await(stdoutDone)).pipe(Effect.timeoutOption(Duration.millis(500)))),
       Effect.flatMap((exit) => dispatch(LifecycleEvent.Exited({ exit }))),
       Effect.forkScoped
     )
@@ -420,7 +420,9 @@ export const make = (
     ): Effect.Effect<{ readonly frame: DoneFrame | undefined; readonly notice?: string }, KernelError> =>
       Effect.gen(function*() {
         yield* dispatch(LifecycleEvent.Interrupt({ requestId: request.id, reason }))
-        const answered = yield* Deferred.await(request.done).pipe(Effect.timeoutOption(timings.interruptEscalation))
+        const answered = yield* Effect.interruptible(Deferred.await(request.done)).pipe(
+          Effect.timeoutOption(timings.interruptEscalation)
+        )
         if (Option.isSome(answered)) {
           return reason === "timeout" && timeoutSeconds !== undefined
             ? { frame: answered.value, notice: timeoutNotice(timeoutSeconds) }

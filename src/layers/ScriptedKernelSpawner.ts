@@ -7,7 +7,7 @@
  * - `print TEXT`: a stdout frame; `display`: a display frame
  * - `sleep`: wait until SIGINT, then end the cell cancelled (KeyboardInterrupt)
  * - `hang`: ignore SIGINT forever (only SIGTERM or SIGKILL end it)
- * - `hang-hard`: also ignore SIGTERM (only SIGKILL ends it)
+ * - `hang-hard`: also ignore SIGTERM and the exit request, like C code holding the GIL (only SIGKILL ends it)
  * - `exit N`: the process exits with status N
  * - `bridge METHOD`: a bridge call; its answer is printed as JSON
  * - `pause` / `resume`: timeout status events
@@ -25,6 +25,8 @@ export interface ScriptedProcessRecord {
   readonly requests: Array<string>
   /** Signals that arrived while no cell was running. */
   readonly idleSignals: Array<KernelSignal>
+  /** Requests that arrived while another was still running. */
+  overlaps: number
   exit: ProcessExit | undefined
 }
 
@@ -40,7 +42,7 @@ const line = (frame: unknown): Uint8Array => new TextEncoder().encode(JSON.strin
 const spawnScripted = (spawns: ScriptedSpawns) =>
   Effect.gen(function*() {
     const pid = nextPid++
-    const record: ScriptedProcessRecord = { pid, signals: [], requests: [], idleSignals: [], exit: undefined }
+    const record: ScriptedProcessRecord = { pid, signals: [], requests: [], idleSignals: [], overlaps: 0, exit: undefined }
     spawns.records.push(record)
     const stdout = yield* Mailbox.make<Uint8Array>()
     const stdin = yield* Queue.unbounded<string>()
@@ -144,8 +146,11 @@ const spawnScripted = (spawns: ScriptedSpawns) =>
     const readLine = (text: string) =>
       Effect.suspend(() => {
         const frame = JSON.parse(text) as Record<string, unknown>
-        if (frame.type === "exit") return finish({ code: 0, signal: null })
-        if (frame.type !== "bridge_result") return Queue.offer(stdin, text)
+        if (frame.type === "exit") return ignoreTerm ? Effect.void : finish({ code: 0, signal: null })
+        if (frame.type !== "bridge_result") {
+          if (running) record.overlaps++
+          return Queue.offer(stdin, text)
+        }
         const answer = bridgeAnswers.get(String(frame.callId))
         return answer === undefined ? Effect.void : Deferred.succeed(answer, frame.ok === true ? frame.value : frame.error)
       })

@@ -1,0 +1,206 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
+import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
+import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import { allExited, lastSpawn, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
+import { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+
+const spec: PythonKernel.KernelSpec = {
+  python: "fake-python",
+  runnerPath: "runner.py",
+  cwd: "/",
+  env: {},
+  prelude: "print prelude",
+  skipCheck: true
+}
+
+const fastTimings = Layer.succeed(KernelTimings, {
+  interruptEscalation: Duration.millis(100),
+  shutdownGrace: Duration.millis(50),
+  startTimeout: Duration.seconds(5)
+})
+
+const setup = (bridge: Layer.Layer<AgentBridge> = AgentBridgeNotConfigured) => {
+  const scripted = makeScriptedSpawner()
+  return { spawns: scripted.spawns, layer: Layer.mergeAll(scripted.layer, bridge, fastTimings) }
+}
+
+const run = (kernel: PythonKernel.PythonKernel, code: string, extra: Partial<PythonKernel.ExecuteRequest> = {}) =>
+  PythonKernel.executeCollect(kernel, { code, ...extra })
+
+const last = (outputs: ReadonlyArray<KernelOutput>) => outputs[outputs.length - 1]!
+const doneOf = (outputs: ReadonlyArray<KernelOutput>) => {
+  const done = last(outputs)
+  if (done._tag !== "Done") throw new Error(`expected Done last, got ${done._tag}`)
+  return done
+}
+
+describe("PythonKernel with a scripted process", () => {
+  it.live("starts with init and prelude, then runs cells in order", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const outputs = yield* run(kernel, "print hello;display pic")
+      expect(outputs.map((o) => o._tag)).toEqual(["Stdout", "Display", "Done"])
+      expect(doneOf(outputs)).toMatchObject({ status: "ok", executionCount: 1, cancelled: false, killed: false })
+      expect(doneOf(yield* run(kernel, "print again")).executionCount).toBe(2)
+      expect(Option.getOrThrow(lastSpawn(spawns)).requests).toEqual(["", "print prelude", "print hello;display pic", "print again"])
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("queues concurrent executes so they never interleave", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const results = yield* Effect.all(
+        Array.from({ length: 5 }, (_, i) => run(kernel, `print a${i};wait 5;print b${i}`)),
+        { concurrency: "unbounded" }
+      )
+      for (const [i, outputs] of results.entries()) {
+        expect(outputs.filter((o) => o._tag === "Stdout").map((o) => o.text)).toEqual([`a${i}\n`, `b${i}\n`])
+      }
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("cancel sends SIGINT and the cell ends cancelled with its outputs", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const cancel = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(run(kernel, "print before;sleep", { cancel: Deferred.await(cancel) }))
+      yield* Effect.sleep(Duration.millis(20))
+      yield* Deferred.succeed(cancel, undefined)
+      const outputs = yield* Fiber.join(fiber)
+      expect(outputs.map((o) => o._tag)).toEqual(["Stdout", "Error", "Done"])
+      expect(doneOf(outputs)).toMatchObject({ status: "error", cancelled: true, timedOut: false, killed: false })
+      const record = Option.getOrThrow(lastSpawn(spawns))
+      expect(record.signals).toEqual(["SIGINT"])
+      expect(record.idleSignals).toEqual([])
+      expect(doneOf(yield* run(kernel, "print still here")).status).toBe("ok")
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("a timeout interrupts the cell and says so", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const done = doneOf(yield* run(kernel, "sleep", { timeoutSeconds: 1 }))
+      expect(done).toMatchObject({ cancelled: true, timedOut: true, killed: false })
+      expect(done.notice).toBe(
+        "eval cell timed out after 1s; kernel interrupted but remains running. Reset the kernel via { reset: true } if state appears corrupted."
+      )
+      expect(yield* kernel.isAlive).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("timeout status events pause the watchdog", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const done = doneOf(yield* run(kernel, "pause;wait 1500;resume;print ok", { timeoutSeconds: 1 }))
+      expect(done).toMatchObject({ status: "ok", timedOut: false })
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("a cell that ignores SIGINT gets the kernel killed; the next call fails so the owner replaces it", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const done = doneOf(yield* run(kernel, "hang-hard", { timeoutSeconds: 1 }))
+      expect(done).toMatchObject({ cancelled: true, timedOut: true, killed: true })
+      expect(done.notice).toContain("was killed")
+      const record = Option.getOrThrow(lastSpawn(spawns))
+      expect(record.signals).toEqual(["SIGINT", "SIGTERM", "SIGKILL"])
+      expect(record.exit).toEqual({ code: null, signal: "SIGKILL" })
+      expect(yield* kernel.isAlive).toBe(false)
+      expect((yield* kernel.dead)._tag).toBe("Killed")
+      const next = yield* Effect.exit(run(kernel, "print x"))
+      expect(Exit.isFailure(next)).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("interrupting the consumer delivers SIGINT and waits for the cell to stop", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const fiber = yield* Effect.fork(run(kernel, "sleep"))
+      yield* Effect.sleep(Duration.millis(20))
+      yield* Fiber.interrupt(fiber)
+      const record = Option.getOrThrow(lastSpawn(spawns))
+      expect(record.signals).toEqual(["SIGINT"])
+      expect(doneOf(yield* run(kernel, "print next")).status).toBe("ok")
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("a process that dies mid-cell fails the cell with KernelDied", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const exit = yield* Effect.exit(run(kernel, "print bye;exit 3"))
+      expect(PythonKernel.isKernelDeath(exit)).toBe(true)
+      if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("exit code 3")
+      const again = yield* Effect.exit(run(kernel, "print x"))
+      expect(PythonKernel.isKernelDeath(again)).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("a process that dies during start-up fails make with a KernelStartError", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const exit = yield* Effect.exit(PythonKernel.make({ ...spec, prelude: "exit 7" }))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("did not start")
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("bridge calls reach the AgentBridge and answer the cell", () => {
+    const bridge = Layer.succeed(AgentBridge, {
+      call: (call) =>
+        call.method === "agent"
+          ? Effect.succeed({ answer: 42, method: call.method })
+          : Effect.fail(new AgentBridgeError({ name: "Nope", message: "no completions" }))
+    })
+    const { layer } = setup(bridge)
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const outputs = yield* run(kernel, "bridge agent;bridge completion")
+      const texts = outputs.filter((o) => o._tag === "Stdout").map((o) => o.text)
+      expect(texts).toEqual([`{"answer":42,"method":"agent"}\n`, `{"name":"Nope","message":"no completions"}\n`])
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("the default bridge answers with a clear error", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const outputs = yield* run(kernel, "bridge agent")
+      const text = outputs.find((o) => o._tag === "Stdout")
+      expect(text?._tag === "Stdout" && text.text).toContain("no agent bridge configured")
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("closing the scope shuts down every process, also mid-cell", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const kernel = yield* PythonKernel.make(spec).pipe(Scope.extend(scope))
+      const fiber = yield* Effect.fork(Effect.exit(run(kernel, "hang")))
+      yield* Effect.sleep(Duration.millis(20))
+      yield* Scope.close(scope, Exit.void)
+      const exit = yield* Fiber.join(fiber)
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(allExited(spawns)).toBe(true)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a graceful shutdown uses the exit request and sends no SIGINT", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.flatMap(PythonKernel.make(spec), (kernel) => run(kernel, "print x")))
+      const record = Option.getOrThrow(lastSpawn(spawns))
+      expect(record.exit).toEqual({ code: 0, signal: null })
+      expect(record.signals).toEqual([])
+    }).pipe(Effect.provide(layer))
+  })
+})
