@@ -1,0 +1,212 @@
+/**
+ * Puts the runner scripts where kernels can spawn them:
+ * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.py,prelude.py}`.
+ *
+ * The sources are read from the package's `runner/` directory on every call (they
+ * are small), hashed together, and written only when the cached copy is missing or
+ * differs. Each file is written to a unique temp name in the same directory and
+ * renamed into place, so a reader never sees a partial file and two hosts racing
+ * on the same hash both end up with the same, complete content. A missing
+ * `prelude.py` counts as empty.
+ */
+import { FileSystem } from "@effect/platform"
+import type { PlatformError } from "@effect/platform/Error"
+import { Context, Effect, Layer, Schema } from "effect"
+import { createHash, randomBytes } from "node:crypto"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The package name looked for when walking up to the package root. */
+export const PACKAGE_NAME = "veyyon-eval"
+
+/** Where runners are cached below the OS temp directory. */
+export const RUNNER_CACHE_DIR_NAME = "veyyon-python-runner"
+
+/** The runner as written to the cache. */
+export interface RunnerFiles {
+  /** `<cache root>/<hash>`. */
+  readonly dir: string
+  /** The script to spawn: `<python> -u <runnerPath>`. */
+  readonly runnerPath: string
+  /** The prelude's cached copy (the kernel is sent `preludeSource` itself). */
+  readonly preludePath: string
+  /** Prelude source, sent to a new kernel as one silent request. */
+  readonly preludeSource: string
+  /** Short hex sha256 over both sources. */
+  readonly hash: string
+  /** Whether this call wrote anything (false when the cache was reused). */
+  readonly wrote: boolean
+}
+
+/** The package does not contain the runner script. */
+export class RunnerSourceMissing extends Schema.TaggedError<RunnerSourceMissing>()("RunnerSourceMissing", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `The Python runner script ${this.path} cannot be read (${this.reason}). ` +
+      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so runner/runner.py is present.`
+  }
+}
+
+/** The runner could not be written to the cache directory. */
+export class RunnerCacheWriteFailed extends Schema.TaggedError<RunnerCacheWriteFailed>()("RunnerCacheWriteFailed", {
+  dir: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Could not write the Python runner to ${this.dir} (${this.reason}). ` +
+      `Make sure the temp directory is writable, or point TMPDIR at one that is.`
+  }
+}
+
+/** Everything `ensure` can fail with. */
+export type RunnerCacheError = RunnerSourceMissing | RunnerCacheWriteFailed
+
+/** The content hash of a runner and prelude pair: 16 hex chars of sha256, with the parts framed. */
+export const runnerHash = (runnerSource: string, preludeSource: string): string =>
+  createHash("sha256")
+    .update(`runner.py ${Buffer.byteLength(runnerSource)}\n`)
+    .update(runnerSource)
+    .update(`\nprelude.py ${Buffer.byteLength(preludeSource)}\n`)
+    .update(preludeSource)
+    .digest("hex")
+    .slice(0, 16)
+
+/** The nearest directory at or above `start` holding this package's package.json. */
+export const findPackageRoot = (
+  start: string
+): Effect.Effect<string, RunnerSourceMissing, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    let dir = path.resolve(start)
+    while (true) {
+      const manifest = path.join(dir, "package.json")
+      const name = yield* fs.readFileString(manifest).pipe(
+        Effect.map((text) => {
+          try {
+            return (JSON.parse(text) as { name?: unknown }).name
+          } catch {
+            return undefined
+          }
+        }),
+        Effect.orElseSucceed(() => undefined)
+      )
+      if (name === PACKAGE_NAME) return dir
+      const parent = path.dirname(dir)
+      if (parent === dir) {
+        return yield* new RunnerSourceMissing({
+          path: path.join("runner", "runner.py"),
+          reason: `no ${PACKAGE_NAME} package.json found above ${start}`
+        })
+      }
+      dir = parent
+    }
+  })
+
+/** Where the cache and the sources are. */
+export interface RunnerCacheOptions {
+  /** Directory holding runner.py and (optionally) prelude.py. */
+  readonly sourceDir: string
+  /** Directory the `<hash>` directories go in. */
+  readonly cacheRoot: string
+}
+
+/** The service: make sure the current runner is cached and say where. */
+export interface RunnerCacheService {
+  readonly ensure: Effect.Effect<RunnerFiles, RunnerCacheError>
+}
+
+const isNotFound = (error: PlatformError): boolean => error._tag === "SystemError" && error.reason === "NotFound"
+
+const describeError = (error: PlatformError): string =>
+  error._tag === "SystemError" ? `${error.reason}: ${error.message}` : error.message
+
+/** Builds the service over explicit directories. */
+export const makeRunnerCache = (
+  options: RunnerCacheOptions
+): Effect.Effect<RunnerCacheService, never, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+
+    const readSource = (file: string, optional: boolean) =>
+      fs.readFileString(file, "utf8").pipe(
+        Effect.catchAll((error) =>
+          optional && isNotFound(error)
+            ? Effect.succeed("")
+            : Effect.fail(new RunnerSourceMissing({ path: file, reason: describeError(error) }))
+        )
+      )
+
+    const writeAtomically = (dir: string, name: string, content: string) =>
+      Effect.gen(function*() {
+        const target = path.join(dir, name)
+        const current = yield* fs.readFileString(target, "utf8").pipe(Effect.orElseSucceed(() => undefined))
+        if (current === content) return false
+        const temp = path.join(dir, `.${name}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
+        yield* fs.writeFileString(temp, content, { mode: 0o644 })
+        yield* fs.rename(temp, target).pipe(
+          Effect.catchAll((error) =>
+            fs.readFileString(target, "utf8").pipe(
+              Effect.flatMap((written) => (written === content ? Effect.void : Effect.fail(error))),
+              Effect.orElseFail(() => error)
+            )
+          ),
+          Effect.ensuring(fs.remove(temp, { force: true }).pipe(Effect.ignore))
+        )
+        return true
+      }).pipe(
+        Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
+      )
+
+    const ensure = Effect.gen(function*() {
+      const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.py"), false)
+      const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.py"), true)
+      const hash = runnerHash(runnerSource, preludeSource)
+      const dir = path.join(options.cacheRoot, hash)
+      yield* fs.makeDirectory(dir, { recursive: true }).pipe(
+        Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
+      )
+      const wrotePrelude = yield* writeAtomically(dir, "prelude.py", preludeSource)
+      const wroteRunner = yield* writeAtomically(dir, "runner.py", runnerSource)
+      return {
+        dir,
+        runnerPath: path.join(dir, "runner.py"),
+        preludePath: path.join(dir, "prelude.py"),
+        preludeSource,
+        hash,
+        wrote: wrotePrelude || wroteRunner
+      }
+    })
+
+    return { ensure }
+  })
+
+/** The default cache root: `<os tmpdir>/veyyon-python-runner`. */
+export const defaultRunnerCacheRoot = (): string => path.join(os.tmpdir(), RUNNER_CACHE_DIR_NAME)
+
+/** Caches the runner scripts for kernels to spawn. */
+export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCache, RunnerCacheService>() {
+  /** The service over explicit directories. */
+  static layer(options: RunnerCacheOptions): Layer.Layer<RunnerCache, never, FileSystem.FileSystem> {
+    return Layer.effect(RunnerCache, makeRunnerCache(options))
+  }
+
+  /** Sources from this package's `runner/` directory, cache under the OS temp directory. */
+  static readonly Live: Layer.Layer<RunnerCache, never, FileSystem.FileSystem> = Layer.effect(
+    RunnerCache,
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const cache = yield* Effect.cached(
+        findPackageRoot(path.dirname(fileURLToPath(import.meta.url))).pipe(
+          Effect.flatMap((root) =>
+            makeRunnerCache({ sourceDir: path.join(root, "runner"), cacheRoot: defaultRunnerCacheRoot() })
+          ),
+          Effect.provideService(FileSystem.FileSystem, fs)
+        )
+      )
+      return { ensure: Effect.flatMap(cache, (service) => service.ensure) }
+    })
+  )
+}
