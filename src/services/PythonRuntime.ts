@@ -312,6 +312,15 @@ export class PythonRuntime extends Context.Tag("veyyon-eval/PythonRuntime")<Pyth
     return Layer.effect(PythonRuntime, makePythonRuntime(options))
   }
 
+  /** Always answers with `answer` (an interpreter or the error), for tests of the runtime's users. */
+  static fixed(answer: PythonInterpreter | PythonUnavailable, hostEnv: EnvRecord = {}): Layer.Layer<PythonRuntime> {
+    return Layer.succeed(PythonRuntime, {
+      resolve: () => (answer instanceof PythonUnavailable ? Effect.fail(answer) : Effect.succeed(answer)),
+      kernelEnv: (interpreter, extra = {}) =>
+        runnerEnv(hostEnv, { venvBin: interpreter.venvBin, artifactsDir: extra.artifactsDir, extra: extra.extra })
+    })
+  }
+
   /** The service over this process's env, home dir, platform, disk and child processes. */
   static readonly Live: Layer.Layer<PythonRuntime, never, Settings | CommandExecutor.CommandExecutor> = Layer.effect(
     PythonRuntime,

@@ -193,6 +193,15 @@ export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCa
     return Layer.effect(RunnerCache, makeRunnerCache(options))
   }
 
+  /** Always answers with `answer` (files or the error), for tests of the cache's users. */
+  static fixed(answer: RunnerFiles | RunnerCacheError): Layer.Layer<RunnerCache> {
+    return Layer.succeed(RunnerCache, {
+      ensure: answer instanceof RunnerSourceMissing || answer instanceof RunnerCacheWriteFailed
+        ? Effect.fail(answer)
+        : Effect.succeed(answer)
+    })
+  }
+
   /** Sources from this package's `runner/` directory, cache under the OS temp directory. */
   static readonly Live: Layer.Layer<RunnerCache, never, FileSystem.FileSystem> = Layer.effect(
     RunnerCache,

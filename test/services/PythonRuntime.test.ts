@@ -13,6 +13,7 @@ import {
   makePythonRuntime,
   nodeFileProbe,
   parseInspection,
+  PythonRuntime,
   PythonUnavailable
 } from "../../src/services/PythonRuntime.ts"
 import { Settings, type SettingsInput } from "../../src/services/Settings.ts"
@@ -365,5 +366,33 @@ describe.skipIf(process.platform === "win32")("PythonRuntime with fake interpret
         VEYYON_ARTIFACTS_DIR: "/a/s1",
         MY: "1"
       })
+    }))
+})
+
+describe("PythonRuntime.fixed", () => {
+  const interpreter = {
+    executable: "/usr/bin/python3",
+    foundAt: "/usr/bin/python3",
+    rule: "PATH" as const,
+    version: { major: 3, minor: 12, micro: 0 },
+    checked: true,
+    skipped: []
+  }
+
+  it.effect("answers with the given interpreter and filters the given host env", () =>
+    Effect.gen(function*() {
+      const rt = yield* PythonRuntime
+      expect(yield* rt.resolve("/anywhere")).toEqual(interpreter)
+      expect(rt.kernelEnv({ venvBin: "/v/bin" })).toMatchObject({ PATH: "/v/bin:/bin", PYTHONUNBUFFERED: "1" })
+      expect(rt.kernelEnv({})).not.toHaveProperty("ANTHROPIC_API_KEY")
+    }).pipe(Effect.provide(PythonRuntime.fixed(interpreter, { PATH: "/bin", ANTHROPIC_API_KEY: "k" }))))
+
+  it.effect("fails with the given error", () =>
+    Effect.gen(function*() {
+      const error = new PythonUnavailable({ reason: "not-found", detail: "none", tried: [], fix: "install one" })
+      const failed = yield* Effect.flip(Effect.flatMap(PythonRuntime, (rt) => rt.resolve("/")).pipe(
+        Effect.provide(PythonRuntime.fixed(error))
+      ))
+      expect(failed).toBe(error)
     }))
 })

@@ -185,3 +185,14 @@ describe("RunnerCache.Live", () => {
       }
     }).pipe(Effect.provide(RunnerCache.Live), Effect.provide(NodeContext.layer)))
 })
+
+describe("RunnerCache.fixed", () => {
+  it.effect("answers with the given files or error", () =>
+    Effect.gen(function*() {
+      const files = { dir: "/c/h", runnerPath: "/c/h/runner.py", preludePath: "/c/h/prelude.py", preludeSource: "", hash: "h", wrote: false }
+      expect(yield* Effect.flatMap(RunnerCache, (c) => c.ensure).pipe(Effect.provide(RunnerCache.fixed(files)))).toEqual(files)
+      const missing = new RunnerSourceMissing({ path: "runner.py", reason: "gone" })
+      const error = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensure).pipe(Effect.provide(RunnerCache.fixed(missing))))
+      expect(error).toBe(missing)
+    }))
+})
