@@ -9,6 +9,7 @@
  * - `hang`: ignore SIGINT forever (only SIGTERM or SIGKILL end it)
  * - `hang-hard`: also ignore SIGTERM and the exit request, like C code holding the GIL (only SIGKILL ends it)
  * - `exit N`: the process exits with status N
+ * - `crash-once N`: the first process of this spawner to run it exits with status N; later ones go on
  * - `bridge METHOD`: a bridge call; its answer is printed as JSON
  * - `pause` / `resume`: timeout status events
  * - `raise`: an error frame; the cell ends with status error
@@ -33,6 +34,7 @@ export interface ScriptedProcessRecord {
 /** The fakes spawned so far. */
 export interface ScriptedSpawns {
   readonly records: Array<ScriptedProcessRecord>
+  crashed: boolean
 }
 
 let nextPid = 100_000
@@ -92,6 +94,10 @@ const spawnScripted = (spawns: ScriptedSpawns) =>
           ignoreTerm = verb === "hang-hard"
           return Effect.never
         case "exit":
+          return Effect.zipRight(finish({ code: Number(arg), signal: null }), Effect.never)
+        case "crash-once":
+          if (spawns.crashed) return Effect.succeed("continue")
+          spawns.crashed = true
           return Effect.zipRight(finish({ code: Number(arg), signal: null }), Effect.never)
         case "bridge": {
           const callId = `c${Math.random().toString(36).slice(2)}`
@@ -191,7 +197,7 @@ const spawnScripted = (spawns: ScriptedSpawns) =>
 
 /** A scripted spawner and the records of what it spawned. */
 export const makeScriptedSpawner = (): { readonly spawns: ScriptedSpawns; readonly layer: Layer.Layer<KernelSpawner> } => {
-  const spawns: ScriptedSpawns = { records: [] }
+  const spawns: ScriptedSpawns = { records: [], crashed: false }
   return { spawns, layer: Layer.succeed(KernelSpawner, { spawn: () => spawnScripted(spawns) }) }
 }
 

@@ -1,0 +1,211 @@
+/**
+ * Owns the kernels, keyed by session, working directory and interpreter. In `session`
+ * mode kernels are reference-counted and retained (shut down after an idle time-to-live
+ * nobody holds them); a dead kernel is replaced before the next cell, and a kernel that
+ * dies during a cell is replaced and the cell retried once. In `per-call` mode every
+ * request gets a fresh kernel that is shut down after it.
+ */
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { Context, Data, Duration, Effect, Layer, RcMap, type Scope, Stream } from "effect"
+import type { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
+import { KernelOutput } from "../kernel/KernelOutput.ts"
+import { KernelSpawner } from "../kernel/KernelProcess.ts"
+import { KernelTimings } from "../kernel/KernelTimings.ts"
+import * as PythonKernel from "../kernel/PythonKernel.ts"
+import { AgentBridge } from "./AgentBridge.ts"
+import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
+import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
+import { Settings } from "./Settings.ts"
+
+/** Identifies one retained kernel. */
+export class KernelKey extends Data.Class<{
+  readonly sessionId: string
+  readonly cwd: string
+  readonly interpreter: string
+  readonly venvBin: string | undefined
+}> {
+  /** A readable form for logs and spans. */
+  get label(): string {
+    return `${this.sessionId}|${this.cwd}|${this.interpreter}`
+  }
+}
+
+/** The working directory does not exist or is not a directory. */
+export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{ readonly cwd: string; readonly problem: string }> {
+  override get message(): string {
+    return `cannot run a cell in ${this.cwd}: ${this.problem}. Pass an existing directory as cwd.`
+  }
+}
+
+/** What a registry request can fail with. */
+export type RegistryError =
+  | InvalidCwd
+  | PythonUnavailable
+  | RunnerCacheError
+  | KernelStartError
+  | KernelDied
+  | KernelClosed
+
+/** One cell for the registry: where, for whom, and what. */
+export interface RegistryRequest extends PythonKernel.ExecuteRequest {
+  readonly sessionId: string
+  readonly cwd: string
+  /** Replace this session's kernel for `cwd` before running. */
+  readonly reset?: boolean
+}
+
+/** The status op the registry emits when it replaces a kernel that died mid-cell and retries. */
+export const RESTART_STATUS_OP = "kernel-restart"
+
+/** The registry service. */
+export interface KernelRegistryService {
+  /** Runs one cell in the kernel for the request's session, cwd and interpreter. */
+  readonly execute: (request: RegistryRequest) => Stream.Stream<KernelOutput, RegistryError>
+  /** Shuts down every kernel of a session (optionally only the one for `cwd`); the next cell starts fresh. */
+  readonly reset: (sessionId: string, cwd?: string) => Effect.Effect<void>
+  /** Shuts down every kernel now. */
+  readonly shutdownAll: Effect.Effect<void>
+  /** The keys of the kernels alive or starting. */
+  readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
+}
+
+/** Resolves a cwd to its real path, checking that it is a directory. */
+export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
+  Effect.try({
+    try: () => {
+      const real = NodeFs.realpathSync(NodePath.resolve(cwd))
+      if (!NodeFs.statSync(real).isDirectory()) throw new Error("it is not a directory")
+      return real
+    },
+    catch: (error) =>
+      new InvalidCwd({
+        cwd,
+        problem: (error as NodeJS.ErrnoException).code === "ENOENT"
+          ? "it does not exist"
+          : (error as Error).message
+      })
+  })
+
+/** A directory name safe for a session id. */
+export const sessionDirName = (sessionId: string): string => {
+  const safe = sessionId.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^\.+/, "_")
+  return safe.length === 0 ? "_" : safe.slice(0, 200)
+}
+
+const makeRegistry = Effect.gen(function*() {
+  const settings = yield* Settings
+  const runtime = yield* PythonRuntime
+  const runners = yield* RunnerCache
+  const spawner = yield* KernelSpawner
+  const bridge = yield* AgentBridge
+  const timings = yield* KernelTimings
+
+  const startKernel = (key: KernelKey): Effect.Effect<PythonKernel.PythonKernel, RegistryError, Scope.Scope> =>
+    Effect.gen(function*() {
+      const files = yield* runners.ensure
+      const artifactsDir = NodePath.join(settings.artifactsDir, sessionDirName(key.sessionId))
+      yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
+      return yield* PythonKernel.make({
+        python: key.interpreter,
+        runnerPath: files.runnerPath,
+        cwd: key.cwd,
+        env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
+        prelude: files.preludeSource,
+        key: key.label,
+        skipCheck: true,
+        trace: process.env.VEYYON_PYTHON_IPC_TRACE === "1"
+      })
+    }).pipe(
+      Effect.provideService(KernelSpawner, spawner),
+      Effect.provideService(AgentBridge, bridge),
+      Effect.provideService(KernelTimings, timings)
+    )
+
+  const kernels = yield* RcMap.make({
+    lookup: startKernel,
+    idleTimeToLive: Duration.millis(settings.python.idleTtlMs)
+  })
+
+  const keyFor = (request: RegistryRequest) =>
+    Effect.gen(function*() {
+      const cwd = yield* normalizeCwd(request.cwd)
+      const interpreter = yield* runtime.resolve(cwd)
+      return new KernelKey({
+        sessionId: request.sessionId,
+        cwd,
+        interpreter: interpreter.executable,
+        venvBin: interpreter.venvBin
+      })
+    })
+
+  const liveKernel = (key: KernelKey) =>
+    Effect.gen(function*() {
+      const kernel = yield* RcMap.get(kernels, key)
+      if (yield* kernel.isAlive) return kernel
+      yield* RcMap.invalidate(kernels, key)
+      return yield* RcMap.get(kernels, key)
+    })
+
+  const attempt = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
+    Stream.unwrapScoped(Effect.map(liveKernel(key), (kernel) => kernel.execute(request)))
+
+  const sessionExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
+    attempt(key, request).pipe(
+      Stream.catchTag("KernelDied", (died) =>
+        Stream.unwrap(
+          Effect.as(RcMap.invalidate(kernels, key), Stream.make(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } })).pipe(
+            Stream.concat(attempt(key, request))
+          ))
+        )
+      )
+    )
+
+  const perCallExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> => {
+    const once = Stream.unwrapScoped(Effect.map(startKernel(key), (kernel) => kernel.execute(request)))
+    return once.pipe(
+      Stream.catchTag("KernelDied", (died) =>
+        Stream.make(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } })).pipe(Stream.concat(once))
+      )
+    )
+  }
+
+  const reset = (sessionId: string, cwd?: string) =>
+    Effect.gen(function*() {
+      const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
+      for (const key of yield* RcMap.keys(kernels)) {
+        if (key.sessionId === sessionId && (real === undefined || key.cwd === real)) yield* RcMap.invalidate(kernels, key)
+      }
+    })
+
+  const shutdownAll = Effect.gen(function*() {
+    for (const key of yield* RcMap.keys(kernels)) yield* RcMap.invalidate(kernels, key)
+  })
+
+  const execute = (request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
+    Stream.unwrap(
+      Effect.gen(function*() {
+        const key = yield* keyFor(request)
+        if (settings.python.kernelMode === "per-call") return perCallExecute(key, request)
+        if (request.reset === true) yield* RcMap.invalidate(kernels, key)
+        return sessionExecute(key, request)
+      })
+    )
+
+  return {
+    execute,
+    reset,
+    shutdownAll,
+    keys: RcMap.keys(kernels)
+  } satisfies KernelRegistryService
+})
+
+/** Owns kernels by key; closing the layer's scope shuts every kernel down. */
+export class KernelRegistry extends Context.Tag("veyyon-eval/KernelRegistry")<KernelRegistry, KernelRegistryService>() {
+  /** The registry over the settings, runtime, runner cache, spawner and bridge in context. */
+  static readonly layer: Layer.Layer<
+    KernelRegistry,
+    never,
+    Settings | PythonRuntime | RunnerCache | KernelSpawner | AgentBridge
+  > = Layer.scoped(KernelRegistry, makeRegistry)
+}

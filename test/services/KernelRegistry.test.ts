@@ -1,0 +1,172 @@
+import * as os from "node:os"
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Duration, Effect, Exit, Layer, Scope, Stream } from "effect"
+import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
+import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
+import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { KernelRegistry, RESTART_STATUS_OP, sessionDirName, type RegistryRequest } from "../../src/services/KernelRegistry.ts"
+import { PythonRuntime } from "../../src/services/PythonRuntime.ts"
+import { RunnerCache } from "../../src/services/RunnerCache.ts"
+import { Settings, type SettingsInput } from "../../src/services/Settings.ts"
+import { testSettings } from "../support/settings.ts"
+
+const interpreter = { executable: "/fake/python3", foundAt: "/fake/python3", rule: "PATH" as const, version: undefined, checked: false, skipped: [] }
+const runnerFiles = { dir: "/fake", runnerPath: "/fake/runner.py", preludePath: "/fake/prelude.py", preludeSource: "print prelude", hash: "abc", wrote: false }
+
+const setup = (input: SettingsInput = {}) => {
+  const scripted = makeScriptedSpawner()
+  const deps = Layer.mergeAll(
+    scripted.layer,
+    AgentBridgeNotConfigured,
+    PythonRuntime.fixed(interpreter),
+    RunnerCache.fixed(runnerFiles),
+    Settings.value(testSettings(input)),
+    Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
+  )
+  return { spawns: scripted.spawns, layer: KernelRegistry.layer.pipe(Layer.provideMerge(deps)) }
+}
+
+const cwd = os.tmpdir()
+const run = (request: Partial<RegistryRequest> & { code: string }) =>
+  Effect.flatMap(KernelRegistry, (registry) =>
+    registry.execute({ sessionId: "s1", cwd, ...request }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+  )
+const done = (outputs: ReadonlyArray<KernelOutput>) => {
+  const last = outputs[outputs.length - 1]
+  if (last?._tag !== "Done") throw new Error("no Done")
+  return last
+}
+
+describe("KernelRegistry (session mode)", () => {
+  it.live("reuses one kernel per session and keeps its state", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      expect(done(yield* run({ code: "print a" })).executionCount).toBe(1)
+      expect(done(yield* run({ code: "print b" })).executionCount).toBe(2)
+      expect(spawns.records).toHaveLength(1)
+      expect(done(yield* run({ code: "print c", sessionId: "s2" })).executionCount).toBe(1)
+      expect(spawns.records).toHaveLength(2)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("reset replaces the kernel before the cell", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      yield* run({ code: "print a" })
+      expect(done(yield* run({ code: "print b", reset: true })).executionCount).toBe(1)
+      expect(spawns.records).toHaveLength(2)
+      expect(spawns.records[0]!.exit).toBeDefined()
+      const registry = yield* KernelRegistry
+      yield* registry.reset("s1")
+      expect(spawns.records[1]!.exit).toBeDefined()
+      expect(yield* registry.keys).toHaveLength(0)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a kernel that died mid-cell is replaced and the cell retried once", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const outputs = yield* run({ code: "crash-once 9;print ok" })
+      expect(outputs.map((o) => o._tag)).toEqual(["Status", "Stdout", "Done"])
+      const status = outputs[0]!
+      expect(status._tag === "Status" && status.op).toBe(RESTART_STATUS_OP)
+      expect(status._tag === "Status" && String(status.fields.reason)).toContain("exit code 9")
+      expect(spawns.records).toHaveLength(2)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a second death is reported with the exit code", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const exit = yield* Effect.exit(run({ code: "exit 4" }))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("exit code 4")
+      expect(spawns.records).toHaveLength(2)
+      expect(done(yield* run({ code: "print fine" })).status).toBe("ok")
+      expect(spawns.records).toHaveLength(3)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a killed kernel is replaced on the next call", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      expect(done(yield* run({ code: "hang-hard", timeoutSeconds: 0.05 })).killed).toBe(true)
+      expect(done(yield* run({ code: "print again" })).executionCount).toBe(1)
+      expect(spawns.records).toHaveLength(2)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("an idle kernel is shut down after its time-to-live", () => {
+    const { spawns, layer } = setup({ python: { idleTtlMs: 50 } })
+    return Effect.gen(function*() {
+      yield* run({ code: "print a" })
+      expect(spawns.records[0]!.exit).toBeUndefined()
+      yield* Effect.sleep(Duration.millis(300))
+      expect(spawns.records[0]!.exit).toBeDefined()
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("closing the registry shuts every kernel down", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(layer, scope)
+      yield* Effect.all(["a", "b", "c"].map((s) => run({ code: "print x", sessionId: s })), { concurrency: 3 }).pipe(
+        Effect.provide(context)
+      )
+      expect(spawns.records).toHaveLength(3)
+      yield* Scope.close(scope, Exit.void)
+      expect(allExited(spawns)).toBe(true)
+    })
+  })
+
+  it.live("a cwd that does not exist is a clear error", () => {
+    const { layer } = setup()
+    return Effect.gen(function*() {
+      const exit = yield* Effect.exit(run({ code: "print a", cwd: "/definitely/not/here" }))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("does not exist")
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("many sessions run side by side without cross-talk", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const sessions = Array.from({ length: 16 }, (_, i) => `s${i}`)
+      yield* Effect.all(
+        sessions.map((sessionId) =>
+          Effect.gen(function*() {
+            for (let cell = 0; cell < 20; cell++) {
+              const outputs = yield* run({ code: `print ${sessionId}-${cell}`, sessionId })
+              expect(outputs.flatMap((o) => (o._tag === "Stdout" ? [o.text] : []))).toEqual([`${sessionId}-${cell}\n`])
+              expect(done(outputs).executionCount).toBe(cell + 1)
+            }
+          })
+        ),
+        { concurrency: "unbounded" }
+      )
+      expect(spawns.records).toHaveLength(16)
+    }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("KernelRegistry (per-call mode)", () => {
+  it.live("starts a fresh kernel per request and shuts it down after", () => {
+    const { spawns, layer } = setup({ python: { kernelMode: "per-call" } })
+    return Effect.gen(function*() {
+      expect(done(yield* run({ code: "print a" })).executionCount).toBe(1)
+      expect(done(yield* run({ code: "print b" })).executionCount).toBe(1)
+      expect(spawns.records).toHaveLength(2)
+      expect(allExited(spawns)).toBe(true)
+    }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("sessionDirName", () => {
+  it("keeps safe names and replaces the rest", () => {
+    expect(sessionDirName("abc-1.2_x")).toBe("abc-1.2_x")
+    expect(sessionDirName("../etc/passwd")).toBe("__etc_passwd")
+    expect(sessionDirName("")).toBe("_")
+  })
+})

@@ -1,0 +1,17 @@
+/**
+ * Complete settings for tests, from the defaults plus overrides.
+ */
+import * as os from "node:os"
+import * as path from "node:path"
+import { Either } from "effect"
+import { resolveSettings, type SettingsInput, type SettingsValues } from "../../src/services/Settings.ts"
+
+/** Default settings with `input` applied, artifacts under a fresh temp directory; the environment is ignored. */
+export const testSettings = (input: SettingsInput = {}): SettingsValues =>
+  Either.getOrThrow(
+    resolveSettings(
+      { artifactsDir: path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`), ...input },
+      {},
+      { tmpdir: os.tmpdir(), pid: process.pid, cwd: process.cwd() }
+    )
+  )
