@@ -1,0 +1,2263 @@
+"""veyyon kernel runner: one Python process serving code cells as NDJSON on stdin/stdout.
+
+Standard library only, Python 3.8+. Start it as ``python3 -u runner.py``; importing it
+does not start the server.
+
+Host -> runner, one JSON object per line:
+    {"id": str, "code": str, "silent": bool, "storeHistory": bool, "cwd"?: str, "env"?: {str: str|null}}
+    {"type": "exit"}
+    {"type": "bridge_result", "callId": str, "ok": true, "value": any}
+    {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
+
+Runner -> host, one JSON object per line (and nothing else ever reaches the real stdout):
+    {"type": "started", "id"}
+    {"type": "stdout"|"stderr", "id", "data": str}
+    {"type": "display"|"result", "id", "bundle": {mime: value}}
+    {"type": "error", "id", "ename", "evalue", "traceback": [str]}   (entries join with "\\n")
+    {"type": "done", "id", "status": "ok"|"error", "executionCount": int, "cancelled": bool}
+    {"type": "bridge", "id", "callId", "method", "params"}
+
+A malformed line yields an ``error`` frame with ename "ProtocolError" (id null when none
+can be read; otherwise followed by a ``done`` with status "error"). Status events are
+``display`` frames whose bundle is {"application/x-veyyon-status": {"op": ..., ...}}.
+
+Runtime module for the prelude (``import veyyon_runtime``; also ``__veyyon__`` in the
+user namespace, which the magic transformer targets):
+    emit_status(op, **fields) -> None            send a status event
+    bridge_call(method, params=None) -> value    ask the host; raises BridgeError
+    BridgeError(name, message)                   str() is "name: message"
+    display(*objs, raw=False, **ignored) -> None display objects (raw: objs are bundles)
+    mime_bundle(obj) -> dict                     the bundle display() would send
+    current_request_id() -> str | None
+    execution_count() -> int
+    user_namespace() -> dict                     the cells' globals (module __main__)
+    user_names() -> list                         user-defined names, runtime/prelude excluded
+    protected_names() -> dict                    names the silent requests defined
+    register_line_magic(name, fn)                fn(args: str) -> value
+    register_cell_magic(name, fn)                fn(line: str, body: str) -> value
+    run_process(argv) -> int                     run argv, streaming its output live
+    system(cmd) -> None, getoutput(cmd) -> SList shell helpers behind !cmd / var = !cmd
+    transform(source) -> str                     the magic source transformer
+    SList, CapturedIO, UsageError
+"""
+
+import ast
+import base64
+import builtins
+import codecs
+import io
+import itertools
+import json
+import linecache
+import os
+import queue
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+import types
+import warnings
+
+STATUS_MIME = "application/x-veyyon-status"
+CHUNK_CHARS = 64 * 1024
+MAX_PLAIN_CHARS = 1000000
+PROTOCOL_ERROR = "ProtocolError"
+
+_TLA_FLAG = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+_CO_COROUTINE = 0x0080
+_CO_NEWLOCALS = 0x0002
+_NO_VALUE = object()
+_RUNNER_FILES = frozenset({__file__, os.path.abspath(__file__)})
+_STDLIB_DIR = os.path.dirname(os.__file__)
+_PLUMBING_FILES = frozenset(os.path.join(_STDLIB_DIR, name) for name in ("runpy.py", "timeit.py"))
+_PLUMBING_DIRS = (os.path.join(_STDLIB_DIR, "asyncio") + os.sep,)
+_BASE_NAMES = ("__name__", "__doc__", "__package__", "__loader__", "__spec__", "__builtins__", "__veyyon__")
+_PLAIN_TYPES = frozenset({int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset, type(None)})
+_REPR_METHODS = (
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("application/json", "_repr_json_"),
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("text/latex", "_repr_latex_"),
+)
+
+
+# ---------------------------------------------------------------------------
+# Frames
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_JSON_ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+def _jsonable(value, depth=0):
+    """A copy of value that the strict JSON encoder accepts (NaN -> null, odd objects -> repr)."""
+    if depth > 64:
+        return repr(value)
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    try:
+        return repr(value)
+    except Exception:
+        return "<unrepresentable %s>" % type(value).__name__
+
+
+def encode_frame(frame):
+    """One frame as a UTF-8 JSON line; lone surrogates are escaped, NaN and odd values sanitized."""
+    try:
+        text = _JSON.encode(frame)
+    except (TypeError, ValueError):
+        frame = _jsonable(frame)
+        text = _JSON.encode(frame)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_JSON_ASCII.encode(frame) + "\n").encode("ascii")
+
+
+_frame_fd = None
+_frame_lock = threading.Lock()
+
+
+def _write_line(data):
+    with _frame_lock:
+        written = os.write(_frame_fd, data)
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(_frame_fd, view):]
+
+
+def _send(frame):
+    if _frame_fd is None:
+        raise RuntimeError("the runner is not serving; frames have nowhere to go")
+    try:
+        _write_line(encode_frame(frame))
+    except BrokenPipeError:
+        os._exit(0)
+
+
+def _send_stream(kind, text):
+    request_id = _state.current_id
+    for start in range(0, len(text), CHUNK_CHARS):
+        _send({"type": kind, "id": request_id, "data": text[start:start + CHUNK_CHARS]})
+
+
+# ---------------------------------------------------------------------------
+# Kernel state and SIGINT
+
+
+class _KernelState:
+    def __init__(self):
+        self.current_id = None
+        self.execution_count = 0
+        self.cell_seq = 0
+        self.cell_active = False
+        self.entered = False
+        self.pending = False
+        self.interrupted = False
+        self.generation = 0
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+        self.protected = {}
+        self.previous_dir = None
+
+
+_state = _KernelState()
+_main_ident = threading.main_thread().ident
+_redeliver_wake = None
+
+
+def _on_sigint(signum, frame):
+    st = _state
+    if not st.cell_active:
+        return
+    if _interrupt_allowed(frame):
+        st.pending = False
+        st.interrupted = True
+        raise KeyboardInterrupt
+    st.pending = True
+    if _redeliver_wake is not None:
+        try:
+            os.write(_redeliver_wake, b"!")
+        except OSError:
+            pass
+
+
+def _interrupt_allowed(frame):
+    """Whether a SIGINT landing in frame may raise: inside user code and outside runner bookkeeping."""
+    while frame is not None:
+        code = frame.f_code
+        if code in _CRITICAL_CODES:
+            return False
+        if code is _BOUNDARY_CODE:
+            return _state.entered
+        frame = frame.f_back
+    return False
+
+
+def _user_call(fn, *args):
+    st = _state
+    st.entered = True
+    try:
+        if st.pending:
+            st.pending = False
+            st.interrupted = True
+            raise KeyboardInterrupt
+        return fn(*args)
+    finally:
+        st.entered = False
+
+
+def _redeliver_loop(wake_fd):
+    """Re-send a deferred SIGINT until it lands in user code or the cell ends."""
+    while True:
+        try:
+            os.read(wake_fd, 256)
+        except OSError:
+            return
+        while _state.pending and _state.cell_active:
+            generation = _state.generation
+            time.sleep(0.01)
+            if _state.pending and _state.cell_active and _state.generation == generation:
+                signal.pthread_kill(_main_ident, signal.SIGINT)
+
+
+# ---------------------------------------------------------------------------
+# Output routing: proxies for sys.stdout/sys.stderr, fd 1 pump, %%capture
+
+
+class _Router:
+    def __init__(self):
+        self.capture = None
+
+    def stdout(self, text):
+        target = self.capture
+        if target is not None and target.stdout:
+            target.result._out.append(text)
+        else:
+            _send_stream("stdout", text)
+
+    def stderr(self, text):
+        target = self.capture
+        if target is not None and target.stderr:
+            target.result._err.append(text)
+        else:
+            _send_stream("stderr", text)
+
+    def display(self, bundle):
+        target = self.capture
+        if target is not None and target.display:
+            target.result.outputs.append(CapturedOutput(bundle))
+        else:
+            _send({"type": "display", "id": _state.current_id, "bundle": bundle})
+
+
+_router = _Router()
+
+
+class _FdPump:
+    """Turns bytes written to fd 1 (child processes, os.write) into stdout frames."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.lock = threading.RLock()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.eof = False
+
+    def pump(self, final=False):
+        """Emit everything readable now; with final, also flush a trailing partial character."""
+        if self.fd is None:
+            return
+        with self.lock:
+            while not self.eof:
+                try:
+                    data = os.read(self.fd, 65536)
+                except BlockingIOError:
+                    break
+                if not data:
+                    self.eof = True
+                    break
+                text = self.decoder.decode(data)
+                if text:
+                    _router.stdout(text)
+            if final:
+                tail = self.decoder.decode(b"", True)
+                if tail:
+                    _router.stdout(tail)
+
+    def run(self):
+        """Thread body: wait for data on the pipe and pump it."""
+        import select
+
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while not self.eof:
+            poller.poll()
+            self.pump()
+
+
+_fd_pump = _FdPump(None)
+
+
+def _emit_stdout(text):
+    _fd_pump.pump()
+    _router.stdout(text)
+
+
+def _emit_stderr(text):
+    _fd_pump.pump()
+    _router.stderr(text)
+
+
+class _OutStream(io.TextIOBase):
+    """Replacement for sys.stdout/sys.stderr: writes become frames, coalesced per line and bounded."""
+
+    def __init__(self, name, emit, fileno):
+        super().__init__()
+        self._name = name
+        self._emit = emit
+        self._fileno = fileno
+        self._lock = threading.RLock()
+        self._parts = []
+        self._size = 0
+        self.buffer = _BinaryOut(self)
+
+    @property
+    def name(self):
+        return "<%s>" % self._name
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    @property
+    def errors(self):
+        return "strict"
+
+    @property
+    def closed(self):
+        return False
+
+    @property
+    def line_buffering(self):
+        return True
+
+    def close(self):
+        """Ignored: the kernel's streams stay open."""
+
+    def readable(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return self._fileno
+
+    def write(self, text):
+        """Buffer text; emit it once it ends a line or 64 KiB are pending."""
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        size = len(text)
+        if not size:
+            return 0
+        with self._lock:
+            self._parts.append(text)
+            self._size += size
+            if self._size < CHUNK_CHARS and not text.endswith("\n"):
+                return size
+            data = "".join(self._parts)
+            self._parts = []
+            self._size = 0
+            self._emit(data)
+        return size
+
+    def flush(self):
+        """Emit any partial line now."""
+        with self._lock:
+            if not self._parts:
+                return
+            data = "".join(self._parts)
+            self._parts = []
+            self._size = 0
+            self._emit(data)
+
+
+class _BinaryOut:
+    """The ``buffer`` of an output proxy: bytes are decoded as UTF-8 (invalid bytes replaced)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(self, data):
+        """Decode and forward data to the text stream."""
+        text = self._decoder.decode(bytes(data))
+        if text:
+            self._stream.write(text)
+        return len(data)
+
+    def flush(self):
+        """Flush the text stream."""
+        self._stream.flush()
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._stream.fileno()
+
+
+class _BlockingStdin(io.TextIOBase):
+    """sys.stdin replacement: stdin carries requests, so reads block until the cell is interrupted."""
+
+    def __init__(self):
+        super().__init__()
+        self._never = threading.Event()
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    @property
+    def closed(self):
+        return False
+
+    def close(self):
+        """Ignored."""
+
+    def readable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return 0
+
+    def _block(self):
+        self._never.wait()
+        return ""
+
+    def read(self, size=-1):
+        """Block until interrupted."""
+        return self._block()
+
+    def readline(self, size=-1):
+        """Block until interrupted."""
+        return self._block()
+
+    def readlines(self, hint=-1):
+        """Block until interrupted."""
+        self._block()
+        return []
+
+    def __next__(self):
+        self._block()
+        raise StopIteration
+
+
+_stdout = _OutStream("stdout", _emit_stdout, 1)
+_stderr = _OutStream("stderr", _emit_stderr, 2)
+
+
+def _flush_streams():
+    _stdout.flush()
+    _stderr.flush()
+    _fd_pump.pump()
+
+
+def _flush_all_output():
+    try:
+        if sys.__stdout__ is not None:
+            sys.__stdout__.flush()
+    except Exception:
+        pass
+    _stdout.flush()
+    _stderr.flush()
+    _fd_pump.pump(final=True)
+
+
+class _CaptureTarget:
+    def __init__(self, result, stdout, stderr, display):
+        self.result = result
+        self.stdout = stdout
+        self.stderr = stderr
+        self.display = display
+
+
+class CapturedOutput:
+    """One display captured by %%capture; display() shows it again."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return dict(self.data)
+
+    def __repr__(self):
+        return "CapturedOutput(%s)" % ", ".join(sorted(self.data))
+
+
+class CapturedIO:
+    """What %%capture collected: .stdout, .stderr, .outputs (display bundles); .show() replays it."""
+
+    def __init__(self):
+        self._out = []
+        self._err = []
+        self.outputs = []
+
+    @property
+    def stdout(self):
+        return "".join(self._out)
+
+    @property
+    def stderr(self):
+        return "".join(self._err)
+
+    def show(self):
+        """Send the captured output to the current cell."""
+        if self._out:
+            sys.stdout.write(self.stdout)
+            sys.stdout.flush()
+        if self._err:
+            sys.stderr.write(self.stderr)
+            sys.stderr.flush()
+        for output in self.outputs:
+            _emit_display(output.data)
+
+    __call__ = show
+
+    def __str__(self):
+        return self.stdout
+
+    def __repr__(self):
+        return "<CapturedIO stdout=%d chars, stderr=%d chars, %d outputs>" % (
+            len(self.stdout), len(self.stderr), len(self.outputs))
+
+
+class _Capture:
+    def __init__(self, result, stdout=True, stderr=True, display=True):
+        self.target = _CaptureTarget(result, stdout, stderr, display)
+        self.previous = None
+
+    def __enter__(self):
+        _flush_streams()
+        self.previous = _router.capture
+        _router.capture = self.target
+        return self.target.result
+
+    def __exit__(self, *exc):
+        try:
+            _flush_streams()
+        finally:
+            _router.capture = self.previous
+        return False
+
+
+# ---------------------------------------------------------------------------
+# Rich display
+
+
+def _call_repr(obj, name, *args, **kwargs):
+    try:
+        method = getattr(obj, name, None)
+        if method is None or not callable(method):
+            return None
+        return method(*args, **kwargs)
+    except Exception:
+        return None
+
+
+def _normalize_mime(mime, value):
+    if value is None:
+        return None
+    if mime in ("image/png", "image/jpeg"):
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return base64.b64encode(bytes(value)).decode("ascii")
+        return value if isinstance(value, str) else None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, (dict, list, int, float, bool)):
+        return value
+    return None
+
+
+def _plain_text(obj):
+    try:
+        text = repr(obj)
+    except Exception as exc:
+        text = "<%s object; repr() raised %s>" % (type(obj).__name__, type(exc).__name__)
+    if not isinstance(text, str):
+        text = str(text)
+    if len(text) > MAX_PLAIN_CHARS:
+        omitted = len(text) - MAX_PLAIN_CHARS
+        text = "%s… [%d characters omitted]" % (text[:MAX_PLAIN_CHARS], omitted)
+    return text
+
+
+def mime_bundle(obj):
+    """MIME bundle for obj: _repr_mimebundle_, then the _repr_*_ methods, always with text/plain."""
+    bundle = {}
+    if type(obj) not in _PLAIN_TYPES and not isinstance(obj, type):
+        data = _call_repr(obj, "_repr_mimebundle_", include=None, exclude=None)
+        if isinstance(data, tuple) and data:
+            data = data[0]
+        if isinstance(data, dict):
+            for mime, value in data.items():
+                value = _normalize_mime(mime, value)
+                if isinstance(mime, str) and value is not None:
+                    bundle[mime] = value
+        for mime, name in _REPR_METHODS:
+            if mime in bundle:
+                continue
+            value = _call_repr(obj, name)
+            if isinstance(value, tuple) and len(value) == 2:
+                value = value[0]
+            value = _normalize_mime(mime, value)
+            if value is not None:
+                bundle[mime] = value
+    if not isinstance(bundle.get("text/plain"), str):
+        bundle["text/plain"] = _plain_text(obj)
+    return bundle
+
+
+def _emit_display(bundle):
+    _flush_streams()
+    _router.display(bundle)
+
+
+def display(*objs, raw=False, **ignored):
+    """Show each object as a display frame (raw=True: each object already is a MIME bundle)."""
+    for obj in objs:
+        if raw and isinstance(obj, dict):
+            _emit_display(dict(obj))
+        else:
+            _emit_display(mime_bundle(obj))
+
+
+def emit_status(op, **fields):
+    """Send a status event: a display frame with an application/x-veyyon-status bundle."""
+    event = {"op": op}
+    event.update(fields)
+    _send({"type": "display", "id": _state.current_id, "bundle": {STATUS_MIME: event}})
+
+
+def _flush_figures():
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    try:
+        numbers = list(pyplot.get_fignums())
+    except Exception:
+        return
+    for number in numbers:
+        figure = pyplot.figure(number)
+        try:
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", bbox_inches="tight")
+            _emit_display({
+                "image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+                "text/plain": _plain_text(figure),
+            })
+        except Exception as exc:
+            sys.stderr.write("could not render figure %s: %s: %s\n" % (number, type(exc).__name__, exc))
+        finally:
+            pyplot.close(figure)
+
+
+# ---------------------------------------------------------------------------
+# Host bridge
+
+
+class BridgeError(Exception):
+    """A bridge call the host answered with an error; str() is "name: message"."""
+
+    def __init__(self, name, message):
+        super().__init__(name, message)
+        self.name = name
+        self.message = message
+
+    def __str__(self):
+        return "%s: %s" % (self.name, self.message)
+
+
+class _BridgeCall:
+    def __init__(self, call_id, request_id):
+        self.call_id = call_id
+        self.request_id = request_id
+        self.event = threading.Event()
+        self.ok = False
+        self.value = None
+        self.error = None
+        self.resumed = False
+
+
+_bridge_calls = {}
+_bridge_lock = threading.Lock()
+_bridge_ids = itertools.count(1)
+
+
+def _bridge_status(call, action):
+    _send({"type": "display", "id": call.request_id,
+           "bundle": {STATUS_MIME: {"op": "timeout", "action": action}}})
+
+
+def _bridge_open():
+    call = _BridgeCall("c%d" % next(_bridge_ids), _state.current_id)
+    with _bridge_lock:
+        _bridge_calls[call.call_id] = call
+    _bridge_status(call, "pause")
+    return call
+
+
+def _bridge_close(call):
+    with _bridge_lock:
+        _bridge_calls.pop(call.call_id, None)
+        resume = not call.resumed
+        call.resumed = True
+    if resume:
+        _bridge_status(call, "resume")
+
+
+def bridge_call(method, params=None):
+    """Ask the host to run method(params); block (interruptibly) for its answer and return the value."""
+    if not isinstance(method, str):
+        raise TypeError("bridge method must be a str, not %s" % type(method).__name__)
+    payload = {} if params is None else params
+    _JSON.encode(payload)
+    call = _bridge_open()
+    try:
+        _send({"type": "bridge", "id": call.request_id, "callId": call.call_id,
+               "method": method, "params": payload})
+        call.event.wait()
+    finally:
+        _bridge_close(call)
+    if call.ok:
+        return call.value
+    name, message = call.error
+    raise BridgeError(name, message)
+
+
+def _resolve_bridge(message):
+    with _bridge_lock:
+        call = _bridge_calls.get(message.get("callId"))
+    if call is None:
+        _diagnose("bridge_result for unknown callId %r ignored" % (message.get("callId"),))
+        return
+    if message.get("ok") is True:
+        call.ok = True
+        call.value = message.get("value")
+    else:
+        error = message.get("error")
+        if isinstance(error, dict):
+            call.error = (str(error.get("name", "Error")), str(error.get("message", "")))
+        else:
+            call.error = (PROTOCOL_ERROR, "malformed bridge_result: %r" % (error,))
+    call.event.set()
+
+
+def _abandon_bridge_calls(request_id):
+    """Resume and fail the bridge calls a finished request left open, so pauses stay balanced."""
+    with _bridge_lock:
+        calls = [c for c in _bridge_calls.values() if c.request_id == request_id and not c.resumed]
+        for call in calls:
+            call.resumed = True
+    for call in calls:
+        _bridge_status(call, "resume")
+        call.error = ("BridgeCancelled", "the cell ended before the host answered")
+        call.event.set()
+
+
+# ---------------------------------------------------------------------------
+# Magic source transformer
+
+
+_CODE_SPECIAL = re.compile(r"""[#'"()\[\]{}\\]""")
+_FEXPR_SPECIAL = re.compile(r"""[#'"()\[\]{}\\:]""")
+_FSPEC_SPECIAL = re.compile(r"[{}]")
+_STRING_SPECIAL = {
+    (quote, fmt): re.compile("[\\\\%s%s]" % (quote, "{}" if fmt else ""))
+    for quote in ("'", '"') for fmt in (False, True)
+}
+_PREFIX_CHARS = frozenset("rbuftRBUFT")
+_MAGIC_NAME = re.compile(r"([A-Za-z_]\w*)(.*)\Z", re.S)
+_ASSIGN_MAGIC = re.compile(
+    r"((?:[^\W\d][\w.]*(?:\[[^\]]*\])*)(?:\s*,\s*[^\W\d][\w.]*(?:\[[^\]]*\])*)*)\s*=\s*([!%])(.*)\Z", re.S)
+_DOLLAR_NAME = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+_NO_EXPAND_MAGICS = frozenset({"time", "timeit"})
+_PYTHON_BODY_MAGICS = frozenset({"time", "timeit", "capture"})
+
+
+class _Scanner:
+    """Follows strings, brackets and continuations across physical lines of Python source."""
+
+    def __init__(self):
+        self.stack = []
+        self.depth = 0
+        self.continued = False
+
+    def at_statement_start(self):
+        """Whether the next physical line begins a logical line outside any string or bracket."""
+        return not self.stack and self.depth == 0 and not self.continued
+
+    def feed(self, line):
+        """Advance the state over one physical line (without its newline)."""
+        line = line.rstrip("\r")
+        stack = self.stack
+        pos = 0
+        end = len(line)
+        escaped_eol = False
+        trailing_backslash = False
+        while pos < end:
+            top = stack[-1] if stack else None
+            kind = top[0] if top else "c"
+            if kind == "s":
+                match = _STRING_SPECIAL[(top[1], top[3])].search(line, pos)
+                if match is None:
+                    break
+                pos = match.start()
+                char = line[pos]
+                if char == "\\":
+                    if pos + 1 >= end:
+                        escaped_eol = True
+                    pos += 2
+                elif char == top[1]:
+                    if top[2]:
+                        if line.startswith(top[1] * 3, pos):
+                            stack.pop()
+                            pos += 3
+                        else:
+                            pos += 1
+                    else:
+                        stack.pop()
+                        pos += 1
+                elif char == "{":
+                    if line.startswith("{{", pos):
+                        pos += 2
+                    else:
+                        stack.append(["e", 0])
+                        pos += 1
+                else:
+                    pos += 2 if line.startswith("}}", pos) else 1
+                continue
+            if kind == "p":
+                match = _FSPEC_SPECIAL.search(line, pos)
+                if match is None:
+                    break
+                pos = match.start() + 1
+                if match.group() == "{":
+                    stack.append(["e", 0])
+                else:
+                    stack.pop()
+                    if stack and stack[-1][0] == "e":
+                        stack.pop()
+                continue
+            pattern = _FEXPR_SPECIAL if kind == "e" else _CODE_SPECIAL
+            match = pattern.search(line, pos)
+            if match is None:
+                break
+            pos = match.start()
+            char = line[pos]
+            if char == "#":
+                break
+            if char in "'\"":
+                fmt = self._is_fstring(line, pos)
+                triple = line.startswith(char * 3, pos)
+                stack.append(["s", char, triple, fmt])
+                pos += 3 if triple else 1
+            elif char in "([{":
+                if kind == "e":
+                    top[1] += 1
+                else:
+                    self.depth += 1
+                pos += 1
+            elif char in ")]}":
+                if kind == "e":
+                    if char == "}" and top[1] == 0:
+                        stack.pop()
+                    else:
+                        top[1] = max(0, top[1] - 1)
+                else:
+                    self.depth = max(0, self.depth - 1)
+                pos += 1
+            elif char == ":":
+                if top[1] == 0:
+                    stack.append(["p"])
+                pos += 1
+            else:
+                if pos + 1 >= end:
+                    trailing_backslash = True
+                pos += 2
+        if not escaped_eol:
+            for index, entry in enumerate(stack):
+                if entry[0] == "s" and not entry[2]:
+                    del stack[index:]
+                    break
+        self.continued = trailing_backslash and not stack
+
+    @staticmethod
+    def _is_fstring(line, pos):
+        start = pos
+        while start > 0 and pos - start < 2 and line[start - 1] in _PREFIX_CHARS:
+            start -= 1
+        if start > 0 and (line[start - 1].isalnum() or line[start - 1] == "_"):
+            return False
+        prefix = line[start:pos].lower()
+        return "f" in prefix or "t" in prefix
+
+
+def _matching_brace(text, start):
+    depth = 0
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
+
+
+def _split_field(inner):
+    depth = 0
+    quote = None
+    for index, char in enumerate(inner):
+        if quote:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif depth == 0 and char == "!" and not inner.startswith("!=", index):
+            rest = inner[index + 1:]
+            conversion, _, spec = rest.partition(":")
+            return inner[:index], conversion, spec
+        elif depth == 0 and char == ":":
+            return inner[:index], "", inner[index + 1:]
+    return inner, "", ""
+
+
+def _valid_field(expr):
+    if not expr.strip():
+        return False
+    try:
+        compile("lambda: (%s)" % expr, "<field>", "eval", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def split_interpolation(text):
+    """Split shell text into literal strings and (expr, raw, conversion, spec) fields, IPython style.
+
+    ``$name`` / ``$a.b`` (not inside single quotes) and ``{expr}`` are fields; ``$$``, ``{{``
+    and ``}}`` stand for ``$``, ``{`` and ``}``; braces holding no valid expression stay literal.
+    """
+    parts = []
+    literal = []
+    in_single = in_double = False
+    index = 0
+    size = len(text)
+
+    def flush():
+        if literal:
+            parts.append("".join(literal))
+            del literal[:]
+
+    while index < size:
+        char = text[index]
+        if char == "\\" and not in_single:
+            literal.append(text[index:index + 2])
+            index += 2
+        elif char == "'" and not in_double:
+            in_single = not in_single
+            literal.append(char)
+            index += 1
+        elif char == '"' and not in_single:
+            in_double = not in_double
+            literal.append(char)
+            index += 1
+        elif char == "$" and not in_single:
+            if text.startswith("$$", index):
+                literal.append("$")
+                index += 2
+                continue
+            match = _DOLLAR_NAME.match(text, index + 1)
+            if match:
+                flush()
+                parts.append((match.group(), "$" + match.group(), "", ""))
+                index = match.end()
+            else:
+                literal.append(char)
+                index += 1
+        elif char == "{":
+            if text.startswith("{{", index):
+                literal.append("{")
+                index += 2
+                continue
+            close = _matching_brace(text, index)
+            if close != -1:
+                expr, conversion, spec = _split_field(text[index + 1:close])
+                if conversion in ("", "r", "s", "a") and _valid_field(expr):
+                    flush()
+                    parts.append((expr, text[index:close + 1], conversion, spec))
+                    index = close + 1
+                    continue
+            literal.append(char)
+            index += 1
+        elif char == "}" and text.startswith("}}", index):
+            literal.append("}")
+            index += 2
+        else:
+            literal.append(char)
+            index += 1
+    flush()
+    return parts
+
+
+def _interpolation_code(text):
+    parts = split_interpolation(text)
+    if all(isinstance(part, str) for part in parts):
+        return repr("".join(parts))
+    items = []
+    for part in parts:
+        if isinstance(part, str):
+            items.append(repr(part))
+        else:
+            expr, raw, conversion, spec = part
+            items.append("(lambda: (%s), %r, %r, %r)" % (expr, raw, conversion, spec))
+    return "__veyyon__.expand((%s,))" % ", ".join(items)
+
+
+def _line_magic_code(text):
+    match = _MAGIC_NAME.match(text)
+    if match is None:
+        return "__veyyon__.line_magic(%r, '')" % text.strip()
+    name, args = match.group(1), match.group(2).strip()
+    if name in _NO_EXPAND_MAGICS:
+        return "__veyyon__.line_magic(%r, %r)" % (name, args)
+    return "__veyyon__.line_magic(%r, %s)" % (name, _interpolation_code(args))
+
+
+def _magic_text(lines, index, stripped):
+    """The magic's text with backslash continuations joined, and how many lines it spans."""
+    pieces = []
+    text = stripped
+    consumed = 1
+    while text.endswith("\\") and index + consumed < len(lines):
+        pieces.append(text[:-1])
+        text = lines[index + consumed].rstrip("\r")
+        consumed += 1
+    pieces.append(text)
+    return "".join(pieces), consumed
+
+
+def _rewrite_magic_line(lines, index):
+    raw = lines[index].rstrip("\r")
+    stripped = raw.lstrip()
+    if not stripped:
+        return None, 0
+    first = stripped[0]
+    assign = None
+    if first not in "%!":
+        if "=" not in stripped or not ("!" in stripped or "%" in stripped):
+            return None, 0
+        assign = _ASSIGN_MAGIC.match(stripped)
+        if assign is None:
+            return None, 0
+    indent = raw[:len(raw) - len(stripped)]
+    text, consumed = _magic_text(lines, index, stripped)
+    if assign is not None:
+        target_end = len(assign.group(1))
+        rest = text[text.index(assign.group(2), target_end) + 1:]
+        if assign.group(2) == "!":
+            value = "__veyyon__.getoutput(%s)" % _interpolation_code(rest.strip())
+        else:
+            value = _line_magic_code(rest)
+        return "%s%s = %s" % (indent, assign.group(1), value), consumed
+    if text.startswith("%%"):
+        name = _MAGIC_NAME.match(text[2:])
+        return "%s__veyyon__.misplaced_cell_magic(%r)" % (indent, name.group(1) if name else ""), consumed
+    if first == "%":
+        return indent + _line_magic_code(text[1:]), consumed
+    if text.startswith("!!"):
+        return "%s__veyyon__.getoutput(%s)" % (indent, _interpolation_code(text[2:].strip())), consumed
+    return "%s__veyyon__.system(%s)" % (indent, _interpolation_code(text[1:].strip())), consumed
+
+
+def _cell_magic_code(lines):
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("%%"):
+            return None
+        match = _MAGIC_NAME.match(stripped[2:])
+        name = match.group(1) if match else ""
+        args = match.group(2).strip() if match else stripped[2:]
+        body = "\n".join(lines[index + 1:])
+        line_code = repr(args) if name in _NO_EXPAND_MAGICS else _interpolation_code(args)
+        call = "__veyyon__.cell_magic(%r, %s, %r)" % (name, line_code, body)
+        return "\n".join([""] * index + [call] + [""] * (len(lines) - index - 1))
+    return None
+
+
+def transform(source):
+    """Rewrite IPython-style magics in a cell into plain Python calls, keeping line numbers."""
+    if "%" not in source and "!" not in source:
+        return source
+    lines = source.split("\n")
+    cell = _cell_magic_code(lines)
+    if cell is not None:
+        return cell
+    out = []
+    scanner = _Scanner()
+    index = 0
+    while index < len(lines):
+        if scanner.at_statement_start():
+            rewritten, consumed = _rewrite_magic_line(lines, index)
+            if rewritten is not None:
+                out.append(rewritten)
+                out.extend([""] * (consumed - 1))
+                index += consumed
+                continue
+        scanner.feed(lines[index])
+        out.append(lines[index])
+        index += 1
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Execution
+
+
+def _register_source(filename, source):
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+
+def _ends_with_semicolon(lines, node):
+    line = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:].decode("utf-8", "replace")
+    rest = "\n".join([line] + lines[node.end_lineno:])
+    index = 0
+    while index < len(rest):
+        char = rest[index]
+        if char == ";":
+            return True
+        if char == "#":
+            newline = rest.find("\n", index)
+            if newline == -1:
+                return False
+            index = newline
+        elif not (char.isspace() or char == "\\"):
+            return False
+        index += 1
+    return False
+
+
+_loop = None
+
+
+def _event_loop():
+    global _loop
+    import asyncio
+
+    if _loop is None or _loop.is_closed():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                loop = asyncio.get_event_loop_policy().get_event_loop()
+            except RuntimeError:
+                loop = None
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+        _loop = loop
+    return _loop
+
+
+def _run_coroutine(coro):
+    loop = _event_loop()
+    if loop.is_running():
+        coro.close()
+        raise RuntimeError("top-level await cannot run here: the kernel's event loop is already running")
+    task = loop.create_task(coro)
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            try:
+                loop.run_until_complete(task)
+            except BaseException:
+                pass
+        raise
+
+
+def _run_code(code, globals_, locals_):
+    if code.co_flags & _CO_COROUTINE:
+        return _run_coroutine(eval(code, globals_, locals_))
+    return eval(code, globals_, locals_)
+
+
+def _execute(source, filename, globals_, locals_=None, line_offset=0, register=True, want_value=True):
+    """Run a cell's source (magics included); return its last expression's value or _NO_VALUE."""
+    code_text = transform(source)
+    if register:
+        _register_source(filename, source)
+    try:
+        tree = compile(code_text, filename, "exec", ast.PyCF_ONLY_AST | _TLA_FLAG, dont_inherit=True)
+    except SyntaxError as exc:
+        if line_offset and exc.lineno is not None:
+            exc.lineno += line_offset
+            exc.text = linecache.getline(filename, exc.lineno) or exc.text
+        raise
+    body = tree.body
+    last = None
+    if want_value and body and isinstance(body[-1], ast.Expr):
+        if not _ends_with_semicolon(code_text.split("\n"), body[-1]):
+            last = body.pop()
+    if line_offset:
+        ast.increment_lineno(tree, line_offset)
+    if body:
+        module = ast.Module(body=body, type_ignores=[])
+        _run_code(compile(module, filename, "exec", _TLA_FLAG, dont_inherit=True), globals_, locals_)
+    if last is None:
+        return _NO_VALUE
+    expression = ast.Expression(body=last.value)
+    return _run_code(compile(expression, filename, "eval", _TLA_FLAG, dont_inherit=True), globals_, locals_)
+
+
+def _is_plumbing(filename):
+    return filename in _PLUMBING_FILES or filename.startswith(_PLUMBING_DIRS)
+
+
+def _strip_runner_frames(stack):
+    kept = []
+    dropping = True
+    for frame in stack:
+        if frame.filename in _RUNNER_FILES:
+            dropping = True
+            continue
+        if dropping and _is_plumbing(frame.filename):
+            continue
+        dropping = False
+        kept.append(frame)
+    return traceback.StackSummary.from_list(kept)
+
+
+def _clean_traceback(te, seen=None):
+    seen = set() if seen is None else seen
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = _strip_runner_frames(te.stack)
+    for linked in (te.__cause__, te.__context__):
+        if linked is not None:
+            _clean_traceback(linked, seen)
+    for nested in getattr(te, "exceptions", None) or ():
+        _clean_traceback(nested, seen)
+
+
+def error_fields(exc):
+    """ename, evalue and traceback lines for exc, with the runner's own frames left out."""
+    ename = type(exc).__name__
+    try:
+        evalue = str(exc)
+    except Exception:
+        evalue = "<exception str() failed>"
+    try:
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+        _clean_traceback(te)
+        lines = [chunk.rstrip("\n") for chunk in te.format()]
+    except Exception:
+        lines = ["%s: %s" % (ename, evalue)]
+    return {"ename": ename, "evalue": evalue, "traceback": lines}
+
+
+# ---------------------------------------------------------------------------
+# Magics: runtime
+
+
+class UsageError(Exception):
+    """A magic was called with arguments it cannot use."""
+
+
+class _MagicContext:
+    def __init__(self, frame):
+        self.frame = frame
+        self.globals = frame.f_globals
+        self.filename = frame.f_code.co_filename
+        self.lineno = frame.f_lineno
+
+    @property
+    def locals(self):
+        return self.frame.f_locals
+
+
+_LINE_MAGICS = {}
+_CELL_MAGICS = {}
+
+
+def register_line_magic(name, fn):
+    """Make %name call fn(args: str); its return value is the magic's value."""
+    _LINE_MAGICS[name] = lambda args, ctx: fn(args)
+
+
+def register_cell_magic(name, fn):
+    """Make %%name call fn(line: str, body: str); its return value is the cell's value."""
+    _CELL_MAGICS[name] = lambda line, body, ctx: fn(line, body)
+
+
+def line_magic(name, args=""):
+    """Run the line magic %name for the calling frame (what the transformer emits)."""
+    handler = _LINE_MAGICS.get(name)
+    if handler is None:
+        raise NameError("UsageError: Line magic function `%%%s` not found." % name)
+    return handler(args, _MagicContext(sys._getframe(1)))
+
+
+def cell_magic(name, line, body):
+    """Run the cell magic %%name for the calling frame (what the transformer emits)."""
+    handler = _CELL_MAGICS.get(name)
+    if handler is None:
+        raise NameError("UsageError: Cell magic `%%%%%s` not found." % name)
+    return handler(line, body, _MagicContext(sys._getframe(1)))
+
+
+def misplaced_cell_magic(name):
+    """Raise the error for a %%name that is not on the first line of its cell."""
+    raise UsageError("Cell magic `%%%%%s` must be on the first line of the cell." % name)
+
+
+def expand(parts):
+    """Join literal parts and evaluated fields; a field that fails to evaluate stays as written."""
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        fn, raw, conversion, spec = part
+        try:
+            value = fn()
+            if conversion == "r":
+                value = repr(value)
+            elif conversion == "a":
+                value = ascii(value)
+            elif conversion == "s":
+                value = str(value)
+            out.append(format(value, spec))
+        except Exception:
+            out.append(raw)
+    return "".join(out)
+
+
+def _split_args(args):
+    import shlex
+
+    try:
+        return shlex.split(args)
+    except ValueError as exc:
+        raise UsageError("cannot parse arguments %r: %s" % (args, exc))
+
+
+def _single_path(args):
+    import shlex
+
+    try:
+        parts = shlex.split(args)
+    except ValueError:
+        return args.strip()
+    if len(parts) == 1:
+        return parts[0]
+    return args.strip() if parts else ""
+
+
+class SList(list):
+    """Lines of command output with IPython-style helpers: .n, .s, .l, .p, .grep(), .fields()."""
+
+    @property
+    def l(self):
+        return self
+
+    @property
+    def n(self):
+        return "\n".join(self)
+
+    @property
+    def s(self):
+        return " ".join(self)
+
+    @property
+    def p(self):
+        import pathlib
+
+        return [pathlib.Path(line) for line in self if os.path.exists(line)]
+
+    def grep(self, pattern, prune=False, field=None):
+        """Lines matching pattern (a regex or a predicate); prune=True keeps the others instead."""
+        if callable(pattern):
+            test = pattern
+        else:
+            test = re.compile(pattern).search
+
+        def subject(line):
+            if field is None:
+                return line
+            fields = line.split()
+            return fields[field] if -len(fields) <= field < len(fields) else ""
+
+        return SList(line for line in self if bool(test(subject(line))) != bool(prune))
+
+    def fields(self, *indices):
+        """Whitespace-separated fields: all of them per line, or the chosen ones joined by spaces."""
+        if not indices:
+            return [line.split() for line in self]
+        result = SList()
+        for line in self:
+            words = line.split()
+            picked = [words[i] for i in indices if -len(words) <= i < len(words)]
+            if picked:
+                result.append(" ".join(picked))
+        return result
+
+
+def _shell_argv(command):
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    return [shell, "-c", command]
+
+
+def _stop_process(proc):
+    import subprocess
+
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def _pump_process(proc):
+    import selectors
+
+    streams = {proc.stdout.fileno(): sys.stdout, proc.stderr.fileno(): sys.stderr}
+    decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in streams}
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while streams:
+            for key, _ in selector.select():
+                fd = key.fd
+                data = os.read(fd, 65536)
+                target = streams[fd]
+                text = decoders[fd].decode(data, not data)
+                if text:
+                    target.write(text)
+                    target.flush()
+                if not data:
+                    selector.unregister(fd)
+                    del streams[fd]
+
+
+def run_process(argv, **popen_kwargs):
+    """Run argv with its stdout/stderr streamed live into this cell's output; return the exit status."""
+    import subprocess
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **popen_kwargs)
+    try:
+        _pump_process(proc)
+        return proc.wait()
+    except BaseException:
+        _stop_process(proc)
+        raise
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def system(command):
+    """Run a shell command (what !cmd becomes), streaming its output; sets _exit_code."""
+    status = run_process(_shell_argv(command))
+    sys._getframe(1).f_globals["_exit_code"] = status
+
+
+def getoutput(command):
+    """Run a shell command and return its output (stderr merged) as an SList; sets _exit_code."""
+    import subprocess
+
+    sys.stdout.flush()
+    proc = subprocess.Popen(_shell_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        data = proc.stdout.read()
+        status = proc.wait()
+    except BaseException:
+        _stop_process(proc)
+        raise
+    finally:
+        proc.stdout.close()
+    sys._getframe(1).f_globals["_exit_code"] = status
+    return SList(data.decode("utf-8", "replace").splitlines())
+
+
+def format_duration(seconds):
+    """A short human duration: 1.23 s, 45.6 ms, 7.89 µs, 12 ns, or 2min 3.4s."""
+    if seconds >= 60:
+        minutes, rest = divmod(seconds, 60)
+        return "%dmin %.1fs" % (minutes, rest)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return "%.3g %s" % (seconds / scale, unit)
+    return "%.3g ns" % (seconds / 1e-9)
+
+
+def _magic_pwd(args, ctx):
+    return os.getcwd()
+
+
+def _magic_cd(args, ctx):
+    target = _single_path(args) or "~"
+    if target == "-":
+        if _state.previous_dir is None:
+            raise UsageError("%cd -: no previous directory")
+        target = _state.previous_dir
+    previous = os.getcwd()
+    os.chdir(os.path.expanduser(target))
+    _state.previous_dir = previous
+    cwd = os.getcwd()
+    print(cwd)
+    emit_status("cd", path=cwd)
+
+
+def _magic_ls(args, ctx):
+    return sorted(os.listdir(os.path.expanduser(_single_path(args) or ".")))
+
+
+def _magic_env(args, ctx):
+    args = args.strip()
+    if not args:
+        return dict(os.environ)
+    if "=" in args:
+        key, _, value = args.partition("=")
+    elif " " in args:
+        key, _, value = args.partition(" ")
+    else:
+        if args not in os.environ:
+            raise UsageError("environment variable %s is not set" % args)
+        return os.environ[args]
+    key, value = key.strip(), value.strip()
+    if not key:
+        raise UsageError("%env needs a variable name")
+    os.environ[key] = value
+    print("env: %s=%s" % (key, value))
+
+
+def _magic_set_env(args, ctx):
+    args = args.strip()
+    key, _, value = args.partition("=") if "=" in args.split(" ", 1)[0] else args.partition(" ")
+    if not key.strip():
+        raise UsageError("usage: %set_env KEY VALUE")
+    os.environ[key.strip()] = value.strip()
+    print("env: %s=%s" % (key.strip(), value.strip()))
+
+
+def _offset_tree(tree, lineno, col):
+    for node in ast.walk(tree):
+        if "lineno" in node._attributes:
+            if getattr(node, "lineno", None) == 1:
+                node.col_offset += col
+            if getattr(node, "end_lineno", None) == 1 and node.end_col_offset is not None:
+                node.end_col_offset += col
+    ast.increment_lineno(tree, lineno - 1)
+
+
+def _compile_fragment(source, ctx, mode):
+    """Compile source that sits on ctx's line, so tracebacks point at the magic's line."""
+    tree = compile(source, ctx.filename, mode, ast.PyCF_ONLY_AST, dont_inherit=True)
+    line = linecache.getline(ctx.filename, ctx.lineno)
+    col = line.find(source) if source else -1
+    _offset_tree(tree, ctx.lineno, len(line[:col].encode("utf-8")) if col >= 0 else 0)
+    return compile(tree, ctx.filename, mode, dont_inherit=True)
+
+
+def _magic_time(args, ctx):
+    if not args.strip():
+        raise UsageError("usage: %time <statement or expression>")
+    try:
+        code = _compile_fragment(args, ctx, "eval")
+    except SyntaxError:
+        code = _compile_fragment(args, ctx, "exec")
+    return _timed(lambda: eval(code, ctx.globals, ctx.locals))
+
+
+def _timed(run):
+    start = time.perf_counter()
+    value = run()
+    elapsed = time.perf_counter() - start
+    print("Wall time: %s" % format_duration(elapsed))
+    emit_status("time", ms=elapsed * 1000.0)
+    return value
+
+
+class TimeitResult:
+    """Timings from %timeit -o: per-loop seconds of each run."""
+
+    def __init__(self, loops, runs, timings):
+        self.loops = loops
+        self.repeat = runs
+        self.timings = timings
+        self.all_runs = [t * loops for t in timings]
+        self.best = min(timings)
+        self.worst = max(timings)
+        self.average = sum(timings) / len(timings)
+        self.stdev = (sum((t - self.average) ** 2 for t in timings) / len(timings)) ** 0.5
+
+    def __str__(self):
+        return "%s ± %s per loop (%d runs × %s loops)" % (
+            format_duration(self.average), format_duration(self.stdev), self.repeat, format(self.loops, ","))
+
+    __repr__ = __str__
+
+
+def _parse_timeit_options(args):
+    options = {"number": None, "repeat": 7, "quiet": False, "result": False}
+    rest = args.strip()
+    while rest.startswith("-"):
+        match = re.match(r"-([nr])\s*(\d+)\s*|-([qo])(?=\s|$)\s*", rest)
+        if match is None:
+            break
+        if match.group(1) == "n":
+            options["number"] = max(1, int(match.group(2)))
+        elif match.group(1) == "r":
+            options["repeat"] = max(1, int(match.group(2)))
+        elif match.group(3) == "q":
+            options["quiet"] = True
+        else:
+            options["result"] = True
+        rest = rest[match.end():]
+    return options, rest
+
+
+def _timeit(stmt, setup, ctx, options):
+    import timeit
+
+    if ctx.frame.f_code.co_flags & _CO_NEWLOCALS:
+        namespace = dict(ctx.globals)
+        namespace.update(ctx.locals)
+    else:
+        namespace = ctx.globals
+    timer = timeit.Timer(stmt or "pass", setup or "pass", timer=time.perf_counter, globals=namespace)
+    number = options["number"]
+    if number is None:
+        number = 1
+        while True:
+            if timer.timeit(number) >= 0.2 or number >= 10 ** 9:
+                break
+            number *= 10
+    runs = options["repeat"]
+    result = TimeitResult(number, runs, [t / number for t in timer.repeat(runs, number)])
+    if not options["quiet"]:
+        print(result)
+    emit_status("timeit", ms=result.average * 1000.0, loops=number, runs=runs)
+    return result if options["result"] else None
+
+
+def _magic_timeit(args, ctx):
+    options, stmt = _parse_timeit_options(args)
+    if not stmt:
+        raise UsageError("usage: %timeit [-n N] [-r R] [-q] [-o] <statement>")
+    return _timeit(transform(stmt), "", ctx, options)
+
+
+def user_names(namespace=None):
+    """Sorted names user cells defined (runtime, prelude and _private names left out)."""
+    ns = _state.namespace if namespace is None else namespace
+    protected = _state.protected
+    return sorted(name for name, value in ns.items()
+                  if not name.startswith("_") and not (name in protected and protected[name] is value))
+
+
+def _filtered_names(args, ctx):
+    wanted = set(args.split())
+    names = user_names(ctx.globals)
+    if wanted:
+        names = [n for n in names if type(ctx.globals[n]).__name__ in wanted]
+    return names
+
+
+def _magic_who(args, ctx):
+    names = _filtered_names(args, ctx)
+    print("  ".join(names) if names else "No user variables defined.")
+
+
+def _magic_who_ls(args, ctx):
+    return _filtered_names(args, ctx)
+
+
+def _short_value(value):
+    try:
+        text = repr(value)
+    except Exception:
+        text = "<%s>" % type(value).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _magic_whos(args, ctx):
+    names = _filtered_names(args, ctx)
+    if not names:
+        print("No user variables defined.")
+        return
+    rows = [(n, type(ctx.globals[n]).__name__, _short_value(ctx.globals[n])) for n in names]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("Name", "Type", "Value"))]
+    print("  ".join(h.ljust(w) for h, w in zip(("Name", "Type", "Value"), widths)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _reset_namespace(ns):
+    kept = {name: ns[name] for name in _BASE_NAMES if name in ns}
+    ns.clear()
+    ns.update(kept)
+    ns.update(_state.protected)
+    ns["__veyyon__"] = _runtime
+
+
+def _magic_reset(args, ctx):
+    unknown = [a for a in args.split() if a not in ("-f", "-s")]
+    if unknown:
+        raise UsageError("%reset accepts only -f and -s, got %s" % " ".join(unknown))
+    _reset_namespace(ctx.globals)
+
+
+def _magic_load(args, ctx):
+    path = _single_path(args)
+    if not path:
+        raise UsageError("usage: %load <path>")
+    path = os.path.abspath(os.path.expanduser(path))
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()
+    value = _execute(source, path, ctx.globals, register=False)
+    return None if value is _NO_VALUE else value
+
+
+def _magic_run(args, ctx):
+    import runpy
+
+    argv = _split_args(args)
+    interactive = False
+    while argv and argv[0] in ("-i",):
+        interactive = True
+        argv.pop(0)
+    if not argv:
+        raise UsageError("usage: %run [-i] <path> [args...]")
+    path = os.path.expanduser(argv[0])
+    if not os.path.exists(path) and os.path.exists(path + ".py"):
+        path += ".py"
+    saved_argv = sys.argv
+    sys.argv = [path] + argv[1:]
+    try:
+        init = {k: v for k, v in ctx.globals.items() if not k.startswith("__")} if interactive else None
+        result = runpy.run_path(path, init_globals=init, run_name="__main__")
+    finally:
+        sys.argv = saved_argv
+    for name, value in result.items():
+        if not (name.startswith("__") and name.endswith("__")):
+            ctx.globals[name] = value
+
+
+def _canonical_name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distributions():
+    from importlib import metadata
+
+    found = {}
+    for dist in metadata.distributions():
+        try:
+            name = dist.metadata["Name"]
+        except Exception:
+            continue
+        if name:
+            found.setdefault(_canonical_name(name), (dist.version, dist))
+    return found
+
+
+def _top_level_names(dist, key):
+    names = set()
+    try:
+        text = dist.read_text("top_level.txt")
+    except Exception:
+        text = None
+    if text:
+        names.update(line.strip() for line in text.splitlines())
+    else:
+        for path in dist.files or ():
+            first = path.parts[0] if path.parts else ""
+            if first.endswith(".py"):
+                names.add(first[:-3])
+            elif "." not in first and first not in ("", "__pycache__"):
+                names.add(first)
+    if not names:
+        names.add(key.replace("-", "_"))
+    return {name for name in names if name.isidentifier()}
+
+
+def modules_to_evict(top_names, module_names):
+    """Modules in module_names that belong to one of the top-level packages top_names."""
+    tops = set(top_names) - {"sys", "builtins", "__main__", "veyyon_runtime"}
+    return [name for name in module_names if name.partition(".")[0] in tops]
+
+
+def _evict_changed(before, after):
+    tops = set()
+    for key, (version, dist) in after.items():
+        if key not in before or before[key][0] != version:
+            tops.update(_top_level_names(dist, key))
+    for key in set(before) - set(after):
+        tops.add(key.replace("-", "_"))
+    evicted = modules_to_evict(tops, list(sys.modules))
+    for name in evicted:
+        sys.modules.pop(name, None)
+    return sorted({name.partition(".")[0] for name in evicted})
+
+
+def _magic_pip(args, ctx):
+    import importlib
+
+    argv = _split_args(args)
+    before = _distributions()
+    status = run_process([sys.executable, "-m", "pip"] + argv)
+    importlib.invalidate_caches()
+    evicted = _evict_changed(before, _distributions())
+    emit_status("pip", args=argv, exitCode=status, evicted=evicted)
+
+
+def _magic_matplotlib(args, ctx):
+    """Accepted for notebook compatibility: figures are always rendered after each cell."""
+
+
+def _run_body(body, ctx):
+    return _execute(body, ctx.filename, ctx.globals, line_offset=ctx.lineno, register=False)
+
+
+def _cell_shell(shell):
+    def run(line, body, ctx):
+        options = _split_args(line)
+        status = run_process([shell, "-c", body])
+        if status != 0 and "--no-raise-error" not in options:
+            import subprocess
+
+            raise subprocess.CalledProcessError(status, "%%" + os.path.basename(shell))
+    return run
+
+
+def _cell_capture(line, body, ctx):
+    options = _split_args(line)
+    flags = {o for o in options if o.startswith("--")}
+    names = [o for o in options if not o.startswith("-")]
+    unknown = flags - {"--no-stdout", "--no-stderr", "--no-display"}
+    if unknown or len(names) > 1:
+        raise UsageError("usage: %%capture [--no-stdout] [--no-stderr] [--no-display] [name]")
+    result = CapturedIO()
+    if names:
+        ctx.globals[names[0]] = result
+    with _Capture(result, "--no-stdout" not in flags, "--no-stderr" not in flags, "--no-display" not in flags):
+        value = _run_body(body, ctx)
+        if value is not _NO_VALUE and value is not None:
+            result.outputs.append(CapturedOutput(mime_bundle(value)))
+
+
+def _cell_time(line, body, ctx):
+    value = _timed(lambda: _run_body(body, ctx))
+    return None if value is _NO_VALUE else value
+
+
+def _cell_timeit(line, body, ctx):
+    options, setup = _parse_timeit_options(line)
+    return _timeit(transform(body), setup, ctx, options)
+
+
+def _cell_writefile(line, body, ctx):
+    options = _split_args(line)
+    append = any(o in ("-a", "--append") for o in options)
+    paths = [o for o in options if o not in ("-a", "--append")]
+    if len(paths) != 1:
+        raise UsageError("usage: %%writefile [-a] <path>")
+    path = os.path.expanduser(paths[0])
+    existed = os.path.exists(path)
+    with open(path, "a" if append else "w", encoding="utf-8") as handle:
+        handle.write(body if body.endswith("\n") else body + "\n")
+    verb = "Appending to" if append else ("Overwriting" if existed else "Writing")
+    print("%s %s" % (verb, paths[0]))
+
+
+_LINE_MAGICS.update({
+    "pwd": _magic_pwd, "cd": _magic_cd, "ls": _magic_ls, "env": _magic_env, "set_env": _magic_set_env,
+    "time": _magic_time, "timeit": _magic_timeit, "who": _magic_who, "who_ls": _magic_who_ls,
+    "whos": _magic_whos, "reset": _magic_reset, "load": _magic_load, "run": _magic_run,
+    "pip": _magic_pip, "matplotlib": _magic_matplotlib,
+})
+_CELL_MAGICS.update({
+    "bash": _cell_shell("/bin/bash"), "sh": _cell_shell("/bin/sh"), "capture": _cell_capture,
+    "time": _cell_time, "timeit": _cell_timeit, "writefile": _cell_writefile,
+})
+
+
+# ---------------------------------------------------------------------------
+# Requests
+
+
+class Request:
+    """One execute request from the host."""
+
+    __slots__ = ("id", "code", "silent", "store_history", "cwd", "env")
+
+    def __init__(self, request_id, code, silent=False, store_history=True, cwd=None, env=None):
+        self.id = request_id
+        self.code = code
+        self.silent = silent
+        self.store_history = store_history
+        self.cwd = cwd
+        self.env = env
+
+
+def _parse_request(message):
+    request_id = message.get("id")
+    if not isinstance(request_id, str):
+        return ("invalid", (None, "request id must be a string, got %s" % type(request_id).__name__))
+
+    def invalid(text):
+        return ("invalid", (request_id, text))
+
+    code = message.get("code")
+    if not isinstance(code, str):
+        return invalid("request %r: code must be a string" % request_id)
+    silent = message.get("silent", False)
+    store_history = message.get("storeHistory", True)
+    if not isinstance(silent, bool) or not isinstance(store_history, bool):
+        return invalid("request %r: silent and storeHistory must be booleans" % request_id)
+    cwd = message.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        return invalid("request %r: cwd must be a string" % request_id)
+    env = message.get("env")
+    if env is not None:
+        if not isinstance(env, dict) or not all(
+                isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in env.items()):
+            return invalid("request %r: env must map names to strings (or null to unset)" % request_id)
+    return ("execute", Request(request_id, code, silent, store_history, cwd, env))
+
+
+def classify_line(line):
+    """Decode one host line: ("execute", Request) | ("exit", None) | ("bridge_result", dict) | ("invalid", (id, why))."""
+    try:
+        message = json.loads(line)
+    except Exception as exc:
+        return ("invalid", (None, "malformed request line (not JSON): %s" % exc))
+    if not isinstance(message, dict):
+        return ("invalid", (None, "malformed request line: expected a JSON object, got %s"
+                            % type(message).__name__))
+    kind = message.get("type")
+    if kind == "exit":
+        return ("exit", None)
+    if kind == "bridge_result":
+        if not isinstance(message.get("callId"), str):
+            return ("invalid", (None, "bridge_result without a string callId"))
+        return ("bridge_result", message)
+    if kind not in (None, "execute"):
+        request_id = message.get("id") if isinstance(message.get("id"), str) else None
+        return ("invalid", (request_id, "unknown message type %r" % (kind,)))
+    return _parse_request(message)
+
+
+def _protocol_error(request_id, text):
+    _send({"type": "error", "id": request_id, "ename": PROTOCOL_ERROR, "evalue": text,
+           "traceback": ["%s: %s" % (PROTOCOL_ERROR, text)]})
+
+
+def _diagnose(text):
+    try:
+        os.write(2, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _shutdown(status):
+    _frame_lock.acquire(timeout=1.0)
+    os._exit(status)
+
+
+def _read_requests(stream, requests):
+    """Reader thread: route host lines until EOF (which ends the process)."""
+    while True:
+        line = stream.readline()
+        if not line:
+            _shutdown(0)
+        if not line.strip():
+            continue
+        try:
+            _route_line(line, requests)
+        except Exception as exc:
+            _diagnose("could not handle a host line: %s: %s" % (type(exc).__name__, exc))
+
+
+def _route_line(line, requests):
+    kind, payload = classify_line(line)
+    if kind == "execute":
+            requests.put(payload)
+    elif kind == "exit":
+        _shutdown(0)
+    elif kind == "bridge_result":
+        _resolve_bridge(payload)
+    else:
+        request_id, text = payload
+        if request_id is None:
+            _protocol_error(None, text)
+        else:
+            requests.put(("invalid", request_id, text))
+
+
+def _apply_context(request):
+    if request.cwd is not None:
+        os.chdir(request.cwd)
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+    if request.env:
+        for key, value in request.env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _run_cell(request, filename):
+    ns = _state.namespace
+    ns["__veyyon__"] = _runtime
+    value = _execute(request.code, filename, ns)
+    if value is _NO_VALUE or value is None or request.silent:
+        return
+    if request.store_history:
+        ns["_"] = value
+    _flush_streams()
+    _send({"type": "result", "id": request.id, "bundle": mime_bundle(value)})
+
+
+def _record_protected(before, ns):
+    protected = _state.protected
+    for name in list(protected):
+        if name not in ns:
+            del protected[name]
+    for name, value in ns.items():
+        if name not in _BASE_NAMES and (name not in before or before[name] is not value):
+            protected[name] = value
+
+
+def _handle_request(request):
+    st = _state
+    st.current_id = request.id
+    st.cell_seq += 1
+    if not request.silent and request.store_history:
+        st.execution_count += 1
+    _send({"type": "started", "id": request.id})
+    failure = None
+    before = dict(st.namespace) if request.silent else None
+    st.pending = False
+    st.interrupted = False
+    st.entered = False
+    st.generation += 1
+    st.cell_active = True
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        try:
+            _apply_context(request)
+            if request.code.strip():
+                _user_call(_run_cell, request, "<cell-%d>" % st.cell_seq)
+        except BaseException as exc:
+            failure = exc
+        if request.code.strip():
+            try:
+                _user_call(_flush_figures)
+            except BaseException as exc:
+                failure = failure or exc
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        st.cell_active = False
+    _finish_request(request, failure, before)
+
+
+def _finish_request(request, failure, before):
+    st = _state
+    try:
+        if before is not None:
+            _record_protected(before, st.namespace)
+        _flush_all_output()
+        if failure is not None:
+            frame = {"type": "error", "id": request.id}
+            frame.update(error_fields(failure))
+            _send(frame)
+    except Exception as exc:
+        _diagnose("finishing request %r failed: %s: %s" % (request.id, type(exc).__name__, exc))
+    finally:
+        _abandon_bridge_calls(request.id)
+        _send({"type": "done", "id": request.id, "status": "error" if failure is not None else "ok",
+               "executionCount": st.execution_count,
+               "cancelled": bool(failure is not None and st.interrupted)})
+
+
+def _serve(requests):
+    while True:
+        item = requests.get()
+        try:
+            if isinstance(item, tuple):
+                _, request_id, text = item
+                _protocol_error(request_id, text)
+                _send({"type": "done", "id": request_id, "status": "error",
+                       "executionCount": _state.execution_count, "cancelled": False})
+            else:
+                _handle_request(item)
+        except BaseException as exc:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _state.cell_active = False
+            _diagnose("internal error: %s: %s" % (type(exc).__name__, exc))
+            if isinstance(item, Request):
+                _send({"type": "done", "id": item.id, "status": "error",
+                       "executionCount": _state.execution_count, "cancelled": False})
+
+
+# ---------------------------------------------------------------------------
+# Start-up
+
+
+_RUNTIME_EXPORTS = (
+    "emit_status", "bridge_call", "BridgeError", "display", "mime_bundle", "current_request_id",
+    "execution_count", "user_namespace", "user_names", "protected_names", "register_line_magic",
+    "register_cell_magic", "run_process", "system", "getoutput", "transform", "SList", "CapturedIO",
+    "CapturedOutput", "UsageError", "TimeitResult", "line_magic", "cell_magic", "misplaced_cell_magic",
+    "expand", "format_duration", "STATUS_MIME",
+)
+
+
+def current_request_id():
+    """Id of the request being served (or the last one)."""
+    return _state.current_id
+
+
+def execution_count():
+    """The kernel's execution counter."""
+    return _state.execution_count
+
+
+def user_namespace():
+    """The dict user cells run in (globals of module __main__)."""
+    return _state.namespace
+
+
+def protected_names():
+    """Names (and values) that silent requests such as the prelude defined; %reset restores them."""
+    return dict(_state.protected)
+
+
+def _build_runtime():
+    module = types.ModuleType("veyyon_runtime", "Kernel services for the prelude and the magics.")
+    for name in _RUNTIME_EXPORTS:
+        setattr(module, name, globals()[name])
+    return module
+
+
+_runtime = _build_runtime()
+
+
+def _install_fds():
+    global _frame_fd, _redeliver_wake
+    _frame_fd = os.dup(1)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 1)
+    os.close(write_end)
+    os.set_blocking(read_end, False)
+    _fd_pump.fd = read_end
+    request_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    wake_read, _redeliver_wake = os.pipe()
+    os.set_blocking(_redeliver_wake, False)
+    return request_fd, wake_read
+
+
+def _install_namespace():
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    module.__dict__["__veyyon__"] = _runtime
+    sys.modules["__main__"] = module
+    _state.namespace = module.__dict__
+    sys.modules["veyyon_runtime"] = _runtime
+    builtins.display = display
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+
+
+def main():
+    """Serve the NDJSON protocol on stdin/stdout until an exit request or EOF."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
+    request_fd, wake_read = _install_fds()
+    _install_namespace()
+    sys.stdout = _stdout
+    sys.stderr = _stderr
+    sys.stdin = _BlockingStdin()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    requests = queue.SimpleQueue()
+    stream = io.open(request_fd, "rb")
+    threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
+    threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
+    threading.Thread(target=_read_requests, args=(stream, requests), name="veyyon-stdin", daemon=True).start()
+    _serve(requests)
+
+
+_BOUNDARY_CODE = _user_call.__code__
+_CRITICAL_CODES = frozenset(fn.__code__ for fn in (
+    _write_line, _send, _send_stream, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
+    emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
+    _Capture.__exit__,
+))
+
+
+if __name__ == "__main__":
+    main()
