@@ -1,0 +1,201 @@
+import { NodeFileSystem } from "@effect/platform-node"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, FastCheck as fc, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import {
+  ArtifactDirUnavailable,
+  artifactIdProblem,
+  ArtifactNotFound,
+  ArtifactStore,
+  ArtifactWriteFailed,
+  InvalidArtifactId,
+  InvalidArtifactUri,
+  makeArtifactStore,
+  sessionArtifactsDir,
+  WRITE_BUFFER_BYTES
+} from "../../src/services/ArtifactStore.ts"
+import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../../src/services/Settings.ts"
+
+const roots: Array<string> = []
+afterAll(() => {
+  for (const root of roots) fs.rmSync(root, { recursive: true, force: true })
+})
+
+const tempDir = (): string => {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-artifacts-test-")))
+  roots.push(dir)
+  return dir
+}
+
+const storeAt = (dir: string) => makeArtifactStore(dir).pipe(Effect.provide(NodeFileSystem.layer))
+
+describe("ArtifactStore", () => {
+  it.scoped("writes text and bytes in order and reads them back by id", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out", "txt")
+      expect(writer.id).toMatch(/^out-[a-z0-9]+-[0-9a-f]{8}\.txt$/)
+      expect(writer.uri).toBe(`artifact://${writer.id}`)
+      expect(writer.path).toBe(path.join(store.dir, writer.id))
+      yield* writer.append("héllo ")
+      yield* writer.append(new Uint8Array([0xf0, 0x9f, 0x98, 0x80]))
+      yield* writer.append("\nbye\n")
+      expect(yield* writer.size).toBe(Buffer.byteLength("héllo 😀\nbye\n"))
+      yield* writer.close
+      expect(yield* store.read(writer.id)).toBe("héllo 😀\nbye\n")
+      expect(Buffer.from(yield* store.readBytes(writer.id)).toString("utf8")).toBe("héllo 😀\nbye\n")
+      expect(yield* store.path(writer.id)).toBe(writer.path)
+      expect(store.uri(writer.id)).toBe(writer.uri)
+      expect(yield* store.resolve(writer.uri)).toBe(writer.path)
+    }))
+
+  it.scoped("gives unique, url-safe ids, with or without an extension", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writers = yield* Effect.all(Array.from({ length: 200 }, () => store.create("out")))
+      const ids = new Set(writers.map((writer) => writer.id))
+      expect(ids.size).toBe(200)
+      for (const id of ids) {
+        expect(id).toMatch(/^out-[a-z0-9]+-[0-9a-f]{8}$/)
+        expect(encodeURIComponent(id)).toBe(id)
+        expect(artifactIdProblem(id)).toBeUndefined()
+      }
+    }))
+
+  it.scoped("buffers small appends and has everything on disk after close", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out", "txt")
+      yield* writer.append("x".repeat(100))
+      expect(fs.statSync(writer.path).size).toBe(0)
+      yield* writer.append("y".repeat(WRITE_BUFFER_BYTES))
+      expect(fs.statSync(writer.path).size).toBe(WRITE_BUFFER_BYTES + 100)
+      yield* writer.append("z")
+      yield* writer.close
+      expect(fs.statSync(writer.path).size).toBe(WRITE_BUFFER_BYTES + 101)
+      yield* writer.close
+    }))
+
+  it.effect("flushes and closes a writer when its scope ends without close", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* Effect.scoped(
+        Effect.tap(store.create("out", "txt"), (writer) => writer.append("unflushed"))
+      )
+      expect(fs.readFileSync(writer.path, "utf8")).toBe("unflushed")
+      const error = yield* Effect.flip(writer.append("more"))
+      expect(error).toBeInstanceOf(ArtifactWriteFailed)
+      expect(error.message).toContain("already closed")
+    }))
+
+  it.scoped("appends 20 MB in 64 KB chunks to exactly that many bytes", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out", "bin")
+      const chunk = new Uint8Array(64 * 1024).fill(7)
+      for (let i = 0; i < 320; i++) yield* writer.append(chunk)
+      yield* writer.close
+      expect(fs.statSync(writer.path).size).toBe(320 * 64 * 1024)
+    }))
+
+  it.scoped("rejects kinds and extensions that cannot make an id", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      for (const [kind, extension] of [["../x", undefined], ["Out", undefined], ["out", ".txt"], ["out", "a/b"]]) {
+        const error = yield* Effect.flip(store.create(kind!, extension))
+        expect(error).toBeInstanceOf(InvalidArtifactId)
+      }
+      expect(fs.readdirSync(store.dir)).toEqual([])
+    }))
+
+  it.effect("rejects ids and URIs that could leave the directory", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      for (const id of ["", "..", "../etc/passwd", "out-1-0000000a/../../x", "/etc/passwd", "a\\b", "kv", "out-1-zz"]) {
+        const fromPath = yield* Effect.flip(store.path(id))
+        expect(fromPath).toBeInstanceOf(InvalidArtifactId)
+        const fromUri = yield* Effect.flip(store.resolve(`artifact://${id}`))
+        expect(fromUri).toBeInstanceOf(InvalidArtifactId)
+        expect(fromUri.message).toContain("artifact://")
+      }
+      for (const uri of ["file:///etc/passwd", "out-1-0000000a", "ARTIFACT://out-1-0000000a", ""]) {
+        const error = yield* Effect.flip(store.resolve(uri))
+        expect(error).toBeInstanceOf(InvalidArtifactUri)
+        expect(error.message).toContain("expected artifact://<id>")
+      }
+    }))
+
+  it.prop("accepts no id holding a path separator or a dot-dot", {
+    id: fc.string({ unit: fc.constantFrom("a", "0", "-", ".", "/", "\\", "f", "out") })
+  }, ({ id }) => {
+    if (id.includes("/") || id.includes("\\") || id.includes("..")) expect(artifactIdProblem(id)).toBeDefined()
+  })
+
+  it.effect("says an artifact that does not exist is not found", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const fromRead = yield* Effect.flip(store.read("out-1-0000000a.txt"))
+      expect(fromRead).toBeInstanceOf(ArtifactNotFound)
+      expect(fromRead.message).toContain(store.dir)
+      const fromResolve = yield* Effect.flip(store.resolve("artifact://out-1-0000000a.txt"))
+      expect(fromResolve).toBeInstanceOf(ArtifactNotFound)
+    }))
+
+  it.effect("creates a missing directory and fails clearly when it cannot", () =>
+    Effect.gen(function*() {
+      const nested = path.join(tempDir(), "a", "b")
+      const store = yield* storeAt(nested)
+      expect(store.dir).toBe(nested)
+      expect(fs.statSync(nested).isDirectory()).toBe(true)
+      const blocker = path.join(tempDir(), "a-file")
+      fs.writeFileSync(blocker, "")
+      const error = yield* Effect.flip(storeAt(path.join(blocker, "artifacts")))
+      expect(error).toBeInstanceOf(ArtifactDirUnavailable)
+      expect(error.message).toContain("VEYYON_ARTIFACTS_DIR")
+    }))
+
+  it.scoped("reports a write that fails because the directory went away", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const store = yield* storeAt(dir)
+      fs.rmSync(dir, { recursive: true })
+      const error = yield* Effect.flip(store.create("out", "txt"))
+      expect(error).toBeInstanceOf(ArtifactWriteFailed)
+      expect(error.message).toContain("writable")
+    }))
+
+  it.scoped("gives each session its own directory below the root", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const store = yield* storeAt(root)
+      const a = yield* store.forSession("agent/main:1")
+      const b = yield* store.forSession("agent/main:2")
+      const again = yield* store.forSession("agent/main:1")
+      expect(path.dirname(a.dir)).toBe(root)
+      expect(a.dir).toBe(sessionArtifactsDir(root, "agent/main:1"))
+      expect(path.basename(a.dir)).toMatch(/^agent_main_1-[0-9a-f]{8}$/)
+      expect(b.dir).not.toBe(a.dir)
+      expect(again.dir).toBe(a.dir)
+      expect(path.dirname(sessionArtifactsDir(root, "../../.."))).toBe(root)
+      const writer = yield* a.create("out")
+      yield* writer.close
+      expect(fs.readdirSync(a.dir)).toEqual([writer.id])
+      expect(fs.readdirSync(b.dir)).toEqual([])
+    }))
+
+  it.effect("Live uses the artifactsDir setting", () =>
+    Effect.gen(function*() {
+      const dir = path.join(tempDir(), "from-settings")
+      const settings = Settings.value({
+        eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
+        python: { kernelMode: "session", interpreter: undefined, idleTtlMs: 1000, skipCheck: true },
+        artifactsDir: dir,
+        output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
+      })
+      const store = yield* Effect.provide(ArtifactStore, ArtifactStore.Live.pipe(Layer.provide(settings)))
+      expect(store.dir).toBe(dir)
+      expect(fs.statSync(dir).isDirectory()).toBe(true)
+    }))
+})
