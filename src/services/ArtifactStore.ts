@@ -174,8 +174,20 @@ const newId = (kind: string, extension: string | undefined): Effect.Effect<strin
   Effect.map(Clock.currentTimeMillis, (now) =>
     `${kind}-${now.toString(36)}-${randomBytes(4).toString("hex")}${extension === undefined ? "" : `.${extension}`}`)
 
-const toBytes = (chunk: string | Uint8Array): Uint8Array =>
-  typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk
+/** The pending chunks in one buffer, each encoded on its own, as `Buffer.byteLength` counted them. */
+const encode = (chunks: ReadonlyArray<string | Uint8Array>, size: number): Uint8Array => {
+  if (chunks.length === 1 && typeof chunks[0] !== "string") return chunks[0]!
+  const buffer = Buffer.allocUnsafe(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    if (typeof chunk === "string") offset += buffer.write(chunk, offset, "utf8")
+    else {
+      buffer.set(chunk, offset)
+      offset += chunk.length
+    }
+  }
+  return buffer
+}
 
 /** Builds a store over `dir`, creating the directory when it is missing. */
 export const makeArtifactStore = (
@@ -196,14 +208,14 @@ export const makeArtifactStore = (
         const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
         const handle = yield* fs.open(file, { flag: "wx" }).pipe(Scope.extend(scope))
         const lock = yield* Effect.makeSemaphore(1)
-        let pending: Array<Uint8Array> = []
+        let pending: Array<string | Uint8Array> = []
         let pendingBytes = 0
         let written = 0
         let closed = false
 
         const flush = Effect.suspend(() => {
           if (pendingBytes === 0) return Effect.void
-          const data = pending.length === 1 ? pending[0]! : Buffer.concat(pending, pendingBytes)
+          const data = encode(pending, pendingBytes)
           pending = []
           pendingBytes = 0
           return handle.writeAll(data)
@@ -220,11 +232,11 @@ export const makeArtifactStore = (
         const append = (chunk: string | Uint8Array) =>
           lock.withPermits(1)(Effect.suspend(() => {
             if (closed) return Effect.fail(fail("the writer is already closed"))
-            const bytes = toBytes(chunk)
-            if (bytes.length === 0) return Effect.void
-            written += bytes.length
-            pending.push(bytes)
-            pendingBytes += bytes.length
+            const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
+            if (size === 0) return Effect.void
+            written += size
+            pending.push(chunk)
+            pendingBytes += size
             return pendingBytes >= WRITE_BUFFER_BYTES ? flush : Effect.void
           }))
 

@@ -78,6 +78,18 @@ describe("ArtifactStore", () => {
       yield* writer.close
     }))
 
+  it.scoped("counts exactly the bytes it writes, even for a surrogate pair split across appends", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out")
+      yield* writer.append("x\ud83d")
+      yield* writer.append(new Uint8Array([1, 2]))
+      yield* writer.append("\ude00")
+      yield* writer.close
+      expect(yield* writer.size).toBe(9)
+      expect(fs.statSync(writer.path).size).toBe(9)
+    }))
+
   it.effect("flushes and closes a writer when its scope ends without close", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
