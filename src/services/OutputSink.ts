@@ -1,0 +1,705 @@
+/**
+ * Turns a cell's `KernelOutput` events into the bounded outputs of a tool result.
+ *
+ * Text (stdout and stderr, as one stream in arrival order) is kept whole while it
+ * fits `maxBytes` (UTF-8) and `maxLines`. Once it does not, everything printed so far
+ * is written to an `out-….txt` artifact and every later chunk is appended to it; the
+ * result keeps a head and a tail of about half the budget each, with one
+ * `TextOmitted` marker between them. Only the head and a rolling tail are held, so
+ * memory stays bounded however much a cell prints.
+ *
+ * Lines are `\n`-terminated, plus a last unterminated one. A line counts as shown
+ * when any part of it is shown, so `shownLines + omittedLines = totalLines` exactly.
+ * Cuts never split a surrogate pair, and prefer a line boundary when one is close.
+ *
+ * Rich outputs keep their order. Rich outputs that arrive while text is being
+ * omitted follow the marker. Images are kept up to `maxImageBytes` of payload per
+ * result; later ones are saved as `img-…` artifacts and replaced by a note in
+ * `text/plain`. After `maxRichOutputs` displays, results and status events, further
+ * ones go to an `outputs-….jsonl` artifact behind one `OutputsOmitted` marker.
+ * Errors are always kept. Nothing is written when nothing exceeds a budget.
+ *
+ * Writing an artifact can fail (a full disk): the result is still bounded and says
+ * why the full output could not be saved.
+ */
+import { Context, Data, Effect, Layer, Scope, Stream } from "effect"
+import type { MimeBundle } from "../kernel/Frame.ts"
+import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
+import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
+import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "./Settings.ts"
+
+/** Image payload (base64 text as received) kept in one result: 32 MiB. */
+export const DEFAULT_MAX_IMAGE_BYTES = 32 * 1024 * 1024
+
+/** Displays, results and status events kept in one result. */
+export const DEFAULT_MAX_RICH_OUTPUTS = 1000
+
+/** The budgets of one result. */
+export interface OutputLimits {
+  readonly maxBytes: number
+  readonly maxLines: number
+  readonly maxImageBytes: number
+  readonly maxRichOutputs: number
+}
+
+/** One output kept in a result: a kernel output or a marker for what was left out. */
+export type SinkOutput = Data.TaggedEnum<{
+  Stdout: { readonly text: string }
+  Stderr: { readonly text: string }
+  Display: { readonly bundle: MimeBundle }
+  Result: { readonly bundle: MimeBundle }
+  Status: { readonly op: string; readonly fields: Readonly<Record<string, unknown>> }
+  Error: { readonly ename: string; readonly evalue: string; readonly traceback: ReadonlyArray<string> }
+  TextOmitted: {
+    readonly text: string
+    readonly omittedBytes: number
+    readonly omittedLines: number
+    readonly artifactUri: string
+  }
+  OutputsOmitted: { readonly text: string; readonly count: number; readonly artifactUri: string }
+}>
+/** Constructors and matchers of `SinkOutput`. */
+export const SinkOutput = Data.taggedEnum<SinkOutput>()
+
+/** How the text of a result was cut; present only when it was. */
+export interface Truncation {
+  readonly totalBytes: number
+  readonly totalLines: number
+  readonly shownBytes: number
+  readonly shownLines: number
+  readonly omittedBytes: number
+  readonly omittedLines: number
+  readonly artifactId: string
+  readonly artifactUri: string
+  /** Why the artifact is missing or incomplete, when it is. */
+  readonly artifactError?: string
+}
+
+/** What a cell's outputs become in the tool result. */
+export interface SinkResult {
+  readonly outputs: ReadonlyArray<SinkOutput>
+  readonly truncation?: Truncation
+  /** The cell's `Done` event, when it arrived. */
+  readonly outcome?: CellOutcome
+  /** Every artifact written for this cell (full text, images, omitted outputs). */
+  readonly artifactIds: ReadonlyArray<string>
+}
+
+/** What a sink holds right now, for checking that it stays bounded. */
+export interface RetainedSize {
+  readonly textChars: number
+  readonly entries: number
+}
+
+/** The sink of one cell: push its events in order, then finish. */
+export interface CellSink {
+  /** Takes the next event; events after `finish` are ignored. */
+  readonly push: (output: KernelOutput) => Effect.Effect<void>
+  /** Closes the artifacts and gives the result; later calls give the same result. */
+  readonly finish: Effect.Effect<SinkResult>
+  readonly retained: Effect.Effect<RetainedSize>
+}
+
+type TextStream = "Stdout" | "Stderr"
+
+interface TextEntry {
+  readonly kind: "text"
+  readonly stream: TextStream
+  text: string
+  bytes: number
+  newlines: number
+}
+
+type Entry = TextEntry | { readonly kind: "rich"; readonly output: SinkOutput } | { readonly kind: "dropped" }
+
+interface Span {
+  bytes: number
+  newlines: number
+  endsWithNewline: boolean
+}
+
+const emptySpan = (): Span => ({ bytes: 0, newlines: 0, endsWithNewline: false })
+
+const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff
+const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff
+
+/** UTF-8 length, with a lone surrogate counted as the 3 bytes of the U+FFFD it is written as. */
+const utf8Length = (text: string): number => Buffer.byteLength(text, "utf8")
+
+const countNewlines = (text: string): number => {
+  let count = 0
+  for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", at + 1)) count++
+  return count
+}
+
+/** The index just after the `n`-th newline (n >= 1), or undefined when there are fewer. */
+const afterNewline = (text: string, n: number): number | undefined => {
+  let at = -1
+  for (let seen = 0; seen < n; seen++) {
+    at = text.indexOf("\n", at + 1)
+    if (at === -1) return undefined
+  }
+  return at + 1
+}
+
+/** The code units and UTF-8 bytes of the code point starting at `at`. */
+const codePointAt = (text: string, at: number): readonly [units: number, bytes: number] => {
+  const unit = text.charCodeAt(at)
+  if (unit < 0x80) return [1, 1]
+  if (unit < 0x800) return [1, 2]
+  if (isHighSurrogate(unit) && at + 1 < text.length && isLowSurrogate(text.charCodeAt(at + 1))) return [2, 4]
+  return [1, 3]
+}
+
+/** The longest prefix, in code units, of at most `limit` bytes that ends on a code point. */
+const prefixWithin = (text: string, limit: number): number => {
+  if (limit <= 0) return 0
+  if (utf8Length(text) <= limit) return text.length
+  let at = 0
+  let bytes = 0
+  while (at < text.length) {
+    const [units, size] = codePointAt(text, at)
+    if (bytes + size > limit) break
+    bytes += size
+    at += units
+  }
+  return at
+}
+
+/** The shortest prefix, in code units, of at least `need` bytes that ends on a code point. */
+const prefixReaching = (text: string, need: number): number => {
+  let at = 0
+  let bytes = 0
+  while (at < text.length && bytes < need) {
+    const [units, size] = codePointAt(text, at)
+    bytes += size
+    at += units
+  }
+  return at
+}
+
+/** A copy that does not keep a much larger parent string alive. */
+const detach = (slice: string, parentLength: number): string =>
+  slice.length * 2 < parentLength ? Buffer.from(slice, "utf16le").toString("utf16le") : slice
+
+const plural = (count: number, unit: string) => `${count} ${unit}${count === 1 ? "" : "s"}`
+
+const mebibytes = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`
+
+const IMAGE_EXTENSIONS: Readonly<Record<string, string>> = {
+  "image/png": "png",
+  "image/jpeg": "jpg",
+  "image/gif": "gif",
+  "image/webp": "webp",
+  "image/bmp": "bmp",
+  "image/svg+xml": "svg"
+}
+
+/** Fills in the budgets that are not given with the defaults. */
+export const outputLimits = (given: Partial<OutputLimits> = {}): OutputLimits => ({
+  maxBytes: Math.max(1, Math.floor(given.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES)),
+  maxLines: Math.max(1, Math.floor(given.maxLines ?? DEFAULT_OUTPUT_MAX_LINES)),
+  maxImageBytes: Math.max(0, Math.floor(given.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES)),
+  maxRichOutputs: Math.max(0, Math.floor(given.maxRichOutputs ?? DEFAULT_MAX_RICH_OUTPUTS))
+})
+
+/** The sink of one cell, writing artifacts to `store`; its files close with the scope at the latest. */
+export const makeCellSink = (
+  store: ArtifactStoreService,
+  given: Partial<OutputLimits> = {}
+): Effect.Effect<CellSink, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const limits = outputLimits(given)
+    const scope = yield* Effect.scope
+    const lock = yield* Effect.makeSemaphore(1)
+    const headBudget = { bytes: Math.floor(limits.maxBytes / 2), lines: Math.floor(limits.maxLines / 2) }
+    const tailBudget = { bytes: limits.maxBytes - headBudget.bytes, lines: limits.maxLines - headBudget.lines }
+
+    const total = emptySpan()
+    const head = emptySpan()
+    const tail = emptySpan()
+    const omitted = emptySpan()
+    const carry: Record<TextStream, string> = { Stdout: "", Stderr: "" }
+    const artifactIds: Array<string> = []
+
+    let entries: Array<Entry> = []
+    const headEntries: Array<Entry> = []
+    const middleEntries: Array<Entry> = []
+    let tailEntries: Array<Entry> = []
+    let tailStart = 0
+
+    let spilled = false
+    let writer: ArtifactWriter | undefined
+    let artifactId = ""
+    let artifactError: string | undefined
+
+    let richKept = 0
+    let imageBytes = 0
+    let droppedCount = 0
+    let droppedPlaced = false
+    let droppedWriter: ArtifactWriter | undefined
+    let droppedId = ""
+    let droppedError: string | undefined
+
+    let outcome: CellOutcome | undefined
+    let result: SinkResult | undefined
+
+    const lines = (span: Span) => span.newlines + (span.bytes > 0 && !span.endsWithNewline ? 1 : 0)
+    const tailLines = () => tail.newlines + (tail.bytes > 0 && !total.endsWithNewline ? 1 : 0)
+    const add = (span: Span, text: string, bytes: number, newlines: number) => {
+      span.bytes += bytes
+      span.newlines += newlines
+      span.endsWithNewline = text.endsWith("\n")
+    }
+    const textEntry = (stream: TextStream, text: string): TextEntry => ({
+      kind: "text",
+      stream,
+      text,
+      bytes: utf8Length(text),
+      newlines: countNewlines(text)
+    })
+
+    const inScope = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.provideService(effect, Scope.Scope, scope)
+
+    const writeFull = (text: string) =>
+      writer === undefined ? Effect.void : writer.append(text).pipe(
+        Effect.catchAll((error) =>
+          Effect.suspend(() => {
+            artifactError = error.message
+            const failed = writer
+            writer = undefined
+            return failed === undefined ? Effect.void : Effect.ignore(failed.close)
+          })
+        )
+      )
+
+    const toTail = (entry: Entry) => {
+      tailEntries.push(entry)
+      if (entry.kind === "text") {
+        tail.bytes += entry.bytes
+        tail.newlines += entry.newlines
+      }
+    }
+
+    const omit = (text: string, bytes: number, newlines: number) => add(omitted, text, bytes, newlines)
+
+    const trimTail = () => {
+      while (tailStart < tailEntries.length) {
+        const overBytes = tail.bytes - tailBudget.bytes
+        const overLines = tailLines() - tailBudget.lines
+        if (overBytes <= 0 && overLines <= 0) break
+        const front = tailEntries[tailStart]!
+        if (front.kind !== "text") {
+          middleEntries.push(front)
+          tailStart++
+          continue
+        }
+        let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
+        if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes))
+        if (cut >= front.text.length) {
+          omit(front.text, front.bytes, front.newlines)
+          tail.bytes -= front.bytes
+          tail.newlines -= front.newlines
+          tailStart++
+          continue
+        }
+        const removed = front.text.slice(0, cut)
+        const removedBytes = utf8Length(removed)
+        const removedNewlines = countNewlines(removed)
+        omit(removed, removedBytes, removedNewlines)
+        front.text = detach(front.text.slice(cut), front.text.length)
+        front.bytes -= removedBytes
+        front.newlines -= removedNewlines
+        tail.bytes -= removedBytes
+        tail.newlines -= removedNewlines
+      }
+      if (tailStart > 64 && tailStart * 2 > tailEntries.length) {
+        tailEntries = tailEntries.slice(tailStart)
+        tailStart = 0
+      }
+    }
+
+    const headCut = (text: string): number => {
+      const newlinesLeft = headBudget.lines - head.newlines
+      const byLines = newlinesLeft <= 0 ? 0 : afterNewline(text, newlinesLeft) ?? text.length
+      let cut = Math.min(byLines, prefixWithin(text, headBudget.bytes - head.bytes))
+      if (cut > 0 && cut < text.length) {
+        const newline = text.lastIndexOf("\n", cut - 1)
+        const lineStart = newline >= 0 ? newline + 1 : head.bytes === 0 || head.endsWithNewline ? 0 : -1
+        if (lineStart >= 0 && utf8Length(text.slice(lineStart, cut)) <= headBudget.bytes / 4) cut = lineStart
+      }
+      return cut
+    }
+
+    const spill = Effect.gen(function*() {
+      spilled = true
+      const opened = yield* Effect.either(inScope(store.create("out", "txt")))
+      if (opened._tag === "Right") {
+        writer = opened.right
+        artifactId = writer.id
+        artifactIds.push(artifactId)
+      } else {
+        artifactError = opened.left.message
+        if (opened.left._tag === "ArtifactWriteFailed") artifactId = opened.left.id
+      }
+      for (const entry of entries) {
+        if (entry.kind === "text") yield* writeFull(entry.text)
+      }
+      let headDone = false
+      for (const entry of entries) {
+        if (headDone) toTail(entry)
+        else if (entry.kind !== "text") headEntries.push(entry)
+        else {
+          const cut = headCut(entry.text)
+          if (cut === entry.text.length) {
+            headEntries.push(entry)
+            add(head, entry.text, entry.bytes, entry.newlines)
+            continue
+          }
+          if (cut > 0) {
+            const part = textEntry(entry.stream, entry.text.slice(0, cut))
+            headEntries.push(part)
+            add(head, part.text, part.bytes, part.newlines)
+          }
+          toTail(textEntry(entry.stream, entry.text.slice(cut)))
+          headDone = true
+        }
+      }
+      entries = []
+      trimTail()
+    })
+
+    const addText = (stream: TextStream, text: string) =>
+      Effect.suspend(() => {
+        if (text.length === 0) return Effect.void
+        const entry = textEntry(stream, text)
+        add(total, text, entry.bytes, entry.newlines)
+        if (spilled) {
+          toTail(entry)
+          trimTail()
+          return writeFull(text)
+        }
+        entries.push(entry)
+        return total.bytes > limits.maxBytes || lines(total) > limits.maxLines ? spill : Effect.void
+      })
+
+    const pushText = (stream: TextStream, raw: string) =>
+      Effect.suspend(() => {
+        let text = carry[stream] + raw
+        carry[stream] = ""
+        if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
+          carry[stream] = text.slice(-1)
+          text = text.slice(0, -1)
+        }
+        return addText(stream, text)
+      })
+
+    const addEntry = (entry: Entry) => {
+      if (spilled) toTail(entry)
+      else entries.push(entry)
+    }
+
+    const saveImage = (mime: string, payload: string) =>
+      Effect.gen(function*() {
+        const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : Buffer.from(payload, "base64")
+        const why = `${mime} (${data.length} bytes) not shown: this result already holds ` +
+          `${mebibytes(limits.maxImageBytes)} of images`
+        const saved = yield* Effect.either(Effect.scoped(
+          Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
+            Effect.zipRight(image.append(data), image.close))
+        ))
+        if (saved._tag === "Left") return `[${why}; it could not be saved: ${saved.left.message}]`
+        artifactIds.push(saved.right.id)
+        return `[${why}; saved to ${saved.right.uri}]`
+      })
+
+    const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
+      Effect.gen(function*() {
+        let bundle: Record<string, unknown> | undefined
+        const notes: Array<string> = []
+        for (const [mime, payload] of Object.entries(output.bundle)) {
+          if (!mime.startsWith("image/") || typeof payload !== "string") continue
+          if (imageBytes + payload.length <= limits.maxImageBytes) {
+            imageBytes += payload.length
+            continue
+          }
+          notes.push(yield* saveImage(mime, payload))
+          bundle ??= { ...output.bundle }
+          delete bundle[mime]
+        }
+        if (bundle === undefined) return output
+        const plain = bundle["text/plain"]
+        bundle["text/plain"] = [...(typeof plain === "string" && plain.length > 0 ? [plain] : []), ...notes].join("\n")
+        return output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
+      })
+
+    const drop = (output: KernelOutput) =>
+      Effect.gen(function*() {
+        droppedCount++
+        if (!droppedPlaced) {
+          droppedPlaced = true
+          addEntry({ kind: "dropped" })
+          const opened = yield* Effect.either(inScope(store.create("outputs", "jsonl")))
+          if (opened._tag === "Right") {
+            droppedWriter = opened.right
+            droppedId = droppedWriter.id
+            artifactIds.push(droppedId)
+          } else {
+            droppedError = opened.left.message
+          }
+        }
+        if (droppedWriter === undefined) return
+        let line: string
+        try {
+          line = JSON.stringify(output)
+        } catch (error) {
+          line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
+        }
+        const appended = yield* Effect.either(droppedWriter.append(`${line}\n`))
+        if (appended._tag === "Left") {
+          droppedError = appended.left.message
+          yield* Effect.ignore(droppedWriter.close)
+          droppedWriter = undefined
+        }
+      })
+
+    const accept = (output: KernelOutput): Effect.Effect<void> => {
+      switch (output._tag) {
+        case "Stdout":
+        case "Stderr":
+          return pushText(output._tag, output.text)
+        case "Error":
+          return Effect.sync(() => addEntry({ kind: "rich", output }))
+        case "Done":
+          return Effect.sync(() => {
+            const { _tag, ...fields } = output
+            outcome = fields
+          })
+        case "Display":
+        case "Result":
+        case "Status":
+          if (richKept >= limits.maxRichOutputs) return drop(output)
+          richKept++
+          return output._tag === "Status"
+            ? Effect.sync(() => addEntry({ kind: "rich", output }))
+            : Effect.map(boundImages(output), (kept) => addEntry({ kind: "rich", output: kept }))
+      }
+    }
+
+    const snapTailStart = () => {
+      if (omitted.endsWithNewline) return
+      let reach = 0
+      let end = tailStart
+      let within = -1
+      for (; end < tailEntries.length; end++) {
+        const entry = tailEntries[end]!
+        if (entry.kind !== "text") return
+        within = entry.text.indexOf("\n")
+        if (within >= 0) break
+        reach += entry.bytes
+      }
+      if (within < 0) return
+      const last = tailEntries[end] as TextEntry
+      const removed = last.text.slice(0, within + 1)
+      const removedBytes = utf8Length(removed)
+      if (reach + removedBytes > tailBudget.bytes / 4 || reach + removedBytes >= tail.bytes) return
+      for (; tailStart < end; tailStart++) {
+        const entry = tailEntries[tailStart] as TextEntry
+        omit(entry.text, entry.bytes, 0)
+        tail.bytes -= entry.bytes
+      }
+      omit(removed, removedBytes, 1)
+      last.text = last.text.slice(within + 1)
+      last.bytes -= removedBytes
+      last.newlines -= 1
+      tail.bytes -= removedBytes
+      tail.newlines -= 1
+      if (last.text.length === 0) tailStart++
+    }
+
+    const materialize = (list: ReadonlyArray<Entry>, into: Array<SinkOutput>) => {
+      let pending: { stream: TextStream; parts: Array<string> } | undefined
+      const flush = () => {
+        if (pending !== undefined) {
+          const text = pending.parts.join("")
+          into.push(pending.stream === "Stdout" ? SinkOutput.Stdout({ text }) : SinkOutput.Stderr({ text }))
+          pending = undefined
+        }
+      }
+      for (const entry of list) {
+        if (entry.kind === "text") {
+          if (pending?.stream !== entry.stream) {
+            flush()
+            pending = { stream: entry.stream, parts: [] }
+          }
+          pending.parts.push(entry.text)
+          continue
+        }
+        flush()
+        if (entry.kind === "rich") into.push(entry.output)
+        else {
+          const uri = store.uri(droppedId)
+          const where = droppedError === undefined
+            ? `omitted outputs: ${uri}`
+            : `they could not be saved: ${droppedError}`
+          into.push(SinkOutput.OutputsOmitted({
+            text: `… [${plural(droppedCount, "more output")} omitted: a result keeps at most ` +
+              `${limits.maxRichOutputs} displays and status events; ${where}]`,
+            count: droppedCount,
+            artifactUri: droppedId === "" ? "" : uri
+          }))
+        }
+      }
+      flush()
+    }
+
+    const truncation = (): Truncation => {
+      const shared = head.bytes > 0 && !head.endsWithNewline && omitted.newlines === 0 && tail.bytes > 0
+      const shownLines = lines(head) + tailLines() - (shared ? 1 : 0)
+      const totalLines = lines(total)
+      return {
+        totalBytes: total.bytes,
+        totalLines,
+        shownBytes: head.bytes + tail.bytes,
+        shownLines,
+        omittedBytes: omitted.bytes,
+        omittedLines: totalLines - shownLines,
+        artifactId,
+        artifactUri: artifactId === "" ? "" : store.uri(artifactId),
+        ...(artifactError === undefined ? {} : { artifactError })
+      }
+    }
+
+    const marker = (cut: Truncation): SinkOutput => {
+      const amount = cut.omittedLines > 0
+        ? `${plural(cut.omittedLines, "line")}, ${plural(cut.omittedBytes, "byte")}`
+        : plural(cut.omittedBytes, "byte")
+      const where = cut.artifactError === undefined
+        ? `full output: ${cut.artifactUri}`
+        : `the full output could not be saved: ${cut.artifactError}`
+      return SinkOutput.TextOmitted({
+        text: `… [${amount} omitted; ${where}]`,
+        omittedBytes: cut.omittedBytes,
+        omittedLines: cut.omittedLines,
+        artifactUri: cut.artifactUri
+      })
+    }
+
+    const finish = lock.withPermits(1)(Effect.gen(function*() {
+      if (result !== undefined) return result
+      for (const stream of ["Stdout", "Stderr"] as const) {
+        const rest = carry[stream]
+        carry[stream] = ""
+        yield* addText(stream, rest)
+      }
+      const outputs: Array<SinkOutput> = []
+      let cut: Truncation | undefined
+      if (spilled) {
+        snapTailStart()
+        if (writer !== undefined) {
+          const closed = yield* Effect.either(writer.close)
+          if (closed._tag === "Left") artifactError = closed.left.message
+          writer = undefined
+        }
+        cut = truncation()
+        materialize(headEntries, outputs)
+        outputs.push(marker(cut))
+        materialize(middleEntries, outputs)
+        materialize(tailEntries.slice(tailStart), outputs)
+      } else {
+        materialize(entries, outputs)
+      }
+      if (droppedWriter !== undefined) {
+        const closed = yield* Effect.either(droppedWriter.close)
+        if (closed._tag === "Left") droppedError = closed.left.message
+        droppedWriter = undefined
+      }
+      result = {
+        outputs,
+        ...(cut === undefined ? {} : { truncation: cut }),
+        ...(outcome === undefined ? {} : { outcome }),
+        artifactIds: [...artifactIds]
+      }
+      return result
+    }))
+
+    const retained = Effect.sync((): RetainedSize => {
+      let textChars = carry.Stdout.length + carry.Stderr.length
+      let count = 0
+      const measure = (list: ReadonlyArray<Entry>, from = 0) => {
+        for (let at = from; at < list.length; at++) {
+          const entry = list[at]!
+          count++
+          if (entry.kind === "text") textChars += entry.text.length
+        }
+      }
+      measure(entries)
+      measure(headEntries)
+      measure(middleEntries)
+      measure(tailEntries, tailStart)
+      return { textChars, entries: count }
+    })
+
+    return {
+      push: (output) => lock.withPermits(1)(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void))),
+      finish,
+      retained
+    }
+  })
+
+/** Options of one cell's sink. */
+export interface OpenOptions {
+  /** Budgets that differ from the service's. */
+  readonly limits?: Partial<OutputLimits>
+  /** Where artifacts go instead of the service's store, e.g. a session's store. */
+  readonly store?: ArtifactStoreService
+}
+
+/** Makes a sink per cell with the configured budgets. */
+export interface OutputSinkService {
+  readonly limits: OutputLimits
+  /** A sink for one cell; its artifacts close with the scope at the latest. */
+  readonly open: (options?: OpenOptions) => Effect.Effect<CellSink, never, Scope.Scope>
+  /** Runs a cell's events through a fresh sink, calling `onEvent` on each first, and gives the result. */
+  readonly collect: <E, R, E2 = never, R2 = never>(
+    outputs: Stream.Stream<KernelOutput, E, R>,
+    options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => Effect.Effect<void, E2, R2> }
+  ) => Effect.Effect<SinkResult, E | E2, R | R2>
+}
+
+const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputSinkService => {
+  const open = (options: OpenOptions = {}) =>
+    makeCellSink(options.store ?? store, { ...limits, ...options.limits })
+  return {
+    limits,
+    open,
+    collect: (outputs, options = {}) =>
+      Effect.scoped(Effect.gen(function*() {
+        const sink = yield* open(options)
+        const onEvent = options.onEvent
+        yield* Stream.runForEach(
+          outputs,
+          onEvent === undefined ? sink.push : (output) => Effect.zipRight(onEvent(output), sink.push(output))
+        )
+        return yield* sink.finish
+      }))
+  }
+}
+
+/** Bounds each cell's outputs for its tool result, spilling to the `ArtifactStore`. */
+export class OutputSink extends Context.Tag("veyyon-eval/OutputSink")<OutputSink, OutputSinkService>() {
+  /** Sinks with explicit budgets (the rest default). */
+  static layer(limits: Partial<OutputLimits> = {}): Layer.Layer<OutputSink, never, ArtifactStore> {
+    return Layer.effect(OutputSink, Effect.map(ArtifactStore, (store) => makeService(store, outputLimits(limits))))
+  }
+
+  /** Sinks with the `output.maxBytes` / `output.maxLines` settings. */
+  static readonly Live: Layer.Layer<OutputSink, never, ArtifactStore | Settings> = Layer.effect(
+    OutputSink,
+    Effect.gen(function*() {
+      const settings = yield* Settings
+      const store = yield* ArtifactStore
+      return makeService(store, outputLimits(settings.output))
+    })
+  )
+}
