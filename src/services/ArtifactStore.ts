@@ -174,10 +174,10 @@ const newId = (kind: string, extension: string | undefined): Effect.Effect<strin
   Effect.map(Clock.currentTimeMillis, (now) =>
     `${kind}-${now.toString(36)}-${randomBytes(4).toString("hex")}${extension === undefined ? "" : `.${extension}`}`)
 
-/** The pending chunks in one buffer, each encoded on its own, as `Buffer.byteLength` counted them. */
-const encode = (chunks: ReadonlyArray<string | Uint8Array>, size: number): Uint8Array => {
+/** Encodes the pending chunks into `into` (or a new buffer when they do not fit), each as `Buffer.byteLength` counted it. */
+const encode = (chunks: ReadonlyArray<string | Uint8Array>, size: number, into: Buffer): Uint8Array => {
   if (chunks.length === 1 && typeof chunks[0] !== "string") return chunks[0]!
-  const buffer = Buffer.allocUnsafe(size)
+  const buffer = size <= into.length ? into : Buffer.allocUnsafe(size)
   let offset = 0
   for (const chunk of chunks) {
     if (typeof chunk === "string") offset += buffer.write(chunk, offset, "utf8")
@@ -186,7 +186,7 @@ const encode = (chunks: ReadonlyArray<string | Uint8Array>, size: number): Uint8
       offset += chunk.length
     }
   }
-  return buffer
+  return buffer.subarray(0, size)
 }
 
 /** Builds a store over `dir`, creating the directory when it is missing. */
@@ -208,6 +208,7 @@ export const makeArtifactStore = (
         const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
         const handle = yield* fs.open(file, { flag: "wx" }).pipe(Scope.extend(scope))
         const lock = yield* Effect.makeSemaphore(1)
+        const scratch = Buffer.allocUnsafe(2 * WRITE_BUFFER_BYTES)
         let pending: Array<string | Uint8Array> = []
         let pendingBytes = 0
         let written = 0
@@ -215,7 +216,7 @@ export const makeArtifactStore = (
 
         const flush = Effect.suspend(() => {
           if (pendingBytes === 0) return Effect.void
-          const data = encode(pending, pendingBytes)
+          const data = encode(pending, pendingBytes, scratch)
           pending = []
           pendingBytes = 0
           return handle.writeAll(data)
