@@ -12,8 +12,8 @@
  * when any part of it is shown, so `shownLines + omittedLines = totalLines` exactly.
  * Cuts never split a surrogate pair, and prefer a line boundary when one is close.
  *
- * Rich outputs keep their order. Rich outputs that arrive while text is being
- * omitted follow the marker. Images are kept up to `maxImageBytes` of payload per
+ * Rich outputs keep their order; those that arrive after the head's last text
+ * follow the marker. Images are kept up to `maxImageBytes` of payload per
  * result; later ones are saved as `img-…` artifacts and replaced by a note in
  * `text/plain`. After `maxRichOutputs` displays, results and status events, further
  * ones go to an `outputs-….jsonl` artifact behind one `OutputsOmitted` marker.
@@ -97,6 +97,7 @@ export interface CellSink {
   readonly push: (output: KernelOutput) => Effect.Effect<void>
   /** Closes the artifacts and gives the result; later calls give the same result. */
   readonly finish: Effect.Effect<SinkResult>
+  /** The text and entries held at this moment. */
   readonly retained: Effect.Effect<RetainedSize>
 }
 
@@ -357,7 +358,7 @@ export const makeCellSink = (
             continue
           }
           if (cut > 0) {
-            const part = textEntry(entry.stream, entry.text.slice(0, cut))
+            const part = textEntry(entry.stream, detach(entry.text.slice(0, cut), entry.text.length))
             headEntries.push(part)
             add(head, part.text, part.bytes, part.newlines)
           }

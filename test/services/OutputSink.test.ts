@@ -369,6 +369,21 @@ describe("OutputSink: bounded memory", () => {
       })
       expect(fs.statSync(path.join(store.dir, result.truncation!.artifactId)).size).toBe(chunks * 1024)
     }), 15_000)
+
+  it.effect("bounds one chunk far larger than the whole budget", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const huge = "h".repeat(3 * 1024 * 1024) + "\n" + "t".repeat(1024 * 1024)
+      const result = yield* Effect.scoped(Effect.gen(function*() {
+        const sink = yield* makeCellSink(store, { maxBytes: 1000 })
+        yield* sink.push(stdout(huge))
+        expect((yield* sink.retained).textChars).toBe(1000)
+        return yield* sink.finish
+      }))
+      expect(headAndTail(result)).toEqual({ head: "h".repeat(500), tail: "t".repeat(500) })
+      expect(result.truncation).toMatchObject({ totalLines: 2, shownLines: 2, omittedLines: 0 })
+      expect(yield* store.read(result.truncation!.artifactId)).toBe(huge)
+    }))
 })
 
 describe("OutputSink: rich outputs", () => {
