@@ -1,0 +1,103 @@
+/**
+ * MIME bundles (from `display()` and cell results) picked apart and rendered as text.
+ *
+ * Text precedence: `text/markdown`, then `text/plain`, then `text/html` converted to
+ * basic Markdown. Alongside, `application/json` is kept as a JSON value, `image/png`
+ * and `image/jpeg` as base64 payloads, `application/x-veyyon-status` as a status event.
+ * A bundle without text falls back to its JSON, then image placeholders such as
+ * `[image/png 640x480, 12.3 KB]`, then its status line, then a list of its MIME types.
+ */
+import { Option } from "effect"
+import { STATUS_MIME, type MimeBundle } from "../kernel/Frame.ts"
+import { htmlToMarkdown } from "./Html.ts"
+import { cleanBase64, formatBytes, imageFacts } from "./ImageInfo.ts"
+import { renderStatus, type StatusEvent } from "./Status.ts"
+
+/** The image types kept as payloads. */
+export type ImageMimeType = "image/png" | "image/jpeg"
+
+/** An image from a bundle: its type and clean base64 data. */
+export interface ImagePayload {
+  readonly mimeType: ImageMimeType
+  readonly data: string
+}
+
+/** Everything structured a bundle holds. */
+export interface BundleContent {
+  readonly text: Option.Option<string>
+  readonly json: Option.Option<unknown>
+  readonly images: ReadonlyArray<ImagePayload>
+  readonly status: Option.Option<StatusEvent>
+}
+
+const IMAGE_TYPES: ReadonlyArray<ImageMimeType> = ["image/png", "image/jpeg"]
+
+/** A text value as sent: a string, or a list of strings to concatenate (notebook style). */
+const textValue = (value: unknown): string | undefined => {
+  if (typeof value === "string") return value
+  if (Array.isArray(value) && value.every((item) => typeof item === "string")) return value.join("")
+  return undefined
+}
+
+/** The bundle's text by precedence: markdown, plain, then HTML as Markdown. */
+export const bundleText = (bundle: MimeBundle): Option.Option<string> => {
+  const markdown = textValue(bundle["text/markdown"])
+  if (markdown !== undefined) return Option.some(markdown)
+  const plain = textValue(bundle["text/plain"])
+  if (plain !== undefined) return Option.some(plain)
+  const html = textValue(bundle["text/html"])
+  return html === undefined ? Option.none() : Option.some(htmlToMarkdown(html))
+}
+
+/** The bundle's `application/json` value, if it has one. */
+export const bundleJson = (bundle: MimeBundle): Option.Option<unknown> =>
+  Object.hasOwn(bundle, "application/json") ? Option.some(bundle["application/json"]) : Option.none()
+
+/** The bundle's PNG and JPEG payloads, in that order. */
+export const bundleImages = (bundle: MimeBundle): ReadonlyArray<ImagePayload> =>
+  IMAGE_TYPES.flatMap((mimeType) => {
+    const data = textValue(bundle[mimeType])
+    return data === undefined || data.trim().length === 0 ? [] : [{ mimeType, data: cleanBase64(data) }]
+  })
+
+/** The bundle's status event, if it carries one with a string `op`. */
+export const bundleStatus = (bundle: MimeBundle): Option.Option<StatusEvent> => {
+  const status = bundle[STATUS_MIME]
+  if (typeof status !== "object" || status === null || Array.isArray(status)) return Option.none()
+  const { op, ...fields } = status as Record<string, unknown>
+  return typeof op === "string" ? Option.some({ op, fields }) : Option.none()
+}
+
+/** Everything structured a bundle holds, at once. */
+export const readBundle = (bundle: MimeBundle): BundleContent => ({
+  text: bundleText(bundle),
+  json: bundleJson(bundle),
+  images: bundleImages(bundle),
+  status: bundleStatus(bundle)
+})
+
+/** A short stand-in for an image: `[image/png 640x480, 12.3 KB]`, or `[image/jpeg, 12.3 KB]` when the size is unknown. */
+export const imagePlaceholder = (image: ImagePayload): string => {
+  const facts = imageFacts(image.mimeType, image.data)
+  const dimensions = facts.width !== undefined && facts.height !== undefined ? ` ${facts.width}x${facts.height}` : ""
+  return `[${image.mimeType}${dimensions}, ${formatBytes(facts.byteLength)}]`
+}
+
+const jsonText = (value: unknown): string => {
+  try {
+    return JSON.stringify(value, null, 2) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+/** The text a bundle shows as; empty only for a bundle that holds nothing to show. */
+export const renderBundle = (bundle: MimeBundle): string => {
+  const content = readBundle(bundle)
+  if (Option.isSome(content.text)) return content.text.value
+  if (Option.isSome(content.json)) return jsonText(content.json.value)
+  if (content.images.length > 0) return content.images.map(imagePlaceholder).join("\n")
+  if (Option.isSome(content.status)) return Option.getOrElse(renderStatus(content.status.value), () => "")
+  const types = Object.keys(bundle)
+  return types.length === 0 ? "" : `[display: ${types.join(", ")}]`
+}
