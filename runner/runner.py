@@ -168,6 +168,7 @@ class _KernelState:
         self.entered = False
         self.pending = False
         self.interrupted = False
+        self.redelivered = False
         self.generation = 0
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}
         self.protected = {}
@@ -181,9 +182,13 @@ _redeliver_wake = None
 
 def _on_sigint(signum, frame):
     st = _state
+    if st.redelivered:
+        st.redelivered = False
+        if not st.pending:
+            return
     if not st.cell_active:
         return
-    if _interrupt_allowed(frame):
+    if frame is not None and frame.f_code not in _PLUMBING_CODES and _interrupt_allowed(frame):
         st.pending = False
         st.interrupted = True
         raise KeyboardInterrupt
@@ -205,6 +210,16 @@ def _interrupt_allowed(frame):
             return _state.entered
         frame = frame.f_back
     return False
+
+
+def _deliver_pending():
+    """Raise a deferred SIGINT now if the critical function calling this returns into user code."""
+    st = _state
+    if st.pending and st.cell_active and threading.get_ident() == _main_ident:
+        if _interrupt_allowed(sys._getframe(2)):
+            st.pending = False
+            st.interrupted = True
+            raise KeyboardInterrupt
 
 
 def _user_call(fn, *args):
@@ -231,6 +246,7 @@ def _redeliver_loop(wake_fd):
             generation = _state.generation
             time.sleep(0.01)
             if _state.pending and _state.cell_active and _state.generation == generation:
+                _state.redelivered = True
                 signal.pthread_kill(_main_ident, signal.SIGINT)
 
 
@@ -388,6 +404,8 @@ class _OutStream(io.TextIOBase):
             self._parts = []
             self._size = 0
             self._emit(data)
+        if _state.pending:
+            _deliver_pending()
         return size
 
     def flush(self):
@@ -399,6 +417,8 @@ class _OutStream(io.TextIOBase):
             self._parts = []
             self._size = 0
             self._emit(data)
+        if _state.pending:
+            _deliver_pending()
 
 
 class _BinaryOut:
@@ -645,6 +665,8 @@ def mime_bundle(obj):
 def _emit_display(bundle):
     _flush_streams()
     _router.display(bundle)
+    if _state.pending:
+        _deliver_pending()
 
 
 def display(*objs, raw=False, **ignored):
@@ -661,6 +683,8 @@ def emit_status(op, **fields):
     event = {"op": op}
     event.update(fields)
     _send({"type": "display", "id": _state.current_id, "bundle": {STATUS_MIME: event}})
+    if _state.pending:
+        _deliver_pending()
 
 
 def _flush_figures():
@@ -2252,6 +2276,7 @@ def main():
 
 
 _BOUNDARY_CODE = _user_call.__code__
+_PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine))
 _CRITICAL_CODES = frozenset(fn.__code__ for fn in (
     _write_line, _send, _send_stream, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
