@@ -14,6 +14,7 @@ import { KernelSpawner } from "../kernel/KernelProcess.ts"
 import { KernelTimings } from "../kernel/KernelTimings.ts"
 import * as PythonKernel from "../kernel/PythonKernel.ts"
 import { AgentBridge } from "./AgentBridge.ts"
+import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
 import { Settings } from "./Settings.ts"
@@ -87,12 +88,6 @@ export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
       })
   })
 
-/** A directory name safe for a session id. */
-export const sessionDirName = (sessionId: string): string => {
-  const safe = sessionId.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^\.+/, "_")
-  return safe.length === 0 ? "_" : safe.slice(0, 200)
-}
-
 const makeRegistry = Effect.gen(function*() {
   const settings = yield* Settings
   const runtime = yield* PythonRuntime
@@ -104,7 +99,7 @@ const makeRegistry = Effect.gen(function*() {
   const startKernel = (key: KernelKey): Effect.Effect<PythonKernel.PythonKernel, RegistryError, Scope.Scope> =>
     Effect.gen(function*() {
       const files = yield* runners.ensure
-      const artifactsDir = NodePath.join(settings.artifactsDir, sessionDirName(key.sessionId))
+      const artifactsDir = sessionArtifactsDir(settings.artifactsDir, key.sessionId)
       yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
       return yield* PythonKernel.make({
         python: key.interpreter,

@@ -5,7 +5,7 @@ import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
-import { KernelRegistry, RESTART_STATUS_OP, sessionDirName, type RegistryRequest } from "../../src/services/KernelRegistry.ts"
+import { KernelRegistry, RESTART_STATUS_OP, type RegistryRequest } from "../../src/services/KernelRegistry.ts"
 import { PythonRuntime } from "../../src/services/PythonRuntime.ts"
 import { RunnerCache } from "../../src/services/RunnerCache.ts"
 import { Settings, type SettingsInput } from "../../src/services/Settings.ts"
@@ -160,13 +160,5 @@ describe("KernelRegistry (per-call mode)", () => {
       expect(spawns.records).toHaveLength(2)
       expect(allExited(spawns)).toBe(true)
     }).pipe(Effect.provide(layer))
-  })
-})
-
-describe("sessionDirName", () => {
-  it("keeps safe names and replaces the rest", () => {
-    expect(sessionDirName("abc-1.2_x")).toBe("abc-1.2_x")
-    expect(sessionDirName("../etc/passwd")).toBe("__etc_passwd")
-    expect(sessionDirName("")).toBe("_")
   })
 })
