@@ -1,0 +1,293 @@
+/**
+ * The agent-facing `eval` tool: validates the seed's params, runs one cell through the
+ * registry with calls of one session never overlapping, bounds the output through the
+ * output sink, and returns an `EvalResult` with the text an agent reads.
+ */
+import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import type { KernelOutput } from "../kernel/KernelOutput.ts"
+import { KernelOutput as Output } from "../kernel/KernelOutput.ts"
+import { outputImages } from "../render/OutputText.ts"
+import type { ImagePayload } from "../render/Mime.ts"
+import { renderOutputsAsText } from "../render/ToolRenderer.ts"
+import { ArtifactStore, type ArtifactDirUnavailable } from "./ArtifactStore.ts"
+import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
+import { KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
+import type { SinkOutput, Truncation } from "./OutputSink.ts"
+import { OutputSink } from "./OutputSink.ts"
+import { enabledLanguages, type EvalLanguage, EVAL_LANGUAGES, Settings, type SettingsValues } from "./Settings.ts"
+
+/** The tool's name as agents see it. */
+export const EVAL_TOOL_NAME = "eval"
+
+/** The params of one call, as the seed defines them. */
+export interface EvalParams {
+  readonly language: EvalLanguage
+  readonly code: string
+  readonly title?: string
+  /** Seconds, clamped to 1..3600, default 30. */
+  readonly timeout?: number
+  readonly reset?: boolean
+}
+
+/** Who is calling and how to stream. */
+export interface EvalContext {
+  readonly sessionId: string
+  readonly cwd: string
+  /** Called with every event as it happens, before the result exists. */
+  readonly onEvent?: (output: KernelOutput) => void
+  /** Aborting it stops the cell (SIGINT); the result then says it was cancelled. */
+  readonly signal?: AbortSignal
+}
+
+/** What one call returns. */
+export interface EvalResult {
+  readonly language: EvalLanguage
+  readonly title?: string
+  readonly status: "ok" | "error"
+  readonly cancelled: boolean
+  readonly timedOut: boolean
+  readonly killed: boolean
+  readonly executionCount: number
+  /** The retained outputs in order (text bounded, with omission markers). */
+  readonly outputs: ReadonlyArray<SinkOutput>
+  /** The rendered text an agent reads, notices included. */
+  readonly text: string
+  /** PNG and JPEG images the cell displayed. */
+  readonly images: ReadonlyArray<ImagePayload>
+  /** The cell's exception, when it raised one. */
+  readonly error?: { readonly ename: string; readonly evalue: string; readonly traceback: ReadonlyArray<string> }
+  /** Present when the text was cut; the full text is in the artifact. */
+  readonly truncation?: Truncation
+  readonly artifactIds: ReadonlyArray<string>
+  /** Why the cell did not end normally (timeout, kill), when it did not. */
+  readonly notice?: string
+  readonly durationMs: number
+}
+
+/** The params do not fit the tool's schema. */
+export class InvalidEvalParams extends Data.TaggedError("InvalidEvalParams")<{ readonly problem: string }> {
+  override get message(): string {
+    return `invalid eval params: ${this.problem}`
+  }
+}
+
+/** The requested language's backend is disabled or not available. */
+export class BackendUnavailable extends Data.TaggedError("BackendUnavailable")<{
+  readonly language: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `the ${this.language} eval backend is not available: ${this.reason}`
+  }
+}
+
+/** Anything `EvalTool.run` can fail with. */
+export type EvalError = InvalidEvalParams | BackendUnavailable | RegistryError | ArtifactDirUnavailable
+
+/** The tool as an agent framework registers it. */
+export interface EvalToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Readonly<Record<string, unknown>>
+}
+
+const LANGUAGE_NAMES: Readonly<Record<EvalLanguage, string>> = {
+  py: "Python",
+  js: "JavaScript",
+  rb: "Ruby",
+  jl: "Julia"
+}
+
+const WORKSPACE_GUIDANCE =
+  "Treat the kernel as your workspace: keep large intermediate results in variables instead of printing them, transform them in the kernel, reuse the helpers you defined earlier, and display only compact conclusions."
+
+/** The tool description for the enabled languages. */
+export const evalDescription = (settings: SettingsValues): string => {
+  const languages = enabledLanguages(settings).map((language) => `${language} (${LANGUAGE_NAMES[language]})`).join(", ")
+  const lines = [
+    `Run one code cell in a persistent kernel and get its output. Languages: ${languages || "none enabled"}.`,
+    "State persists between calls: names defined in one cell are available in the next. A failing cell keeps earlier state.",
+    "The value of a cell's last expression is shown (end the line with `;` to hide it); print(), display() and matplotlib figures are captured.",
+    "Python cells accept IPython-style magics: %pip, %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run, %load, %%bash, %%capture, %%writefile, !cmd and var = !cmd.",
+    `timeout is the cell's budget in seconds (${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS}, default ${DEFAULT_TIMEOUT_SECONDS}); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel before the cell.`,
+    "input() is not supported: pass data in code. Large output is truncated and saved; the result names the artifact:// holding all of it."
+  ]
+  if (settings.eval.pyWorkspace) lines.push(WORKSPACE_GUIDANCE)
+  return lines.join("\n")
+}
+
+/** The JSON Schema of the params, with `language` narrowed to the enabled backends. */
+export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> => ({
+  type: "object",
+  properties: {
+    language: { type: "string", enum: [...enabledLanguages(settings)], description: "The cell's language." },
+    code: { type: "string", description: "The cell's source code." },
+    title: { type: "string", description: "A short label for the cell, shown to the user." },
+    timeout: {
+      type: "number",
+      minimum: MIN_TIMEOUT_SECONDS,
+      maximum: MAX_TIMEOUT_SECONDS,
+      default: DEFAULT_TIMEOUT_SECONDS,
+      description: "Seconds the cell may run (clamped to 1..3600)."
+    },
+    reset: { type: "boolean", description: "Start a fresh kernel for this language before running." }
+  },
+  required: ["language", "code"],
+  additionalProperties: false
+})
+
+const RawParams = Schema.Struct({
+  language: Schema.String,
+  code: Schema.String,
+  title: Schema.optional(Schema.String),
+  timeout: Schema.optional(Schema.Unknown),
+  reset: Schema.optional(Schema.Boolean)
+})
+
+/** Validated params with the timeout clamped. */
+export interface CheckedParams {
+  readonly language: EvalLanguage
+  readonly code: string
+  readonly title?: string
+  readonly timeoutSeconds: number
+  readonly reset: boolean
+}
+
+/** Validates raw params against the schema and the enabled languages; pure. */
+export const checkParams = (
+  raw: unknown,
+  settings: SettingsValues
+): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> =>
+  Either.gen(function*() {
+    const params = yield* Schema.decodeUnknownEither(RawParams, { onExcessProperty: "error" })(raw).pipe(
+      Either.mapLeft((error) => new InvalidEvalParams({ problem: ParseResult.TreeFormatter.formatErrorSync(error) }))
+    )
+    const enabled = enabledLanguages(settings)
+    if (!(EVAL_LANGUAGES as ReadonlyArray<string>).includes(params.language)) {
+      return yield* Either.left(
+        new InvalidEvalParams({ problem: `language must be one of ${enabled.join(", ") || "(none enabled)"}, got ${JSON.stringify(params.language)}` })
+      )
+    }
+    const language = params.language as EvalLanguage
+    if (!enabled.includes(language)) {
+      return yield* Either.left(
+        new BackendUnavailable({
+          language,
+          reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)`
+        })
+      )
+    }
+    const timeoutSeconds = yield* clampTimeoutSeconds(params.timeout)
+    return {
+      language,
+      code: params.code,
+      ...(params.title === undefined ? {} : { title: params.title }),
+      timeoutSeconds,
+      reset: params.reset ?? false
+    }
+  })
+
+const abortEffect = (signal: AbortSignal): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    if (signal.aborted) return resume(Effect.void)
+    const onAbort = () => resume(Effect.void)
+    signal.addEventListener("abort", onAbort, { once: true })
+    return Effect.sync(() => signal.removeEventListener("abort", onAbort))
+  })
+
+/** The eval tool service. */
+export interface EvalToolService {
+  /** The tool's name, description and JSON Schema. */
+  readonly definition: EvalToolDefinition
+  /** Runs one cell. Interrupting the effect also interrupts the cell (without a result). */
+  readonly run: (params: unknown, context: EvalContext) => Effect.Effect<EvalResult, EvalError>
+}
+
+const makeEvalTool = Effect.gen(function*() {
+  const settings = yield* Settings
+  const registry = yield* KernelRegistry
+  const sinks = yield* OutputSink
+  const artifacts = yield* ArtifactStore
+  const sessionLocks = new Map<string, Effect.Semaphore>()
+  const lockFor = (sessionId: string) => {
+    let lock = sessionLocks.get(sessionId)
+    if (lock === undefined) {
+      lock = Effect.unsafeMakeSemaphore(1)
+      sessionLocks.set(sessionId, lock)
+    }
+    return lock
+  }
+
+  const cellStream = (params: CheckedParams, context: EvalContext): Stream.Stream<KernelOutput, EvalError> => {
+    if (params.language !== "py") {
+      return Stream.fail(
+        new BackendUnavailable({ language: params.language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[params.language]} kernel yet` })
+      )
+    }
+    return registry.execute({
+      sessionId: context.sessionId,
+      cwd: context.cwd,
+      code: params.code,
+      timeoutSeconds: params.timeoutSeconds,
+      reset: params.reset,
+      ...(context.signal === undefined ? {} : { cancel: abortEffect(context.signal) })
+    })
+  }
+
+  const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
+    Effect.gen(function*() {
+      const params = yield* checkParams(raw, settings).pipe(
+        Either.mapLeft((error) => (error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error))
+      )
+      const started = Date.now()
+      const store = yield* artifacts.forSession(context.sessionId)
+      const onEvent = context.onEvent
+      const result = yield* sinks.collect(cellStream(params, context), {
+        store,
+        ...(onEvent === undefined ? {} : { onEvent: (output: KernelOutput) => Effect.sync(() => onEvent(output)) })
+      })
+      const outcome = result.outcome ?? {
+        status: "error" as const,
+        executionCount: 0,
+        cancelled: false,
+        timedOut: false,
+        killed: false
+      }
+      const rendered = [...result.outputs, Output.Done(outcome)]
+      const error = Option.fromNullable(result.outputs.find((o) => o._tag === "Error")).pipe(
+        Option.map((o) => (o._tag === "Error" ? { ename: o.ename, evalue: o.evalue, traceback: o.traceback } : undefined)),
+        Option.getOrUndefined
+      )
+      return {
+        language: params.language,
+        ...(params.title === undefined ? {} : { title: params.title }),
+        status: outcome.status,
+        cancelled: outcome.cancelled,
+        timedOut: outcome.timedOut,
+        killed: outcome.killed,
+        executionCount: outcome.executionCount,
+        outputs: result.outputs,
+        text: renderOutputsAsText(rendered, result.truncation === undefined ? {} : { truncation: result.truncation }),
+        images: outputImages(rendered),
+        ...(error === undefined ? {} : { error }),
+        ...(result.truncation === undefined ? {} : { truncation: result.truncation }),
+        artifactIds: result.artifactIds,
+        ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
+        durationMs: Date.now() - started
+      } satisfies EvalResult
+    }).pipe(lockFor(context.sessionId).withPermits(1), Effect.withSpan("eval.run", { attributes: { "eval.session": context.sessionId } }))
+
+  return {
+    definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
+    run
+  } satisfies EvalToolService
+})
+
+/** The `eval` tool. */
+export class EvalTool extends Context.Tag("veyyon-eval/EvalTool")<EvalTool, EvalToolService>() {
+  /** The tool over the registry, output sink, artifact store and settings in context. */
+  static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore> = Layer.effect(
+    EvalTool,
+    makeEvalTool
+  )
+}

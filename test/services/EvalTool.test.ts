@@ -1,0 +1,55 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Either } from "effect"
+import { checkParams, evalDescription, evalParametersSchema } from "../../src/services/EvalTool.ts"
+import { testSettings } from "../support/settings.ts"
+
+describe("checkParams", () => {
+  const settings = testSettings()
+
+  it("accepts the seed's params and clamps the timeout", () => {
+    expect(Either.getOrThrow(checkParams({ language: "py", code: "1" }, settings))).toEqual({
+      language: "py",
+      code: "1",
+      timeoutSeconds: 30,
+      reset: false
+    })
+    expect(Either.getOrThrow(checkParams({ language: "py", code: "1", timeout: 0.2 }, settings)).timeoutSeconds).toBe(1)
+    expect(Either.getOrThrow(checkParams({ language: "py", code: "1", timeout: 99999 }, settings)).timeoutSeconds).toBe(3600)
+    expect(Either.getOrThrow(checkParams({ language: "py", code: "1", title: "t", reset: true }, settings))).toMatchObject({
+      title: "t",
+      reset: true
+    })
+  })
+
+  it("rejects a non-numeric timeout with a clear message", () => {
+    const result = checkParams({ language: "py", code: "1", timeout: "10" }, settings)
+    expect(Either.isLeft(result) && result.left.message).toMatch(/timeout/)
+  })
+
+  it("rejects missing code, unknown fields and unknown languages", () => {
+    expect(Either.isLeft(checkParams({ language: "py" }, settings))).toBe(true)
+    expect(Either.isLeft(checkParams({ language: "py", code: "1", extra: 1 }, settings))).toBe(true)
+    const unknown = checkParams({ language: "cobol", code: "1" }, settings)
+    expect(Either.isLeft(unknown) && unknown.left.message).toContain("language must be one of py, js")
+  })
+
+  it("says how to enable a disabled backend", () => {
+    const result = checkParams({ language: "rb", code: "1" }, settings)
+    expect(Either.isLeft(result) && result.left._tag).toBe("BackendUnavailable")
+    expect(Either.isLeft(result) && result.left.message).toContain("VEYYON_RB=1")
+  })
+})
+
+describe("tool definition", () => {
+  it("narrows the language enum to the enabled backends", () => {
+    const schema = evalParametersSchema(testSettings({ eval: { js: false } })) as { properties: { language: { enum: Array<string> } } }
+    expect(schema.properties.language.enum).toEqual(["py"])
+    const both = evalParametersSchema(testSettings()) as { properties: { language: { enum: Array<string> } } }
+    expect(both.properties.language.enum).toEqual(["py", "js"])
+  })
+
+  it("adds the workspace guidance only when asked", () => {
+    expect(evalDescription(testSettings())).not.toContain("workspace")
+    expect(evalDescription(testSettings({ eval: { pyWorkspace: true } }))).toContain("workspace")
+  })
+})
