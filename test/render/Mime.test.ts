@@ -1,8 +1,117 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Option } from "effect"
+import { FastCheck as fc, Option } from "effect"
+import { Buffer } from "node:buffer"
 import { STATUS_MIME } from "../../src/kernel/Frame.ts"
-import { bundleImages, bundleJson, bundleStatus, bundleText, imagePlaceholder, readBundle, renderBundle } from "../../src/render/Mime.ts"
+import { base64ByteLength, cleanBase64, formatBytes, imageFacts } from "../../src/render/ImageInfo.ts"
+import {
+  bundleImages,
+  bundleJson,
+  bundleStatus,
+  bundleText,
+  imagePlaceholder,
+  readBundle,
+  renderBundle
+} from "../../src/render/Mime.ts"
+import { formatDuration, renderStatus } from "../../src/render/Status.ts"
 import { jpegBase64, pngBase64 } from "./images.ts"
+
+describe("imageFacts", () => {
+  it("reads PNG dimensions from IHDR", () => {
+    expect(imageFacts("image/png", pngBase64(640, 480, 12_595))).toEqual({ byteLength: 12_595, width: 640, height: 480 })
+  })
+
+  it("reads JPEG dimensions from the start-of-frame segment after other segments", () => {
+    const data = jpegBase64(1920, 1080)
+    expect(imageFacts("image/jpeg", data)).toEqual({
+      byteLength: Buffer.from(data, "base64").length,
+      width: 1920,
+      height: 1080
+    })
+  })
+
+  it("gives only the size for data it cannot read", () => {
+    expect(imageFacts("image/png", Buffer.from("not a png at all, really not").toString("base64"))).toEqual({ byteLength: 28 })
+    expect(imageFacts("image/jpeg", "////")).toEqual({ byteLength: 3 })
+    expect(imageFacts("image/png", "")).toEqual({ byteLength: 0 })
+  })
+
+  it("ignores whitespace and a data: URL prefix", () => {
+    const data = pngBase64(2, 3)
+    const wrapped = `data:image/png;base64,${data.slice(0, 10)}\n${data.slice(10)}\n`
+    expect(cleanBase64(wrapped)).toBe(data)
+    expect(imageFacts("image/png", wrapped)).toEqual({ byteLength: 64, width: 2, height: 3 })
+  })
+
+  it.prop("never throws on any bytes and counts them exactly", [fc.uint8Array({ maxLength: 300 }), fc.constantFrom("image/png", "image/jpeg")], ([bytes, mime]) => {
+    const base64 = Buffer.from(bytes).toString("base64")
+    expect(base64ByteLength(base64)).toBe(bytes.length)
+    expect(imageFacts(mime, base64).byteLength).toBe(bytes.length)
+  })
+
+  it.prop("never throws on JPEG-looking garbage", [fc.uint8Array({ maxLength: 200 })], ([bytes]) => {
+    const data = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff]), Buffer.from(bytes)]).toString("base64")
+    expect(imageFacts("image/jpeg", data).byteLength).toBe(bytes.length + 3)
+  })
+})
+
+describe("formatBytes", () => {
+  it("uses B, KB and MB", () => {
+    expect(formatBytes(512)).toBe("512 B")
+    expect(formatBytes(12_595)).toBe("12.3 KB")
+    expect(formatBytes(5 * 1024 * 1024)).toBe("5.0 MB")
+  })
+})
+
+const line = (op: string, fields: Record<string, unknown>) => Option.getOrUndefined(renderStatus({ op, fields }))
+
+describe("renderStatus", () => {
+  it("renders the known ops as short lines", () => {
+    expect(line("cd", { path: "/tmp" })).toBe("cd /tmp")
+    expect(line("time", { ms: 12.34 })).toBe("time 12.3 ms")
+    expect(line("timeit", { ms: 0.00123, loops: 100000, runs: 7 })).toBe("timeit 1.23 µs per loop (7 runs × 100000 loops)")
+    expect(line("timeit", { ms: 2500, loops: 1, runs: 1 })).toBe("timeit 2.50 s per loop (1 run × 1 loop)")
+    expect(line("pip", { args: "install numpy" })).toBe("pip install numpy")
+    expect(line("pip", { args: ["install", "-q", "rich"], returncode: 0 })).toBe("pip install -q rich returncode=0")
+    expect(line("pip", { action: "install", packages: ["a", "b"] })).toBe("pip install a b")
+    expect(line("find", { count: 3 })).toBe("find 3 matches")
+    expect(line("find", { count: 1, pattern: "*.py" })).toBe("find 1 match pattern=*.py")
+  })
+
+  it("renders nothing for watchdog pause/resume", () => {
+    expect(renderStatus({ op: "timeout", fields: { action: "pause" } })).toEqual(Option.none())
+    expect(renderStatus({ op: "timeout", fields: { action: "resume" } })).toEqual(Option.none())
+  })
+
+  it("renders unknown ops and unexpected fields generically", () => {
+    expect(line("sync", { files: 3, target: "s3://bucket/x", note: "two words", ok: true, meta: { a: 1 } })).toBe(
+      "sync files=3 target=s3://bucket/x note=\"two words\" ok=true meta={\"a\":1}"
+    )
+    expect(line("cd", { where: "/tmp" })).toBe("cd where=/tmp")
+    expect(line("timeout", { action: "extend", seconds: 5 })).toBe("timeout action=extend seconds=5")
+    expect(line("bare", {})).toBe("bare")
+  })
+
+  it("clips long values", () => {
+    expect(line("x", { v: "a".repeat(500) })!.length).toBeLessThan(130)
+  })
+
+  it.prop("never throws on any fields", [fc.string(), fc.dictionary(fc.string(), fc.anything())], ([op, fields]) => {
+    const rendered = renderStatus({ op, fields })
+    if (Option.isSome(rendered)) expect(typeof rendered.value).toBe("string")
+  })
+})
+
+describe("formatDuration", () => {
+  it("keeps three significant digits in a fitting unit", () => {
+    expect(formatDuration(0)).toBe("0 ms")
+    expect(formatDuration(0.000812)).toBe("812 ns")
+    expect(formatDuration(0.0123)).toBe("12.3 µs")
+    expect(formatDuration(0.9996)).toBe("1.00 ms")
+    expect(formatDuration(123.4)).toBe("123 ms")
+    expect(formatDuration(4560)).toBe("4.56 s")
+    expect(formatDuration(123_400)).toBe("2 min 3.4 s")
+  })
+})
 
 describe("bundleText", () => {
   it("prefers markdown, then plain text, then HTML as Markdown", () => {
