@@ -71,7 +71,8 @@ _CO_NEWLOCALS = 0x0002
 _NO_VALUE = object()
 _RUNNER_FILES = frozenset({__file__, os.path.abspath(__file__)})
 _STDLIB_DIR = os.path.dirname(os.__file__)
-_PLUMBING_FILES = frozenset(os.path.join(_STDLIB_DIR, name) for name in ("runpy.py", "timeit.py"))
+_PLUMBING_FILES = frozenset([os.path.join(_STDLIB_DIR, name) for name in ("runpy.py", "timeit.py")]
+                            + ["<frozen runpy>"])
 _PLUMBING_DIRS = (os.path.join(_STDLIB_DIR, "asyncio") + os.sep,)
 _BASE_NAMES = ("__name__", "__doc__", "__package__", "__loader__", "__spec__", "__builtins__", "__veyyon__")
 _PLAIN_TYPES = frozenset({int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset, type(None)})
@@ -1261,12 +1262,11 @@ def _execute(source, filename, globals_, locals_=None, line_offset=0, register=T
             exc.text = linecache.getline(filename, exc.lineno) or exc.text
         raise
     body = tree.body
-    last = None
-    if want_value and body and isinstance(body[-1], ast.Expr):
-        if not _ends_with_semicolon(code_text.split("\n"), body[-1]):
-            last = body.pop()
+    keep_value = (want_value and bool(body) and isinstance(body[-1], ast.Expr)
+                  and not _ends_with_semicolon(code_text.split("\n"), body[-1]))
     if line_offset:
         ast.increment_lineno(tree, line_offset)
+    last = body.pop() if keep_value else None
     if body:
         module = ast.Module(body=body, type_ignores=[])
         _run_code(compile(module, filename, "exec", _TLA_FLAG, dont_inherit=True), globals_, locals_)

@@ -1,0 +1,21 @@
+import { spawnSync } from "node:child_process"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "vitest"
+import { findPython, integrationEnabled } from "../support/python.ts"
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+
+describe.skipIf(!integrationEnabled())("runner unit tests (Python unittest)", () => {
+  it("pass: python -m unittest discover runner/tests", () => {
+    const python = findPython()
+    expect(python, "no Python interpreter found").toBeDefined()
+    const run = spawnSync(python!, ["-m", "unittest", "discover", "runner/tests"], {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 120_000
+    })
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0)
+    expect(run.stderr).toMatch(/\nOK( \(skipped=\d+\))?\n$/)
+  })
+})
