@@ -1,0 +1,42 @@
+/**
+ * veyyon-eval: a Python execution backend for coding agents. Embed `EvalLive` (or
+ * `evalLayer(options)`) and call `EvalTool.run`, or use the kernel pieces directly.
+ */
+export { EvalLive, evalLayer, type EvalLayerOptions, type EvalServices } from "./layers/EvalLive.ts"
+export {
+  BackendUnavailable,
+  checkParams,
+  EVAL_TOOL_NAME,
+  evalDescription,
+  evalParametersSchema,
+  EvalTool,
+  InvalidEvalParams,
+  type EvalContext,
+  type EvalError,
+  type EvalParams,
+  type EvalResult,
+  type EvalToolDefinition,
+  type EvalToolService
+} from "./services/EvalTool.ts"
+export {
+  InvalidCwd,
+  KernelKey,
+  KernelRegistry,
+  RESTART_STATUS_OP,
+  type KernelRegistryService,
+  type RegistryError,
+  type RegistryRequest
+} from "./services/KernelRegistry.ts"
+export { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured, type BridgeCall } from "./services/AgentBridge.ts"
+export { Settings, enabledLanguages, type SettingsInput, type SettingsValues, type EvalLanguage, InvalidSettings } from "./services/Settings.ts"
+export { PythonRuntime, PythonUnavailable, type PythonInterpreter } from "./services/PythonRuntime.ts"
+export { ArtifactStore, artifactUri } from "./services/ArtifactStore.ts"
+export { OutputSink, type SinkOutput, type SinkResult, type Truncation } from "./services/OutputSink.ts"
+export { clampTimeoutSeconds, InvalidTimeout } from "./services/CellTimeout.ts"
+export * as PythonKernel from "./kernel/PythonKernel.ts"
+export { KernelOutput, type CellOutcome } from "./kernel/KernelOutput.ts"
+export { KernelClosed, KernelDied, KernelStartError, type KernelError } from "./kernel/KernelError.ts"
+export { KernelSpawner, type KernelProcess, type SpawnSpec } from "./kernel/KernelProcess.ts"
+export { KernelTimings, INTERRUPT_ESCALATION_MS, SHUTDOWN_GRACE_MS } from "./kernel/KernelTimings.ts"
+export { NodeKernelSpawnerLive } from "./layers/NodeKernelSpawner.ts"
+export { makeScriptedSpawner } from "./layers/ScriptedKernelSpawner.ts"
