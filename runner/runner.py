@@ -60,6 +60,11 @@ import traceback
 import types
 import warnings
 
+try:
+    from _signal import SIG_IGN as _SIG_IGN, SIGINT as _SIGINT, signal as _set_signal
+except ImportError:
+    _SIG_IGN, _SIGINT, _set_signal = signal.SIG_IGN, signal.SIGINT, signal.signal
+
 STATUS_MIME = "application/x-veyyon-status"
 CHUNK_CHARS = 64 * 1024
 MAX_PLAIN_CHARS = 1000000
@@ -148,6 +153,16 @@ def _send(frame):
         _write_line(encode_frame(frame))
     except BrokenPipeError:
         os._exit(0)
+
+
+def _send_raw(line):
+    try:
+        _write_line(line.encode("ascii"))
+    except BrokenPipeError:
+        os._exit(0)
+
+
+_json_string = json.encoder.encode_basestring_ascii
 
 
 def _send_stream(kind, text):
@@ -2119,7 +2134,7 @@ def _handle_request(request):
     st.cell_seq += 1
     if not request.silent and request.store_history:
         st.execution_count += 1
-    _send({"type": "started", "id": request.id})
+    _send_raw('{"type":"started","id":%s}\n' % _json_string(request.id))
     failure = None
     before = dict(st.namespace) if request.silent else None
     st.pending = False
@@ -2127,7 +2142,7 @@ def _handle_request(request):
     st.entered = False
     st.generation += 1
     st.cell_active = True
-    signal.signal(signal.SIGINT, _on_sigint)
+    _set_signal(_SIGINT, _on_sigint)
     try:
         try:
             _apply_context(request)
@@ -2141,7 +2156,7 @@ def _handle_request(request):
             except BaseException as exc:
                 failure = failure or exc
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _set_signal(_SIGINT, _SIG_IGN)
         st.cell_active = False
     _finish_request(request, failure, before)
 
@@ -2159,10 +2174,11 @@ def _finish_request(request, failure, before):
     except Exception as exc:
         _diagnose("finishing request %r failed: %s: %s" % (request.id, type(exc).__name__, exc))
     finally:
-        _abandon_bridge_calls(request.id)
-        _send({"type": "done", "id": request.id, "status": "error" if failure is not None else "ok",
-               "executionCount": st.execution_count,
-               "cancelled": bool(failure is not None and st.interrupted)})
+        if _bridge_calls:
+            _abandon_bridge_calls(request.id)
+        _send_raw('{"type":"done","id":%s,"status":"%s","executionCount":%d,"cancelled":%s}\n' % (
+            _json_string(request.id), "error" if failure is not None else "ok", st.execution_count,
+            "true" if failure is not None and st.interrupted else "false"))
 
 
 def _serve(requests):
@@ -2278,7 +2294,7 @@ def main():
 _BOUNDARY_CODE = _user_call.__code__
 _PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine))
 _CRITICAL_CODES = frozenset(fn.__code__ for fn in (
-    _write_line, _send, _send_stream, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
+    _write_line, _send, _send_raw, _send_stream, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
     _Capture.__exit__,
 ))
