@@ -13,7 +13,7 @@ Runner -> host, one JSON object per line (and nothing else ever reaches the real
     {"type": "started", "id"}
     {"type": "stdout"|"stderr", "id", "data": str}
     {"type": "display"|"result", "id", "bundle": {mime: value}}
-    {"type": "error", "id", "ename", "evalue", "traceback": [str]}   (entries join with "\\n")
+    {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}   (join with "\\n")
     {"type": "done", "id", "status": "ok"|"error", "executionCount": int, "cancelled": bool}
     {"type": "bridge", "id", "callId", "method", "params"}
 
@@ -563,10 +563,12 @@ class CapturedIO:
 
     @property
     def stdout(self):
+        """Everything the body wrote to stdout."""
         return "".join(self._out)
 
     @property
     def stderr(self):
+        """Everything the body wrote to stderr."""
         return "".join(self._err)
 
     def show(self):
@@ -1332,7 +1334,7 @@ def error_fields(exc):
     try:
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         _clean_traceback(te)
-        lines = [chunk.rstrip("\n") for chunk in te.format()]
+        lines = "".join(te.format()).rstrip("\n").split("\n")
     except Exception:
         lines = ["%s: %s" % (ename, evalue)]
     return {"ename": ename, "evalue": evalue, "traceback": lines}
@@ -1441,18 +1443,22 @@ class SList(list):
 
     @property
     def l(self):
+        """The lines as a list (this object)."""
         return self
 
     @property
     def n(self):
+        """The lines joined by newlines."""
         return "\n".join(self)
 
     @property
     def s(self):
+        """The lines joined by spaces."""
         return " ".join(self)
 
     @property
     def p(self):
+        """The lines that name existing paths, as pathlib.Path objects."""
         import pathlib
 
         return [pathlib.Path(line) for line in self if os.path.exists(line)]

@@ -368,6 +368,15 @@ class HelpersTest(unittest.TestCase):
         self.assertIn("    1/0", text)
         self.assertNotIn("runner.py", text)
 
+    def test_error_fields_keep_chained_exceptions_verbatim(self):
+        try:
+            runner._execute("raise ValueError('outer') from KeyError('inner')", "<cell-chain>", {})
+        except ValueError as exc:
+            text = "\n".join(runner.error_fields(exc)["traceback"])
+        self.assertIn("KeyError: 'inner'\n\nThe above exception was the direct cause of the following exception:"
+                      "\n\nTraceback (most recent call last):", text)
+        self.assertTrue(text.endswith("ValueError: outer"))
+
     def test_semicolon_suppresses_value(self):
         self.assertIs(runner._execute("1 + 1;  # quiet", "<c>", {}), runner._NO_VALUE)
         self.assertEqual(runner._execute("1 + 1  # ; not this", "<c>", {}), 2)
