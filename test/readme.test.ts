@@ -1,0 +1,31 @@
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { findPython, integrationEnabled } from "./support/python.ts"
+
+const root = path.resolve(import.meta.dirname, "..")
+const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+const example = fs.readFileSync(path.join(root, "examples/embed.ts"), "utf8")
+
+describe("README", () => {
+  it("shows the embedding example exactly as it is in examples/embed.ts, in under 20 lines", () => {
+    expect(readme).toContain("```ts\n" + example + "```")
+    expect(example.trimEnd().split("\n").length).toBeLessThan(20)
+  })
+
+  it("names the two set-up commands", () => {
+    expect(readme).toContain("npm ci && npm run demo")
+    expect(readme).toContain("npm ci && npm test")
+  })
+
+  it.skipIf(!integrationEnabled() || findPython() === undefined)("embedding example runs and prints the area", () => {
+    const out = execFileSync(process.execPath, ["--import", "tsx", "examples/embed.ts"], {
+      cwd: root,
+      encoding: "utf8",
+      env: { ...process.env, VEYYON_PYTHON_INTERPRETER: findPython()! },
+      timeout: 60_000
+    })
+    expect(out.trim()).toBe("12.566370614359172")
+  })
+})
