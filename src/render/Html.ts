@@ -41,8 +41,8 @@ const MAX_DEPTH = 200
 const MAX_ALIGNED_CELL_COLUMNS = 40
 
 const TAG_NAME = /[A-Za-z][A-Za-z0-9:_-]*/y
-const ATTRIBUTE_NAME = /[^\s>/=][^\s>/=]*/y
-const UNQUOTED_VALUE = /[^\s>]*/y
+const ATTRIBUTE_NAME = /[^ \t\n\f\r>/][^ \t\n\f\r>/=]*/y
+const UNQUOTED_VALUE = /[^ \t\n\f\r>]*/y
 const WHITESPACE = /[ \t\n\f\r]+/g
 
 const isWhitespace = (character: string | undefined): boolean =>

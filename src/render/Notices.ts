@@ -16,6 +16,8 @@ export interface TruncationInfo {
   readonly shownBytes?: number
   readonly shownLines?: number
   readonly artifactUri?: string
+  /** Why the full output could not be saved, when it could not. */
+  readonly artifactError?: string
 }
 
 /** The size of the output actually shown, used where `TruncationInfo` leaves it out. */
@@ -74,6 +76,10 @@ export const errorSummary = (outputs: ReadonlyArray<RenderableOutput>): string |
 export const truncationNotice = (info: TruncationInfo, shown: ShownSize): string => {
   const lines = Math.max(0, info.totalLines - (info.shownLines ?? shown.lines))
   const bytes = Math.max(0, info.totalBytes - (info.shownBytes ?? shown.bytes))
-  const where = info.artifactUri === undefined ? "" : `; full output: ${info.artifactUri}`
+  const where = info.artifactError !== undefined
+    ? `; the full output could not be saved: ${info.artifactError}`
+    : info.artifactUri !== undefined && info.artifactUri.length > 0
+    ? `; full output: ${info.artifactUri}`
+    : ""
   return `… output truncated: ${lines} ${lines === 1 ? "line" : "lines"} / ${bytes} ${bytes === 1 ? "byte" : "bytes"} omitted${where}`
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "effect/FastCheck"
 import stringWidth from "string-width"
 import {
   applyEscape,

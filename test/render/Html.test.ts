@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "effect/FastCheck"
 import { htmlToMarkdown } from "../../src/render/Html.ts"
 import { decodeEntities } from "../../src/render/HtmlEntities.ts"
 
@@ -100,6 +100,12 @@ and a <a href="https://example.com/a b(c)">link</a>.<br>Next line</p><p>See <a h
 
   it("lays out inline elements that hold blocks as blocks", () => {
     expect(htmlToMarkdown("<span>a<div>b</div>c</span>")).toBe("a\n\nb\n\nc")
+  })
+
+  it("reads odd attribute names the way a browser does", () => {
+    expect(htmlToMarkdown("<b =x>y</b>")).toBe("**y**")
+    expect(htmlToMarkdown("<A=")).toBe("")
+    expect(htmlToMarkdown("<p\u000bid=1>text</p>")).toBe("text")
   })
 
   it("survives very deep nesting", () => {

@@ -10,7 +10,7 @@ import {
   renderExecutionView,
   startExecution
 } from "../../src/render/InteractiveRenderer.ts"
-import { cellStatusLabel } from "../../src/render/Notices.ts"
+import { cellStatusLabel, truncationNotice } from "../../src/render/Notices.ts"
 import { outputImages, outputsText, type RenderableOutput } from "../../src/render/OutputText.ts"
 import {
   droppedLinesNote,
@@ -303,6 +303,22 @@ describe("renderToolCell", () => {
     const outputs = [KernelOutput.Stderr({ text: "warn\n" }), done()]
     expect(renderToolCell({ code: "x", outputs }, plain).join("\n")).not.toContain("\u001b")
     expect(renderToolCell({ code: "x", outputs }).join("\n")).toContain("\u001b[31mwarn\u001b[39m")
+  })
+})
+
+describe("truncationNotice", () => {
+  it("names the artifact, or says why the full output could not be saved", () => {
+    const cut = { totalBytes: 10, totalLines: 3, shownBytes: 4, shownLines: 1 }
+    expect(truncationNotice({ ...cut, artifactUri: "artifact://a" }, { bytes: 0, lines: 0 })).toBe(
+      "… output truncated: 2 lines / 6 bytes omitted; full output: artifact://a"
+    )
+    expect(truncationNotice({ ...cut, artifactUri: "" }, { bytes: 0, lines: 0 })).toBe("… output truncated: 2 lines / 6 bytes omitted")
+    expect(truncationNotice({ ...cut, artifactUri: "", artifactError: "disk full" }, { bytes: 0, lines: 0 })).toBe(
+      "… output truncated: 2 lines / 6 bytes omitted; the full output could not be saved: disk full"
+    )
+    expect(truncationNotice({ totalBytes: 5, totalLines: 2, shownBytes: 4, shownLines: 1 }, { bytes: 0, lines: 0 })).toBe(
+      "… output truncated: 1 line / 1 byte omitted"
+    )
   })
 })
 
