@@ -9,10 +9,21 @@
  * `finishExecution` with the full retained output once the cell is done; any state
  * renders with `renderExecutionView`. `renderExecution` draws a finished cell directly.
  */
-import { Buffer } from "node:buffer"
 import type { CellOutcome } from "../kernel/KernelOutput.ts"
-import { EXECUTION_MAX_DISPLAY_COLUMNS, EXECUTION_PREVIEW_LINES, EXECUTION_STREAMING_LINE_CAP } from "./Columns.ts"
-import { cellOutcome, errorSummary, outcomeNotice, truncationNotice, type TruncationInfo } from "./Notices.ts"
+import {
+  clampLine,
+  EXECUTION_MAX_DISPLAY_COLUMNS,
+  EXECUTION_PREVIEW_LINES,
+  EXECUTION_STREAMING_LINE_CAP
+} from "./Columns.ts"
+import {
+  cellOutcome,
+  errorSummary,
+  measureShown,
+  outcomeNotice,
+  truncationNotice,
+  type TruncationInfo
+} from "./Notices.ts"
 import { appendOutput, outputsText, type RenderableOutput } from "./OutputText.ts"
 import { finishStreaming, heldLines, makeStreamingView, pushChunk, renderStreamingView, type StreamingView } from "./StreamingView.ts"
 import { makeStyle } from "./Style.ts"
@@ -68,21 +79,17 @@ export const finishExecution = (execution: ExecutionView, outputs: ReadonlyArray
   error: errorSummary(outputs) ?? execution.error
 })
 
-const shownSize = (view: StreamingView) => {
-  const lines = heldLines(view)
-  return { lines: lines.length, bytes: lines.reduce((sum, line) => sum + Buffer.byteLength(line, "utf8") + 1, 0) }
-}
-
 /** The execution as terminal lines: output, then notices. */
 export const renderExecutionView = (
   execution: ExecutionView,
   options: ExecutionRenderOptions = {}
 ): ReadonlyArray<string> => {
   const style = makeStyle(execution.color)
+  const maxColumns = options.maxColumns ?? EXECUTION_MAX_DISPLAY_COLUMNS
   const body = renderStreamingView(execution.view, {
     expanded: options.expanded ?? false,
     previewLines: options.previewLines ?? EXECUTION_PREVIEW_LINES,
-    maxColumns: options.maxColumns ?? EXECUTION_MAX_DISPLAY_COLUMNS,
+    maxColumns,
     color: execution.color
   })
   const outcome = execution.outcome
@@ -93,8 +100,8 @@ export const renderExecutionView = (
   const noticeLine = notice === undefined ? [] : [style.yellow(`${symbol} ${notice}`)]
   const truncation = options.truncation === undefined
     ? []
-    : [style.dim(truncationNotice(options.truncation, shownSize(execution.view)))]
-  return [...body, ...errorLine, ...noticeLine, ...truncation]
+    : [style.dim(truncationNotice(options.truncation, measureShown(heldLines(execution.view).join("\n"))))]
+  return [...body, ...[...errorLine, ...noticeLine, ...truncation].map((line) => clampLine(line, maxColumns))]
 }
 
 /** A finished cell's terminal lines, straight from its events. */

@@ -5,9 +5,12 @@
  * its error summary, and the truncation notice
  * `… output truncated: N lines / M bytes omitted; full output: artifact://…`.
  */
+import { Buffer } from "node:buffer"
+import stripAnsi from "strip-ansi"
 import type { CellOutcome } from "../kernel/KernelOutput.ts"
 import type { RenderableOutput } from "./OutputText.ts"
 import { makeStyle, type Style } from "./Style.ts"
+import { splitLines } from "./TextLines.ts"
 
 /** What the output sink reports when it kept only part of a cell's output. */
 export interface TruncationInfo {
@@ -24,6 +27,12 @@ export interface TruncationInfo {
 export interface ShownSize {
   readonly bytes: number
   readonly lines: number
+}
+
+/** The size of shown output text, escape sequences not counted. */
+export const measureShown = (text: string): ShownSize => {
+  const plain = stripAnsi(text)
+  return { bytes: Buffer.byteLength(plain, "utf8"), lines: splitLines(plain).length }
 }
 
 /** The outcome of the cell's `Done` event, or `undefined` while it still runs. */

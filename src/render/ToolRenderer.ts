@@ -12,9 +12,15 @@
  * Expanded, the code follows the header (each line after `  │ `) and every retained
  * output line is shown.
  */
-import { Buffer } from "node:buffer"
 import { clampLine, displayColumns, EXECUTION_MAX_DISPLAY_COLUMNS, TOOL_PREVIEW_LINES } from "./Columns.ts"
-import { cellOutcome, cellStatusLabel, outcomeNotice, truncationNotice, type TruncationInfo } from "./Notices.ts"
+import {
+  cellOutcome,
+  cellStatusLabel,
+  measureShown,
+  outcomeNotice,
+  truncationNotice,
+  type TruncationInfo
+} from "./Notices.ts"
 import { outputsText, type RenderableOutput } from "./OutputText.ts"
 import { finishStreaming, makeStreamingView, renderStreamingView } from "./StreamingView.ts"
 import { makeStyle } from "./Style.ts"
@@ -74,7 +80,7 @@ export const renderToolCell = (cell: ToolCell, options: ToolRenderOptions = {}):
     ...(notice === undefined ? [] : [style.yellow(notice)]),
     ...(cell.truncation === undefined
       ? []
-      : [style.dim(truncationNotice(cell.truncation, { lines: splitLines(text).length, bytes: Buffer.byteLength(text, "utf8") }))])
+      : [style.dim(truncationNotice(cell.truncation, measureShown(text)))])
   ]
   const status = cellStatusLabel(outcome, {
     style,
@@ -108,6 +114,6 @@ export const renderOutputsAsText = (outputs: ReadonlyArray<RenderableOutput>, op
   const notice = outcomeNotice(cellOutcome(outputs))
   const truncation = options.truncation === undefined
     ? undefined
-    : truncationNotice(options.truncation, { lines: splitLines(text).length, bytes: Buffer.byteLength(text, "utf8") })
+    : truncationNotice(options.truncation, measureShown(text))
   return [body, notice, truncation].filter((part): part is string => part !== undefined && part.length > 0).join("\n")
 }
