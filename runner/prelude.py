@@ -710,10 +710,12 @@ def _relabel(code, filename):
 
 
 def _load_module(code):
+    if code.co_name != "<module>":
+        raise RuntimeError("the prelude must run as a whole cell, not inside %s" % code.co_name)
     module = types.ModuleType(MODULE_NAME, __doc__)
     filename = "<veyyon prelude>"
     source = linecache.cache.get(code.co_filename)
-    if source is not None:
+    if source is not None and len(source) == 4:
         linecache.cache[filename] = (source[0], None, source[2], filename)
     exec(_relabel(code, filename), module.__dict__)
     del module._prelude_snapshot

@@ -143,6 +143,13 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(namespace["env"]("PATH"), os.environ["PATH"])
         self.assertEqual(sys.modules["veyyon_prelude"].parse_json_answer("[1]"), [1])
 
+    def test_refuses_to_load_from_anything_but_a_module_body(self):
+        def not_a_cell():
+            pass
+        with self.assertRaises(RuntimeError):
+            prelude.install({}, {}, not_a_cell.__code__)
+        self.assertNotIn("veyyon_prelude", sys.modules)
+
     def test_tracebacks_name_the_prelude(self):
         namespace = {"__name__": "__main__", "__doc__": None, "__builtins__": __builtins__}
         self.run_cell(namespace)
