@@ -2068,12 +2068,17 @@ def _shutdown(status):
     os._exit(status)
 
 
+_END_OF_INPUT = object()
+_PARENT_POLL_SECONDS = 1.0
+
+
 def _read_requests(stream, requests):
-    """Reader thread: route host lines until EOF (which ends the process)."""
+    """Reader thread: route host lines; at EOF the queued requests still run, then the process ends."""
     while True:
         line = stream.readline()
         if not line:
-            _shutdown(0)
+            requests.put(_END_OF_INPUT)
+            return
         if not line.strip():
             continue
         try:
@@ -2187,9 +2192,19 @@ def _finish_request(request, failure, before):
             "true" if failure is not None and st.interrupted else "false"))
 
 
+def _watch_parent(parent):
+    """Ends the process when the host that started it is gone (its children are re-parented)."""
+    while True:
+        time.sleep(_PARENT_POLL_SECONDS)
+        if os.getppid() != parent:
+            _shutdown(0)
+
+
 def _serve(requests):
     while True:
         item = requests.get()
+        if item is _END_OF_INPUT:
+            _shutdown(0)
         try:
             if isinstance(item, tuple):
                 _, request_id, text = item
@@ -2280,7 +2295,7 @@ def _install_namespace():
 
 
 def main():
-    """Serve the NDJSON protocol on stdin/stdout until an exit request or EOF."""
+    """Serve the NDJSON protocol on stdin/stdout until an exit request, EOF, or the host's death."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
     request_fd, wake_read = _install_fds()
@@ -2294,6 +2309,7 @@ def main():
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
     threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
     threading.Thread(target=_read_requests, args=(stream, requests), name="veyyon-stdin", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
     _serve(requests)
 
 

@@ -1,9 +1,10 @@
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { integrationEnabled } from "../support/python.ts"
-import { type Kernel, killAll, plainResult, startKernel, STATUS_MIME } from "./harness.ts"
+import { findPython, integrationEnabled } from "../support/python.ts"
+import { type Kernel, killAll, plainResult, RUNNER_PATH, sleep, startKernel, STATUS_MIME } from "./harness.ts"
 
 describe.skipIf(!integrationEnabled())("runner protocol", () => {
   let kernel: Kernel
@@ -249,6 +250,44 @@ describe.skipIf(!integrationEnabled())("runner process lifetime", () => {
     const kernel = await startKernel()
     kernel.proc.stdin!.end()
     expect(await kernel.exited).toEqual({ code: 0, signal: null })
+  })
+
+  it("runs the requests already sent before ending at EOF, so a piped script works standalone", async () => {
+    const kernel = await startKernel()
+    const first = kernel.request("import time\ntime.sleep(0.3)\nprint('first')")
+    const second = kernel.request("print('second')")
+    kernel.proc.stdin!.end()
+    expect(await kernel.exited).toEqual({ code: 0, signal: null })
+    const done = kernel.frames.filter((f) => f.type === "done").map((f) => f.id)
+    expect(done.slice(-2)).toEqual([first, second])
+    const text = kernel.frames.filter((f) => f.type === "stdout").map((f) => f.data).join("")
+    expect(text).toBe("first\nsecond\n")
+  })
+
+  it("ends a busy kernel whose host died", async () => {
+    const python = findPython()!
+    const script = [
+      "import subprocess, sys",
+      `p = subprocess.Popen([sys.executable, '-u', ${JSON.stringify(RUNNER_PATH)}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)`,
+      "p.stdin.write(b'{\"id\": \"a\", \"code\": \"while True: pass\", \"silent\": false, \"storeHistory\": true}\\n')",
+      "p.stdin.flush()",
+      "p.stdout.readline()",
+      "print(p.pid, flush=True)",
+      "import os; os._exit(0)"
+    ].join("\n")
+    const pid = Number(execFileSync(python, ["-c", script], { encoding: "utf8" }).trim())
+    const alive = () => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    for (let i = 0; i < 100 && alive(); i++) await sleep(100)
+    const stillAlive = alive()
+    if (stillAlive) process.kill(pid, "SIGKILL")
+    expect(stillAlive).toBe(false)
   })
 
   it("does not start a server when imported as a module", async () => {
