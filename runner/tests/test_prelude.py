@@ -67,7 +67,11 @@ sys.modules["veyyon_runtime"] = runtime
 def _load_prelude(name="veyyon_prelude_under_test"):
     spec = importlib.util.spec_from_file_location(name, PRELUDE_PATH)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes
     return module
 
 

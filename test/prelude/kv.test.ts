@@ -36,7 +36,7 @@ const ROUNDS = 200
 const writer = (name: string, artifactsDir: string) =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const child = spawn(python!, ["-c", WRITER, preludePath, name, String(ROUNDS)], {
+      const child = spawn(python!, ["-B", "-c", WRITER, preludePath, name, String(ROUNDS)], {
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin", VEYYON_ARTIFACTS_DIR: artifactsDir },
         stdio: ["ignore", "ignore", "pipe"]
       })
