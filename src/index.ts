@@ -40,3 +40,14 @@ export { KernelSpawner, type KernelProcess, type SpawnSpec } from "./kernel/Kern
 export { KernelTimings, INTERRUPT_ESCALATION_MS, SHUTDOWN_GRACE_MS } from "./kernel/KernelTimings.ts"
 export { NodeKernelSpawnerLive } from "./layers/NodeKernelSpawner.ts"
 export { makeScriptedSpawner } from "./layers/ScriptedKernelSpawner.ts"
+export { renderOutputsAsText, renderToolCell, type ToolCell } from "./render/ToolRenderer.ts"
+export { renderExecution, startExecution, pushExecutionOutput, finishExecution, renderExecutionView } from "./render/InteractiveRenderer.ts"
+export {
+  clampLine,
+  displayColumns,
+  EXECUTION_MAX_DISPLAY_COLUMNS,
+  EXECUTION_PREVIEW_LINES,
+  EXECUTION_STREAMING_LINE_CAP,
+  TOOL_PREVIEW_LINES
+} from "./render/Columns.ts"
+export { renderBundle, type ImagePayload } from "./render/Mime.ts"

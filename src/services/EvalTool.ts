@@ -267,7 +267,7 @@ const makeEvalTool = Effect.gen(function*() {
         killed: outcome.killed,
         executionCount: outcome.executionCount,
         outputs: result.outputs,
-        text: renderOutputsAsText(rendered, result.truncation === undefined ? {} : { truncation: result.truncation }),
+        text: renderOutputsAsText(rendered),
         images: outputImages(rendered),
         ...(error === undefined ? {} : { error }),
         ...(result.truncation === undefined ? {} : { truncation: result.truncation }),
