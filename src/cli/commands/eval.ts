@@ -1,0 +1,99 @@
+/**
+ * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json]`:
+ * runs one cell in a fresh kernel and prints its output as it streams, or the
+ * `EvalResult` as JSON. Exits 0 when the cell ran cleanly, 1 when it raised, was
+ * cancelled (Ctrl-C) or timed out, 2 on bad usage or input, 3 when no backend can run.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Effect, Option } from "effect"
+import * as path from "node:path"
+import { makeCellView, stdoutTarget } from "../cellView.ts"
+import { parseTimeout, readCode, readProcessStdin } from "../cellInput.ts"
+import { cellExitCode, CliFailure, ExitCode, failureOf } from "../exitCodes.ts"
+import { savedImageLine } from "../images.ts"
+import { takeOverSigint } from "../interrupts.ts"
+import { type CellRun, cliEvalLayer, runCell, startKernel } from "../session.ts"
+
+/** The session id `veyyon eval` uses unless `--session` says otherwise. */
+export const DEFAULT_EVAL_SESSION = "cli"
+
+const code = Args.text({ name: "CODE" }).pipe(
+  Args.withDescription("The cell's code. Without it (and without --file) the code is read from stdin."),
+  Args.optional
+)
+const file = Options.text("file").pipe(
+  Options.withPseudoName("FILE"),
+  Options.withDescription("Read the cell's code from FILE (- for stdin)."),
+  Options.optional
+)
+const timeout = Options.text("timeout").pipe(
+  Options.withPseudoName("SECONDS"),
+  Options.withDescription("The cell's time budget in seconds, 1..3600 (default 30); out-of-range values are clamped."),
+  Options.optional
+)
+const reset = Options.boolean("reset").pipe(Options.withDescription("Start from a fresh kernel."))
+const cwd = Options.text("cwd").pipe(
+  Options.withPseudoName("DIR"),
+  Options.withDescription("Run the cell in DIR (default: the current directory)."),
+  Options.optional
+)
+const session = Options.text("session").pipe(
+  Options.withPseudoName("ID"),
+  Options.withDescription("The session id; it names the artifacts directory (and kv store) the cell uses."),
+  Options.withDefault(DEFAULT_EVAL_SESSION)
+)
+const json = Options.boolean("json").pipe(
+  Options.withDescription("Print the EvalResult as JSON (with imageFiles, the saved images) instead of the rendered output.")
+)
+
+const printJson = (run: CellRun) =>
+  Effect.sync(() => {
+    const document = { ...run.result, imageFiles: run.images.map((image) => image.path) }
+    process.stdout.write(JSON.stringify(document, null, 2) + "\n")
+  })
+
+const printImages = (run: CellRun) =>
+  Effect.sync(() => {
+    for (const image of run.images) process.stdout.write(savedImageLine(image) + "\n")
+    if (run.imageProblem !== undefined) process.stderr.write(`veyyon: the cell's images were not saved: ${run.imageProblem}\n`)
+  })
+
+/** The `eval` command. */
+export const evalCommand = Command.make(
+  "eval",
+  { code, file, timeout, reset, cwd, session, json },
+  (flags) =>
+    Effect.gen(function*() {
+      const source = yield* readCode({
+        argument: flags.code,
+        file: flags.file,
+        readStdin: readProcessStdin,
+        stdinIsTerminal: process.stdin.isTTY === true
+      })
+      const budget = yield* parseTimeout(flags.timeout)
+      if (budget.note !== undefined) process.stderr.write(`veyyon: ${budget.note}\n`)
+      const context = {
+        sessionId: flags.session,
+        cwd: path.resolve(Option.getOrElse(flags.cwd, () => process.cwd()))
+      }
+      const run = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const controller = new AbortController()
+          yield* takeOverSigint((passOn) => (controller.signal.aborted ? passOn() : controller.abort()))
+          yield* startKernel(context, { reset: flags.reset })
+          return yield* runCell(
+            { code: source, ...(budget.seconds === undefined ? {} : { timeout: budget.seconds }) },
+            { ...context, signal: controller.signal },
+            flags.json ? undefined : makeCellView(stdoutTarget())
+          )
+        })
+      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer()))
+      yield* flags.json ? printJson(run) : printImages(run)
+      const exit = cellExitCode(run.result)
+      if (exit !== ExitCode.Ok) return yield* new CliFailure({ code: exit })
+    })
+).pipe(
+  Command.withDescription(
+    "Run one Python cell and print its output. Exit 0 ok, 1 cell error/cancelled/timed out, 2 usage, 3 no backend."
+  )
+)

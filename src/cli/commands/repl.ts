@@ -1,0 +1,125 @@
+/**
+ * `veyyon repl`: one kernel, one cell per input, state kept between cells. On a
+ * terminal it prompts (`>>> `, `... ` while a cell continues); piped input runs the
+ * same way without prompts, so `printf 'x = 1\nx + 1\n' | veyyon repl` prints 2.
+ *
+ * Ctrl-C while a cell runs interrupts it (the kernel stays); at the prompt it drops the
+ * lines typed so far, and a second Ctrl-C at an empty prompt exits, as Ctrl-D (end of
+ * input), `exit` and `quit` do. Magics are the kernel's; images are saved to files and
+ * their paths printed.
+ */
+import { Command } from "@effect/cli"
+import { Data, Effect, Queue, type Scope } from "effect"
+import * as readline from "node:readline"
+import { makeCellView, stdoutTarget } from "../cellView.ts"
+import { failureOf } from "../exitCodes.ts"
+import { savedImageLine } from "../images.ts"
+import { takeOverSigint } from "../interrupts.ts"
+import { cellSource, isCompleteCell } from "../replInput.ts"
+import { type CellContext, cliEvalLayer, runCell, startKernel } from "../session.ts"
+
+type ReplInput = Data.TaggedEnum<{
+  Line: { readonly line: string }
+  Interrupt: {}
+  End: {}
+}>
+const ReplInput = Data.taggedEnum<ReplInput>()
+
+const PROMPT = ">>> "
+const CONTINUATION = "... "
+const EXIT_WORDS: ReadonlySet<string> = new Set(["exit", "quit", "exit()", "quit()"])
+
+/** Lines from stdin and Ctrl-C presses as one queue; `running` gets Ctrl-C instead while a cell runs. */
+const openInput = (
+  interactive: boolean,
+  running: { current: AbortController | undefined }
+): Effect.Effect<{ readonly rl: readline.Interface; readonly inputs: Queue.Queue<ReplInput> }, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const inputs = yield* Queue.unbounded<ReplInput>()
+    const rl = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        readline.createInterface({
+          input: process.stdin,
+          ...(interactive ? { output: process.stdout } : {}),
+          terminal: interactive,
+          prompt: PROMPT
+        })
+      ),
+      (rl) => Effect.sync(() => rl.close())
+    )
+    const interrupt = () => {
+      if (running.current !== undefined) running.current.abort()
+      else Queue.unsafeOffer(inputs, ReplInput.Interrupt())
+    }
+    rl.on("line", (line) => Queue.unsafeOffer(inputs, ReplInput.Line({ line })))
+    rl.on("close", () => Queue.unsafeOffer(inputs, ReplInput.End()))
+    rl.on("SIGINT", interrupt)
+    yield* takeOverSigint(interrupt)
+    return { rl, inputs }
+  })
+
+const say = (text: string) => Effect.sync(() => process.stdout.write(text + "\n"))
+
+const repl = Effect.scoped(
+  Effect.gen(function*() {
+    const interactive = process.stdin.isTTY === true
+    const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd() }
+    const running: { current: AbortController | undefined } = { current: undefined }
+    yield* startKernel(context).pipe(Effect.mapError(failureOf))
+    const { inputs, rl } = yield* openInput(interactive, running)
+    if (interactive) yield* say("Python kernel ready. Ctrl-C interrupts a cell; Ctrl-D or a second Ctrl-C at an empty prompt exits.")
+
+    const runSource = (code: string) =>
+      Effect.gen(function*() {
+        const controller = new AbortController()
+        running.current = controller
+        const run = yield* runCell({ code, timeout: 3600 }, { ...context, signal: controller.signal }, makeCellView(stdoutTarget())).pipe(
+          Effect.ensuring(Effect.sync(() => (running.current = undefined)))
+        )
+        for (const image of run.images) yield* say(savedImageLine(image))
+        if (run.imageProblem !== undefined) yield* Effect.sync(() => process.stderr.write(`veyyon: images not saved: ${run.imageProblem}\n`))
+      }).pipe(
+        Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: ${failureOf(error).sentence ?? error.message}\n`)))
+      )
+
+    let buffer: Array<string> = []
+    let armedExit = false
+    while (true) {
+      if (interactive) {
+        rl.setPrompt(buffer.length === 0 ? PROMPT : CONTINUATION)
+        rl.prompt()
+      }
+      const input = yield* Queue.take(inputs)
+      if (input._tag === "End") {
+        const pending = cellSource(buffer)
+        if (pending.trim().length > 0) yield* runSource(pending)
+        if (interactive) yield* say("")
+        return
+      }
+      if (input._tag === "Interrupt") {
+        if (buffer.length === 0 && armedExit) {
+          yield* say("")
+          return
+        }
+        yield* say(buffer.length === 0 ? "\n(To exit, press Ctrl-C again or Ctrl-D.)" : "\nKeyboardInterrupt")
+        armedExit = buffer.length === 0
+        buffer = []
+        continue
+      }
+      armedExit = false
+      if (buffer.length === 0 && EXIT_WORDS.has(input.line.trim())) return
+      buffer.push(input.line)
+      if (!isCompleteCell(buffer)) continue
+      const code = cellSource(buffer)
+      buffer = []
+      if (code.trim().length > 0) yield* runSource(code)
+    }
+  })
+).pipe(Effect.provide(cliEvalLayer({ longLived: true })))
+
+/** The `repl` command. */
+export const replCommand = Command.make("repl", {}, () => repl).pipe(
+  Command.withDescription(
+    "Interactive Python in one kernel, state kept. Ctrl-C interrupts a cell; Ctrl-D exits."
+  )
+)

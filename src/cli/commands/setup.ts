@@ -1,0 +1,68 @@
+/**
+ * `veyyon setup python --check`: which interpreter kernels started here would run, its
+ * version, the rule that picked it, and the rules passed over on the way. The
+ * interpreter is always run for the check, even when `VEYYON_PYTHON_SKIP_CHECK` is set.
+ * Exits 0 when it is usable, 3 (with the fix) when it is not.
+ */
+import { Command, Options } from "@effect/cli"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { Effect, Layer } from "effect"
+import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../../services/PythonRuntime.ts"
+import { describeAttempt, type ResolutionRule } from "../../services/RuntimeResolution.ts"
+import { Settings } from "../../services/Settings.ts"
+import { failureOf, usageError } from "../exitCodes.ts"
+
+const RULE_MEANINGS: Readonly<Record<ResolutionRule, string>> = {
+  setting: "the python.interpreter setting (VEYYON_PYTHON_INTERPRETER)",
+  VIRTUAL_ENV: "the active virtualenv (VIRTUAL_ENV)",
+  CONDA_PREFIX: "the active conda env (CONDA_PREFIX)",
+  ".venv": "the .venv directory here",
+  venv: "the venv directory here",
+  managed: "the managed venv ~/.veyyon/python-env",
+  PATH: "python3/python on PATH"
+}
+
+/** The report's lines for a usable interpreter. */
+export const describeInterpreter = (interpreter: PythonInterpreter): ReadonlyArray<string> => {
+  const shim = interpreter.foundAt === interpreter.executable ? [] : [`found at     ${interpreter.foundAt}`]
+  const passed = interpreter.skipped.map(describeAttempt)
+  return [
+    `interpreter  ${interpreter.executable}`,
+    ...shim,
+    `version      ${interpreter.version === undefined ? "not checked" : formatPythonVersion(interpreter.version)}`,
+    `rule         ${interpreter.rule}: ${RULE_MEANINGS[interpreter.rule]}`,
+    ...passed.map((line, index) => `${index === 0 ? "passed over " : "            "} ${line}`),
+    "ok: eval cells will run with this interpreter."
+  ]
+}
+
+const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...process.env, VEYYON_PYTHON_SKIP_CHECK: undefined })
+
+const runtimeLayer = PythonRuntime.Live.pipe(
+  Layer.provide(Settings.fromEnv({}, withoutSkipCheck())),
+  Layer.provide(NodeContext.layer)
+)
+
+const check = Options.boolean("check").pipe(
+  Options.withDescription("Report the interpreter kernels would run, its version and which rule picked it.")
+)
+
+const pythonCommand = Command.make("python", { check }, ({ check }) =>
+  check
+    ? Effect.flatMap(PythonRuntime, (runtime) => runtime.resolve(process.cwd())).pipe(
+      Effect.tap((interpreter) => Effect.sync(() => process.stdout.write(describeInterpreter(interpreter).join("\n") + "\n"))),
+      Effect.provide(runtimeLayer),
+      Effect.mapError(failureOf),
+      Effect.asVoid
+    )
+    : Effect.fail(usageError("setup python only checks for now: run `veyyon setup python --check`."))).pipe(
+    Command.withDescription(
+      "Show the interpreter kernels would run and the rule that picked it (setting, VIRTUAL_ENV, CONDA_PREFIX, .venv, venv, managed, PATH). Exit 0 usable, 3 not."
+    )
+  )
+
+/** The `setup` command and its `python` subcommand. */
+export const setupCommand = Command.make("setup").pipe(
+  Command.withDescription("Check what veyyon needs from this machine."),
+  Command.withSubcommands([pythonCommand])
+)

@@ -1,0 +1,79 @@
+/**
+ * What every command that runs cells shares: the eval layer with the CLI's settings,
+ * starting the kernel up front (with a spinner when that is slow), and running one cell
+ * into a view with its images saved.
+ */
+import { Effect, Layer, Stream } from "effect"
+import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
+import type { ArtifactStore } from "../services/ArtifactStore.ts"
+import { EvalTool, type EvalError, type EvalParams, type EvalResult } from "../services/EvalTool.ts"
+import { KernelRegistry, type RegistryError } from "../services/KernelRegistry.ts"
+import type { CellView } from "./cellView.ts"
+import { type CliFailure, failureOf } from "./exitCodes.ts"
+import { saveImages, type SavedImage } from "./images.ts"
+import { withSpinner } from "./spinner.ts"
+
+/**
+ * How long a kernel nobody is using survives in a long-lived command (`repl`, `mcp`):
+ * about 24 days, the longest a timer can wait, so in practice as long as the process.
+ */
+export const LONG_LIVED_IDLE_TTL_MS = 2 ** 31 - 1
+
+/** The eval layer from `VEYYON_*` settings; `longLived` keeps idle kernels for the life of the process. */
+export const cliEvalLayer = (options: { readonly longLived?: boolean } = {}): Layer.Layer<EvalServices, CliFailure> =>
+  evalLayer(options.longLived === true ? { settings: { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } } : {}).pipe(
+    Layer.mapError(failureOf)
+  )
+
+/** Who the cells run for and where. */
+export interface CellContext {
+  readonly sessionId: string
+  readonly cwd: string
+}
+
+/** Starts (or, with `reset`, restarts) the session's kernel before any cell, so a start failure surfaces first. */
+export const startKernel = (
+  context: CellContext,
+  options: { readonly reset?: boolean; readonly spinner?: boolean } = {}
+): Effect.Effect<void, RegistryError, KernelRegistry> =>
+  Effect.flatMap(KernelRegistry, (registry) =>
+    Stream.runDrain(
+      registry.execute({
+        sessionId: context.sessionId,
+        cwd: context.cwd,
+        code: "",
+        silent: true,
+        storeHistory: false,
+        reset: options.reset ?? false
+      })
+    )).pipe(options.spinner === false ? (effect) => effect : withSpinner("starting the Python kernel…"))
+
+/** A finished cell and the files its images were written to. */
+export interface CellRun {
+  readonly result: EvalResult
+  readonly images: ReadonlyArray<SavedImage>
+  /** Why the images could not be written, when they could not. */
+  readonly imageProblem?: string
+}
+
+/** Runs one Python cell into `view` (when given) and saves its images. */
+export const runCell = (
+  params: Omit<EvalParams, "language">,
+  context: CellContext & { readonly signal?: AbortSignal },
+  view?: CellView
+): Effect.Effect<CellRun, EvalError, EvalTool | ArtifactStore> =>
+  Effect.gen(function*() {
+    const tool = yield* EvalTool
+    const result = yield* tool.run({ language: "py", ...params }, {
+      ...context,
+      ...(view === undefined ? {} : { onEvent: view.onEvent })
+    }).pipe(
+      Effect.tapError(() => Effect.sync(() => view?.abandon())),
+      Effect.onInterrupt(() => Effect.sync(() => view?.abandon()))
+    )
+    view?.finish(result)
+    return yield* saveImages(context.sessionId, result.images).pipe(
+      Effect.map((images): CellRun => ({ result, images })),
+      Effect.catchAll((error) => Effect.succeed<CellRun>({ result, images: [], imageProblem: error.message }))
+    )
+  })
