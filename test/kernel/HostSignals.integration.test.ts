@@ -1,0 +1,50 @@
+import { spawn } from "node:child_process"
+import * as path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { findPython, integrationEnabled } from "../support/python.ts"
+
+const root = path.resolve(import.meta.dirname, "../..")
+const isRunning = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+const waitUntil = async (check: () => boolean, ms: number) => {
+  for (let waited = 0; waited < ms && !check(); waited += 50) await new Promise((r) => setTimeout(r, 50))
+  return check()
+}
+
+describe.skipIf(!integrationEnabled() || findPython() === undefined)("host signals", () => {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    it(`a host receiving ${signal} under NodeRuntime.runMain leaves no Python process behind`, async () => {
+      const host = spawn(process.execPath, ["--import", "tsx", "test/fixtures/hold-kernel.ts"], {
+        cwd: root,
+        env: { ...process.env, VEYYON_PYTHON_INTERPRETER: findPython()! },
+        stdio: ["ignore", "pipe", "inherit"]
+      })
+      const pids: Array<number> = []
+      try {
+        const line = await new Promise<string>((resolve, reject) => {
+          let out = ""
+          host.stdout!.on("data", (chunk: Buffer) => {
+            out += chunk.toString()
+            const match = /pids (\d+) (\d+)/.exec(out)
+            if (match) resolve(match[0])
+          })
+          host.on("exit", () => reject(new Error(`host exited early: ${out}`)))
+        })
+        pids.push(...line.split(" ").slice(1).map(Number))
+        expect(pids.every(isRunning)).toBe(true)
+        host.kill(signal)
+        expect(await waitUntil(() => host.exitCode !== null || host.signalCode !== null, 20_000)).toBe(true)
+        expect(await waitUntil(() => !pids.some(isRunning), 5_000)).toBe(true)
+      } finally {
+        host.kill("SIGKILL")
+        for (const pid of pids) if (isRunning(pid)) process.kill(pid, "SIGKILL")
+      }
+    }, 60_000)
+  }
+})
