@@ -263,11 +263,11 @@ class DeferredCall:
         """Send the call, wait for the host and return the helper's result."""
         return self._finish(_runtime().bridge_call(self.method, self.params))
 
-    def run_tagged(self, tag):
-        """Send the call with params["parallel"] = tag and return the helper's result."""
+    def run_tagged(self, tag, request_id=None):
+        """Send the call with params["parallel"] = tag, only while request_id's cell runs; return the result."""
         params = dict(self.params)
         params["parallel"] = tag
-        return self._finish(_runtime().bridge_call(self.method, params))
+        return self._finish(_runtime().bridge_call(self.method, params, request_id=request_id))
 
     def __repr__(self):
         return "<deferred %s(%r)>" % (self.method, _clip(self.params.get("prompt", ""), 40))
@@ -396,9 +396,9 @@ def _deferred_calls(calls):
     return calls
 
 
-def _outcome(call, tag):
+def _outcome(call, tag, request_id):
     try:
-        return call.run_tagged(tag)
+        return call.run_tagged(tag, request_id)
     except BaseException as exc:
         return exc
 
@@ -407,6 +407,7 @@ def _run_concurrently(calls, results, group, limit):
     pending = iter(range(len(calls)))
     lock = threading.Lock()
     stop = threading.Event()
+    request_id = _runtime().current_request_id()
 
     def take():
         with lock:
@@ -415,7 +416,7 @@ def _run_concurrently(calls, results, group, limit):
     def work():
         index = take()
         while index is not None:
-            results[index] = _outcome(calls[index], {"group": group, "index": index, "count": len(calls)})
+            results[index] = _outcome(calls[index], {"group": group, "index": index, "count": len(calls)}, request_id)
             index = take()
 
     threads = [threading.Thread(target=work, name="veyyon-parallel-%d" % n, daemon=True)

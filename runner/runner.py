@@ -24,7 +24,9 @@ can be read; otherwise followed by a ``done`` with status "error"). Status event
 Runtime module for the prelude (``import veyyon_runtime``; also ``__veyyon__`` in the
 user namespace, which the magic transformer targets):
     emit_status(op, **fields) -> None            send a status event
-    bridge_call(method, params=None) -> value    ask the host; raises BridgeError
+    bridge_call(method, params=None, request_id=None) -> value
+                                                 ask the host; raises BridgeError (BridgeCancelled
+                                                 when request_id's cell has ended)
     BridgeError(name, message)                   str() is "name: message"
     display(*objs, raw=False, **ignored) -> None display objects (raw: objs are bundles)
     mime_bundle(obj) -> dict                     the bundle display() would send
@@ -765,9 +767,11 @@ def _bridge_status(call, action):
            "bundle": {STATUS_MIME: {"op": "timeout", "action": action}}})
 
 
-def _bridge_open():
+def _bridge_open(request_id=None):
     call = _BridgeCall("c%d" % next(_bridge_ids), _state.current_id)
     with _bridge_lock:
+        if request_id is not None and (request_id != call.request_id or not _state.cell_active):
+            raise BridgeError("BridgeCancelled", "the cell that made this call has ended")
         _bridge_calls[call.call_id] = call
     _bridge_status(call, "pause")
     return call
@@ -782,13 +786,17 @@ def _bridge_close(call):
         _bridge_status(call, "resume")
 
 
-def bridge_call(method, params=None):
-    """Ask the host to run method(params); block (interruptibly) for its answer and return the value."""
+def bridge_call(method, params=None, request_id=None):
+    """Ask the host to run method(params); block (interruptibly) for its answer and return the value.
+
+    With request_id (e.g. captured by a helper thread's starter), the call is refused with
+    BridgeError("BridgeCancelled", ...) unless that request's cell is still running.
+    """
     if not isinstance(method, str):
         raise TypeError("bridge method must be a str, not %s" % type(method).__name__)
     payload = {} if params is None else params
     _JSON.encode(payload)
-    call = _bridge_open()
+    call = _bridge_open(request_id)
     try:
         _send({"type": "bridge", "id": call.request_id, "callId": call.call_id,
                "method": method, "params": payload})

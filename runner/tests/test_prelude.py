@@ -44,14 +44,19 @@ class StubRuntime(types.ModuleType):
         self.answer = lambda method, params: {"text": "ok"}
         self.namespace = {}
         self.hidden = set()
+        self.request_ids = []
 
     def emit_status(self, op, **fields):
         self.statuses.append(dict(fields, op=op))
 
-    def bridge_call(self, method, params=None):
+    def bridge_call(self, method, params=None, request_id=None):
         json.dumps(params)
         self.calls.append((method, params))
+        self.request_ids.append(request_id)
         return self.answer(method, params)
+
+    def current_request_id(self):
+        return "r-current"
 
     def user_namespace(self):
         return self.namespace
@@ -557,6 +562,7 @@ class ParallelTest(unittest.TestCase):
         self.assertEqual(tags, [(0, 3), (1, 3), (2, 3)])
         self.assertEqual(len({p["parallel"]["group"] for _, p in runtime.calls}), 1)
         self.assertEqual(runtime.statuses, [{"op": "parallel", "count": 3, "failed": 0}])
+        self.assertEqual(runtime.request_ids, ["r-current"] * 3)
 
     def test_a_failure_fills_its_slot_and_spares_the_others(self):
         def answer(method, params):

@@ -42,6 +42,16 @@ describe.skipIf(!integrationEnabled())("runner host bridge", () => {
     expect(plainResult(cell)).toBe("{'text': 'hello'}")
   })
 
+  it("refuses a call made on behalf of a cell that is no longer running, sending nothing", async () => {
+    const id = kernel.request(
+      "try:\n    vr.bridge_call('agent', {}, request_id='an-old-cell')\nexcept vr.BridgeError as exc:\n    refused = exc.name\nrefused"
+    )
+    const cell = await kernel.collect(id)
+    expect(plainResult(cell)).toBe("'BridgeCancelled'")
+    expect(cell.frames.filter((f) => f.type === "bridge")).toEqual([])
+    expect(timeoutEvents(cell.frames)).toEqual([])
+  })
+
   it("raises BridgeError('name: message') when the host answers with an error", async () => {
     const id = kernel.request("vr.bridge_call('completion', {'q': 1})")
     const bridge = await nextBridge(id)
