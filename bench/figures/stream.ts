@@ -1,0 +1,110 @@
+/**
+ * Figure 3: a cell printing 100 MiB in 1 KiB lines, MB/s through `EvalTool.run` and the
+ * bare kernel, against the floor's raw pipe rate and Jupyter; and the host's RSS growth.
+ */
+import { Effect, Stream } from "effect"
+import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import { rawPipe } from "../floor.ts"
+import { runJupyter } from "../jupyter.ts"
+import { hostRss } from "../procs.ts"
+import { mib } from "../stats.ts"
+import { target, type Row } from "../table.ts"
+import { rawKernel, runCell } from "../veyyon.ts"
+
+const code = (lines: number) => `line = "x" * 1023\nfor _ in range(${lines}):\n    print(line)`
+
+const rssWatcher = async () => {
+  const base = await hostRss()
+  let peak = base
+  const timer = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().rss)
+  }, 5)
+  return {
+    stop: () => {
+      clearInterval(timer)
+      peak = Math.max(peak, process.memoryUsage().rss)
+      return peak - base
+    }
+  }
+}
+
+/** Measures figure 3. */
+export const stream = async (context: BenchContext): Promise<FigureResult> => {
+  const lines = context.quick ? 2048 : 102_400
+  const notes: Array<string> = []
+  const floor = await rawPipe(context.python.executable, lines)
+  const cellContext = { sessionId: "bench-stream", cwd: context.workDir }
+  await context.veyyon.runPromise(runCell({ code: "pass" }, cellContext))
+  let toolBytes = 0
+  const watcher = await rssWatcher()
+  const toolStart = performance.now()
+  const result = await context.veyyon.runPromise(
+    runCell({ code: code(lines), timeout: 600 }, {
+      ...cellContext,
+      onEvent: (output) => {
+        if (output._tag === "Stdout") toolBytes += output.text.length
+      }
+    })
+  )
+  const toolMs = performance.now() - toolStart
+  const rssGrowth = watcher.stop()
+  if (result.status !== "ok") notes.push(`the streaming cell ended with status ${result.status}`)
+  const raw = await context.veyyon.runPromise(
+    Effect.scoped(
+      Effect.gen(function*() {
+        const kernel = yield* rawKernel(context.python.executable, context.artifactsDir, context.workDir, "bench-stream-raw")
+        let bytes = 0
+        const start = performance.now()
+        yield* kernel.execute({ code: code(lines) }).pipe(
+          Stream.runForEach((output) => Effect.sync(() => {
+            if (output._tag === "Stdout") bytes += output.text.length
+          }))
+        )
+        return { bytes, ms: performance.now() - start }
+      })
+    )
+  )
+  let jupyter: { bytes: number; ms: number; clientRssGrowth: number } | undefined
+  if (hasJupyter(context)) {
+    jupyter = await runJupyter(context, "stream", { code: code(lines) })
+  } else {
+    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
+  }
+  const rate = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000)
+  const floorRate = rate(floor.bytes, floor.ms)
+  const toolRate = rate(toolBytes, toolMs)
+  const rows: Array<Row> = [
+    {
+      figure: "3 streaming",
+      measure: "100 MiB in 1 KiB lines, EvalTool.run",
+      unit: "MB/s",
+      veyyon: toolRate,
+      floor: floorRate,
+      jupyter: jupyter === undefined ? null : rate(jupyter.bytes, jupyter.ms),
+      target: target(">= 50% of floor raw pipe", toolRate, floorRate / 2, "at-least")
+    },
+    { figure: "3 streaming", measure: "100 MiB in 1 KiB lines, PythonKernel.execute", unit: "MB/s", veyyon: rate(raw.bytes, raw.ms), floor: floorRate, jupyter: null },
+    {
+      figure: "3 streaming",
+      measure: "host RSS growth during the cell",
+      unit: "MiB",
+      veyyon: mib(rssGrowth),
+      floor: null,
+      jupyter: jupyter === undefined ? null : mib(jupyter.clientRssGrowth),
+      target: target("<= 20 MiB", mib(rssGrowth), 20, "at-most")
+    }
+  ]
+  return {
+    id: "stream",
+    title: `streaming ${lines} lines of 1 KiB`,
+    rows,
+    details: {
+      lines,
+      bytes: { tool: toolBytes, raw: raw.bytes, floor: floor.bytes, jupyter: jupyter?.bytes ?? null },
+      ms: { tool: toolMs, raw: raw.ms, floor: floor.ms, jupyter: jupyter?.ms ?? null },
+      truncated: result.truncation !== undefined,
+      hostRssGrowthBytes: rssGrowth
+    },
+    notes
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * The Node side of the floor: spawns `floor.py` the way the kernel spawner does
+ * (detached, three pipes), writes request lines and splits reply lines.
+ */
+import { spawn, type ChildProcess } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+/** The floor loop's script. */
+export const FLOOR_SCRIPT = fileURLToPath(new URL("./floor.py", import.meta.url))
+
+/** A frame the floor replied with. */
+export interface FloorFrame {
+  readonly type: string
+  readonly id?: string
+  readonly status?: string
+  readonly data?: string
+  readonly bundle?: Readonly<Record<string, string>>
+}
+
+/** A running floor loop. */
+export interface Floor {
+  readonly pid: number
+  /** Runs one cell; resolves with its `done` frame. `onFrame` sees every frame before it. */
+  readonly run: (code: string, onFrame?: (frame: FloorFrame) => void) => Promise<FloorFrame>
+  /** Sends SIGINT to the loop. */
+  readonly interrupt: () => void
+  /** Kills the loop and waits for its exit. */
+  readonly close: () => Promise<void>
+}
+
+const exited = (child: ChildProcess): Promise<void> =>
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((resolve) => child.once("exit", () => resolve()))
+
+/** Spawns a floor loop with `python`; resolves once the process runs. */
+export const startFloor = (python: string): Promise<Floor> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(python, ["-u", FLOOR_SCRIPT], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
+    let pending: { id: string; resolve: (frame: FloorFrame) => void; onFrame?: (frame: FloorFrame) => void } | undefined
+    let buffered = ""
+    let next = 0
+    child.stdout!.setEncoding("utf8")
+    child.stdout!.on("data", (chunk: string) => {
+      buffered += chunk
+      let newline = buffered.indexOf("\n")
+      while (newline >= 0) {
+        const frame = JSON.parse(buffered.slice(0, newline)) as FloorFrame
+        buffered = buffered.slice(newline + 1)
+        newline = buffered.indexOf("\n")
+        const waiter = pending
+        if (waiter === undefined) continue
+        if (frame.type === "done" && frame.id === waiter.id) {
+          pending = undefined
+          waiter.resolve(frame)
+        } else {
+          waiter.onFrame?.(frame)
+        }
+      }
+    })
+    child.stderr!.resume()
+    child.once("error", reject)
+    child.once("spawn", () =>
+      resolve({
+        pid: child.pid!,
+        run: (code, onFrame) =>
+          new Promise((done) => {
+            const id = `f${++next}`
+            pending = { id, resolve: done, ...(onFrame === undefined ? {} : { onFrame }) }
+            child.stdin!.write(JSON.stringify({ id, code }) + "\n")
+          }),
+        interrupt: () => {
+          child.kill("SIGINT")
+        },
+        close: async () => {
+          try {
+            process.kill(-child.pid!, "SIGKILL")
+          } catch {
+            child.kill("SIGKILL")
+          }
+          await exited(child)
+        }
+      })
+    )
+  })
+
+/** The raw pipe rate: Python prints `lines` 1 KiB lines into a pipe Node reads. Returns bytes and milliseconds. */
+export const rawPipe = (python: string, lines: number): Promise<{ bytes: number; ms: number }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(python, [FLOOR_SCRIPT, "pipe", String(lines)], { stdio: ["pipe", "pipe", "ignore"] })
+    let bytes = 0
+    let started = 0
+    child.stdout!.on("data", (chunk: Buffer) => {
+      bytes += chunk.length
+    })
+    child.once("error", reject)
+    child.once("spawn", () => {
+      setTimeout(() => {
+        started = performance.now()
+        child.stdin!.write("go\n")
+      }, 100)
+    })
+    child.stdout!.once("end", () => resolve({ bytes, ms: performance.now() - started }))
+  })

@@ -1,0 +1,73 @@
+/**
+ * The system under test, as an embedder builds it: `evalLayer` with explicit settings
+ * (the resolved interpreter, artifacts in the bench's scratch directory), and the raw
+ * `PythonKernel` path below the tool for comparison.
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { Effect, Layer, ManagedRuntime, type Scope } from "effect"
+import * as PythonKernel from "../src/kernel/PythonKernel.ts"
+import { evalLayer, type EvalServices } from "../src/layers/EvalLive.ts"
+import { NodeKernelSpawnerLive } from "../src/layers/NodeKernelSpawner.ts"
+import { AgentBridgeNotConfigured } from "../src/services/AgentBridge.ts"
+import type { KernelError, KernelStartError } from "../src/kernel/KernelError.ts"
+import { sessionArtifactsDir } from "../src/services/ArtifactStore.ts"
+import { EvalTool, type EvalContext, type EvalError, type EvalResult } from "../src/services/EvalTool.ts"
+import { KernelRegistry } from "../src/services/KernelRegistry.ts"
+import { PythonRuntime } from "../src/services/PythonRuntime.ts"
+import { RunnerCache } from "../src/services/RunnerCache.ts"
+import { Settings, type SettingsInput } from "../src/services/Settings.ts"
+
+/** Settings the bench and soak pass to `evalLayer`. */
+export const benchSettings = (python: string, artifactsDir: string): SettingsInput => ({
+  python: { interpreter: python },
+  artifactsDir
+})
+
+/** A runtime over the eval layer. */
+export type VeyyonRuntime = ManagedRuntime.ManagedRuntime<EvalServices, unknown>
+
+/** Builds the eval layer's runtime; dispose it to shut every kernel down. */
+export const makeVeyyon = (python: string, artifactsDir: string): VeyyonRuntime =>
+  ManagedRuntime.make(evalLayer({ env: false, settings: benchSettings(python, artifactsDir) }))
+
+/** Runs one cell through `EvalTool.run`. */
+export const runCell = (
+  params: { readonly code: string; readonly timeout?: number; readonly reset?: boolean },
+  context: EvalContext
+): Effect.Effect<EvalResult, EvalError, EvalTool> =>
+  Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", ...params }, context))
+
+/** Shuts down every kernel of a session. */
+export const resetSession = (sessionId: string): Effect.Effect<void, never, KernelRegistry> =>
+  Effect.flatMap(KernelRegistry, (registry) => registry.reset(sessionId))
+
+const kernelLayer = (python: string, artifactsDir: string) =>
+  Layer.mergeAll(PythonRuntime.Live, RunnerCache.Live, NodeKernelSpawnerLive, AgentBridgeNotConfigured).pipe(
+    Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer(benchSettings(python, artifactsDir))), NodeContext.layer))
+  )
+
+/** Starts a bare kernel (runner + prelude, no registry or tool) in the current scope. */
+export const rawKernel = (
+  python: string,
+  artifactsDir: string,
+  cwd: string,
+  sessionId: string
+): Effect.Effect<PythonKernel.PythonKernel, KernelStartError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const runtime = yield* PythonRuntime
+    const files = yield* Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure))
+    return yield* PythonKernel.make({
+      python,
+      runnerPath: files.runnerPath,
+      cwd,
+      env: runtime.kernelEnv({}, { artifactsDir: sessionArtifactsDir(artifactsDir, sessionId) }),
+      prelude: files.preludeSource,
+      skipCheck: true
+    })
+  }).pipe(Effect.provide(kernelLayer(python, artifactsDir)))
+
+/** Runs one cell on a bare kernel and drains its outputs, returning how it ended. */
+export const rawExecute = (
+  kernel: PythonKernel.PythonKernel,
+  request: PythonKernel.ExecuteRequest
+): Effect.Effect<ReadonlyArray<unknown>, KernelError> => PythonKernel.executeCollect(kernel, request)
