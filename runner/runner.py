@@ -10,7 +10,7 @@ Host -> runner, one JSON object per line:
     {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
 
 Runner -> host, one JSON object per line (and nothing else ever reaches the real stdout):
-    {"type": "started", "id"}
+    {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell)
     {"type": "stdout"|"stderr", "id", "data": str}
     {"type": "display"|"result", "id", "bundle": {mime: value}}
     {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}   (join with "\\n")
@@ -2153,7 +2153,6 @@ def _handle_request(request):
     st.cell_seq += 1
     if not request.silent and request.store_history:
         st.execution_count += 1
-    _send_raw('{"type":"started","id":%s}\n' % _json_string(request.id))
     failure = None
     before = dict(st.namespace) if request.silent else None
     st.pending = False
@@ -2163,6 +2162,7 @@ def _handle_request(request):
     st.cell_active = True
     _set_signal(_SIGINT, _on_sigint)
     try:
+        _send_raw('{"type":"started","id":%s}\n' % _json_string(request.id))
         try:
             _apply_context(request)
             if request.code.strip():

@@ -42,7 +42,7 @@ export type LifecycleEvent = Data.TaggedEnum<{
   Done: { readonly requestId: string }
   /** The host wants the running cell stopped. */
   Interrupt: { readonly requestId: string; readonly reason: InterruptReason }
-  /** No `done` arrived within the escalation delay after SIGINT. */
+  /** No `done` arrived within the escalation delay after SIGINT (or the cell never started). */
   EscalationTimeout: { readonly requestId: string }
   /** The owner is closing the kernel. */
   Shutdown: {}
@@ -105,7 +105,7 @@ export const transition = (state: LifecycleState, event: LifecycleEvent): Transi
         )
         : stay(state)
     case "EscalationTimeout": {
-      if (state._tag !== "Interrupting" || state.requestId !== event.requestId) return stay(state)
+      if (activeRequest(state) !== event.requestId) return stay(state)
       const cause = DeathCause.Killed({ requestId: event.requestId })
       return go(
         LifecycleState.ShuttingDown({ cause }),

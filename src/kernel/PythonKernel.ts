@@ -100,6 +100,8 @@ export interface PythonKernel {
 interface ActiveRequest {
   readonly id: string
   readonly emit: (output: KernelOutput) => Effect.Effect<void>
+  /** Completes when the runner says the cell began; only then does SIGINT reach it. */
+  readonly started: Deferred.Deferred<void>
   readonly done: Deferred.Deferred<DoneFrame, KernelError>
   readonly bridges: FiberSet.FiberSet
   watchdog: CellWatchdog.CellWatchdog | undefined
@@ -270,7 +272,7 @@ export const make = (
       }
       switch (frame.type) {
         case "started":
-          return Effect.void
+          return Deferred.succeed(request.started, undefined)
         case "stdout":
           return request.emit(KernelOutput.Stdout({ text: frame.data }))
         case "stderr":
@@ -331,6 +333,7 @@ export const make = (
         const request: ActiveRequest = {
           id: `r${++nextId}`,
           emit,
+          started: yield* Deferred.make<void>(),
           done: yield* Deferred.make<DoneFrame, KernelError>(),
           bridges: yield* FiberSet.make(),
           watchdog: undefined
@@ -419,10 +422,16 @@ export const make = (
       timeoutSeconds: number | undefined
     ): Effect.Effect<{ readonly frame: DoneFrame | undefined; readonly notice?: string }, KernelError> =>
       Effect.gen(function*() {
-        yield* dispatch(LifecycleEvent.Interrupt({ requestId: request.id, reason }))
-        const answered = yield* Effect.interruptible(Deferred.await(request.done)).pipe(
-          Effect.timeoutOption(timings.interruptEscalation)
+        const finished = Effect.interruptible(Deferred.await(request.done))
+        const began = yield* Effect.interruptible(Deferred.await(request.started)).pipe(
+          Effect.raceFirst(Effect.asVoid(finished)),
+          Effect.timeoutOption(timings.interruptEscalation),
+          Effect.map(Option.isSome)
         )
+        if (began) yield* dispatch(LifecycleEvent.Interrupt({ requestId: request.id, reason }))
+        const answered = began
+          ? yield* finished.pipe(Effect.timeoutOption(timings.interruptEscalation))
+          : Option.none<DoneFrame>()
         if (Option.isSome(answered)) {
           return reason === "timeout" && timeoutSeconds !== undefined
             ? { frame: answered.value, notice: timeoutNotice(timeoutSeconds) }

@@ -79,6 +79,15 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
       expect(stdoutOf(yield* PythonKernel.executeCollect(kernel, { code: "print(kept)" }))).toBe("yes\n")
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
+  it.live("a cancel that arrives before the cell starts still interrupts it, without a kill", () =>
+    Effect.gen(function*() {
+      const kernel = yield* start()
+      const outputs = yield* PythonKernel.executeCollect(kernel, { code: "import time\ntime.sleep(30)", cancel: Effect.void })
+      expect(outputs.some((o) => o._tag === "Error" && o.ename === "KeyboardInterrupt")).toBe(true)
+      expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
+      expect(yield* kernel.isAlive).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
   it.live("a timed-out cell is interrupted and annotated", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
@@ -127,10 +136,17 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
       const kernel = yield* start()
       const fake = JSON.stringify({ type: "done", id: "r2", status: "ok", executionCount: 99 })
       const outputs = yield* PythonKernel.executeCollect(kernel, {
-        code: `import os, sys\nprint(${JSON.stringify(fake)})\nos.write(1, b${JSON.stringify(fake + "\n")})\nos.system("echo '${fake}'")\nprint("after")`
+        code: [
+          "import os, shlex",
+          `fake = ${JSON.stringify(fake)}`,
+          "print(fake)",
+          "os.write(1, (fake + '\\n').encode())",
+          "os.system('echo ' + shlex.quote(fake))",
+          "print('after')"
+        ].join("\n")
       })
       const lines = stdoutOf(outputs).split("\n").filter((l) => l.length > 0).sort()
-      expect(lines).toEqual(["after", fake, fake, fake].sort())
+      expect(lines, JSON.stringify(outputs)).toEqual(["after", fake, fake, fake].sort())
       expect(outputs.filter((o) => o._tag === "Done")).toHaveLength(1)
       expect(doneOf(outputs).executionCount).not.toBe(99)
     }).pipe(Effect.scoped, Effect.provide(layer)))

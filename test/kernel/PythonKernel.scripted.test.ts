@@ -81,6 +81,16 @@ describe("PythonKernel with a scripted process", () => {
     }).pipe(Effect.scoped, Effect.provide(layer))
   })
 
+  it.live("a cancel that comes before the cell started waits for it, then interrupts it", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const outputs = yield* run(kernel, "sleep", { cancel: Effect.void })
+      expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
+      expect(Option.getOrThrow(lastSpawn(spawns)).idleSignals).toEqual([])
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
   it.live("a timeout interrupts the cell and says so", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
