@@ -23,7 +23,6 @@
  * why the full output could not be saved.
  */
 import { Context, Data, Effect, Layer, Scope, Stream } from "effect"
-import type { MimeBundle } from "../kernel/Frame.ts"
 import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "./Settings.ts"
@@ -42,22 +41,18 @@ export interface OutputLimits {
   readonly maxRichOutputs: number
 }
 
-/** One output kept in a result: a kernel output or a marker for what was left out. */
-export type SinkOutput = Data.TaggedEnum<{
-  Stdout: { readonly text: string }
-  Stderr: { readonly text: string }
-  Display: { readonly bundle: MimeBundle }
-  Result: { readonly bundle: MimeBundle }
-  Status: { readonly op: string; readonly fields: Readonly<Record<string, unknown>> }
-  Error: { readonly ename: string; readonly evalue: string; readonly traceback: ReadonlyArray<string> }
-  TextOmitted: {
-    readonly text: string
-    readonly omittedBytes: number
-    readonly omittedLines: number
-    readonly artifactUri: string
-  }
-  OutputsOmitted: { readonly text: string; readonly count: number; readonly artifactUri: string }
-}>
+/** One output kept in a result: a kernel output (other than `Done`) or a marker for what was left out. */
+export type SinkOutput =
+  | Exclude<KernelOutput, { readonly _tag: "Done" }>
+  | Data.TaggedEnum<{
+    TextOmitted: {
+      readonly text: string
+      readonly omittedBytes: number
+      readonly omittedLines: number
+      readonly artifactUri: string
+    }
+    OutputsOmitted: { readonly text: string; readonly count: number; readonly artifactUri: string }
+  }>
 /** Constructors and matchers of `SinkOutput`. */
 export const SinkOutput = Data.taggedEnum<SinkOutput>()
 

@@ -1,22 +1,10 @@
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
+import { isRunning, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const root = path.resolve(import.meta.dirname, "../..")
-const isRunning = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-const waitUntil = async (check: () => boolean, ms: number) => {
-  for (let waited = 0; waited < ms && !check(); waited += 50) await new Promise((r) => setTimeout(r, 50))
-  return check()
-}
-
 describe.skipIf(!integrationEnabled() || findPython() === undefined)("host signals", () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`a host receiving ${signal} under NodeRuntime.runMain leaves no Python process behind`, async () => {

@@ -6,6 +6,7 @@ import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { isRunning } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const python = findPython()
@@ -35,14 +36,6 @@ const doneOf = (outputs: ReadonlyArray<KernelOutput>) => {
   const done = outputs[outputs.length - 1]
   if (done?._tag !== "Done") throw new Error("the last output is not Done")
   return done
-}
-const isRunning = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 const eventually = (check: () => boolean, what: string) =>
   Effect.gen(function*() {

@@ -3,8 +3,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { isRunning, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { type Kernel, killAll, plainResult, RUNNER_PATH, sleep, startKernel, STATUS_MIME } from "./harness.ts"
+import { type Kernel, killAll, plainResult, RUNNER_PATH, startKernel, STATUS_MIME } from "./harness.ts"
 
 describe.skipIf(!integrationEnabled())("runner protocol", () => {
   let kernel: Kernel
@@ -276,16 +277,7 @@ describe.skipIf(!integrationEnabled())("runner process lifetime", () => {
       "import os; os._exit(0)"
     ].join("\n")
     const pid = Number(execFileSync(python, ["-c", script], { encoding: "utf8" }).trim())
-    const alive = () => {
-      try {
-        process.kill(pid, 0)
-        return true
-      } catch {
-        return false
-      }
-    }
-    for (let i = 0; i < 100 && alive(); i++) await sleep(100)
-    const stillAlive = alive()
+    const stillAlive = !(await waitUntil(() => !isRunning(pid), 10_000))
     if (stillAlive) process.kill(pid, "SIGKILL")
     expect(stillAlive).toBe(false)
   })
