@@ -1,0 +1,154 @@
+/**
+ * `veyyon` end to end: each test spawns the CLI from source as a child process with a
+ * real Python. The tests run concurrently, a few children at a time (see `runCli`);
+ * help texts and the usage errors that need no Python are covered in process too.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { findPython, integrationEnabled } from "../support/python.ts"
+import { childEnv, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stopAll, tempDir, waitForExit } from "./support.ts"
+
+const python = findPython()
+const artifactsDir = tempDir("veyyon-cli-artifacts-")
+const env = childEnv(artifactsDir)
+const SPAWN_TIMEOUT = 240_000
+
+const noStackTrace = (stderr: string) => expect(stderr).not.toMatch(/^\s+at .+\(.+:\d+:\d+\)$/m)
+
+describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyon CLI with a real Python", () => {
+  afterAll(stopAll)
+
+  it("eval runs CODE from the argument, prints its output, saves its image, and leaves no kernel behind", async () => {
+    const code = ["import os", "x = 20", "print('kernel', os.getpid())", PNG_CELL, "x * 2 + 2"].join("\n")
+    const run = await runCli(["eval", code], { env })
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(/^42$/m)
+    const saved = /^image saved: (\S+) \[image\/png 4x4, /m.exec(run.stdout)
+    expect(saved).not.toBeNull()
+    const file = saved![1]!
+    expect(file.startsWith(artifactsDir)).toBe(true)
+    expect(fs.readFileSync(file).subarray(0, 8)).toEqual(PNG_SIGNATURE)
+    const pid = Number(/^kernel (\d+)$/m.exec(run.stdout)![1])
+    expect(await waitForExit(pid)).toBe(true)
+  }, SPAWN_TIMEOUT)
+
+  it("eval --file with --cwd runs there; a raising cell exits 1 with its traceback", async () => {
+    const dir = tempDir("veyyon-cli-cwd-")
+    const file = path.join(dir, "cell.py")
+    fs.writeFileSync(file, "import os\nprint('cwd', os.getcwd())\nraise ValueError('bad input')\n")
+    const run = await runCli(["eval", "--file", file, "--cwd", dir], { env })
+    expect(run.code).toBe(1)
+    expect(run.stdout).toContain(`cwd ${fs.realpathSync(dir)}`)
+    expect(run.stdout).toMatch(/^ValueError: bad input$/m)
+    expect(run.stdout).toContain("✗ ValueError: bad input")
+    noStackTrace(run.stderr)
+  }, SPAWN_TIMEOUT)
+
+  it("eval reads stdin when given no code; --json prints the EvalResult; --timeout 0 is clamped to 1s", async () => {
+    const run = await runCli(["eval", "--json", "--timeout", "0", "--session", "json-test"], {
+      env,
+      input: ["values = [3, 1, 2]", "print('sorted', sorted(values))", PNG_CELL, "import time", "time.sleep(20)"].join("\n")
+    })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toBe("veyyon: --timeout 0 is outside 1..3600 seconds; using 1.\n")
+    const result = JSON.parse(run.stdout) as Record<string, unknown>
+    expect(result).toMatchObject({
+      language: "py",
+      cancelled: true,
+      timedOut: true,
+      killed: false,
+      executionCount: 1,
+      text: expect.stringContaining("sorted [1, 2, 3]"),
+      notice: expect.stringContaining("eval cell timed out after 1s"),
+      artifactIds: []
+    })
+    expect(result.text).toContain("eval cell timed out after 1s")
+    expect(result.outputs).toEqual(expect.arrayContaining([expect.objectContaining({ _tag: "Stdout", text: "sorted [1, 2, 3]\n" })]))
+    expect(result.images).toEqual([expect.objectContaining({ mimeType: "image/png" })])
+    expect(result.imageFiles).toEqual([expect.stringContaining(artifactsDir)])
+    expect(typeof result.durationMs).toBe("number")
+  }, SPAWN_TIMEOUT)
+
+  it("a bad --timeout is a usage error: exit 2 with one sentence", async () => {
+    const run = await runCli(["eval", "--timeout", "soon", "1"], { env })
+    expect(run.code).toBe(2)
+    expect(run.stdout).toBe("")
+    expect(run.stderr.trim()).toBe(
+      'veyyon: --timeout must be a number of seconds between 1 and 3600 (default 30); got the string "soon".'
+    )
+  }, SPAWN_TIMEOUT)
+
+  it("no usable Python exits 3 and says how to fix it", async () => {
+    const run = await runCli(["eval", "1 + 1"], { env: { ...env, VEYYON_PYTHON_INTERPRETER: "/no/such/python" } })
+    expect(run.code).toBe(3)
+    expect(run.stdout).toBe("")
+    expect(run.stderr).toContain("Python backend not available")
+    expect(run.stderr).toContain("/no/such/python does not exist")
+    expect(run.stderr).toContain("veyyon setup python --check")
+    noStackTrace(run.stderr)
+  }, SPAWN_TIMEOUT)
+
+  it("repl with piped input keeps state across cells, runs magics and survives an error", async () => {
+    const dir = tempDir("veyyon-cli-repl-")
+    const input = [
+      "x = 1",
+      "x + 1",
+      "def double(n):",
+      "    return n * 2",
+      "",
+      "double(x + 1)",
+      "%pwd",
+      "1/0",
+      "print('still here', x)",
+      "%%bash",
+      "echo from bash",
+      ""
+    ].join("\n") + "\n"
+    const run = await runCli(["repl"], { env, input, cwd: dir })
+    expect(run.code).toBe(0)
+    expect(run.stdout).not.toContain(">>>")
+    const lines = run.stdout.split("\n")
+    expect(lines).toContain("2")
+    expect(lines).toContain("4")
+    expect(lines).toContain(`'${fs.realpathSync(dir)}'`)
+    expect(run.stdout).toContain("ZeroDivisionError: division by zero")
+    expect(lines).toContain("still here 1")
+    expect(lines).toContain("from bash")
+    expect(lines.indexOf("2")).toBeLessThan(lines.indexOf("4"))
+  }, SPAWN_TIMEOUT)
+
+  it("setup python --check names the interpreter, its version and the rule", async () => {
+    const run = await runCli(["setup", "python", "--check"], { env })
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain(`interpreter  ${python}`)
+    expect(run.stdout).toMatch(/^version {6}3\.\d+\.\d+$/m)
+    expect(run.stdout).toMatch(/^rule {9}setting: /m)
+    expect(run.stdout).toContain("ok: eval cells will run with this interpreter.")
+  }, SPAWN_TIMEOUT)
+
+  it("demo runs end to end and writes its image to disk", async () => {
+    const run = await runCli(["demo"], { env, timeoutMs: 110_000 })
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain("mean 4.90, stdev 1.99")
+    expect(run.stdout).toMatch(/time \d/)
+    expect(run.stdout).toContain("**Samples**")
+    expect(run.stdout).toContain("Range: **2.5** to **7.9**")
+    const files = [...run.stdout.matchAll(/^ {2}image saved: (\S+) \[image\/png 96x64, /gm)].map((match) => match[1]!)
+    expect(files).toHaveLength(1)
+    expect(fs.readFileSync(files[0]!).subarray(0, 8)).toEqual(PNG_SIGNATURE)
+    expect(run.stdout).toContain("Every cell ran in the same kernel")
+  }, SPAWN_TIMEOUT)
+
+  const built = fs.existsSync(path.join(repoRoot, "dist", "cli", "main.js"))
+  it.skipIf(!built)("bin/veyyon.mjs --help lists every command (skipped until `npm run build` made dist/)", async () => {
+    const run = await runCli(["--help"], {
+      env,
+      entry: { command: process.execPath, args: [path.join(repoRoot, "bin", "veyyon.mjs")] }
+    })
+    expect(run.code).toBe(0)
+    for (const command of ["eval", "repl", "setup python", "mcp", "demo"]) expect(run.stdout).toContain(`- ${command}`)
+  }, SPAWN_TIMEOUT)
+})

@@ -1,0 +1,254 @@
+/**
+ * The CLI's pieces without a Python: the REPL's completeness rule, the eval inputs,
+ * exit-code mapping, the cell views, and the command line's usage errors run in process.
+ */
+import { Effect, Either, Option } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterEach, describe, expect, it, vi } from "vitest"
+import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import type { EvalResult } from "../../src/services/EvalTool.ts"
+import { InvalidCwd } from "../../src/services/KernelRegistry.ts"
+import { PythonUnavailable } from "../../src/services/PythonRuntime.ts"
+import { parseTimeout, readCode, type CodeSources } from "../../src/cli/cellInput.ts"
+import { makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
+import { program } from "../../src/cli/cli.ts"
+import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
+import { cellSource, isCompleteCell } from "../../src/cli/replInput.ts"
+import { tempDir } from "./support.ts"
+
+describe("REPL input: when a cell is complete", () => {
+  const complete = (text: string) => isCompleteCell(text.split("\n"))
+
+  it("a simple statement or expression is complete at the end of its line", () => {
+    expect(complete("x = 1")).toBe(true)
+    expect(complete("print('a: b')")).toBe(true)
+    expect(complete("d = {'a': 1}")).toBe(true)
+    expect(complete("x = 1  # comment with ( and :")).toBe(true)
+    expect(complete("s = 'unclosed")).toBe(true)
+  })
+
+  it("open brackets, triple quotes and trailing backslashes continue; closing them completes", () => {
+    expect(complete("x = (1,")).toBe(false)
+    expect(complete("x = (1,\n 2)")).toBe(true)
+    expect(complete("s = '''start")).toBe(false)
+    expect(complete("s = '''start\nend'''")).toBe(true)
+    expect(complete('s = """a\\"""\nb"""')).toBe(true)
+    expect(complete("x = 1 + \\")).toBe(false)
+    expect(complete("x = 1 + \\\n 2")).toBe(true)
+  })
+
+  it("a block (a line ending with ':'), a decorator or a %% cell magic runs at the first empty line", () => {
+    expect(complete("def f():")).toBe(false)
+    expect(complete("def f():\n    return 1")).toBe(false)
+    expect(complete("def f():\n    return 1\n")).toBe(true)
+    expect(complete("if (a and\n    b):\n    pass")).toBe(false)
+    expect(complete("for i in range(3):  # loop\n    print(i)\n   ")).toBe(true)
+    expect(complete("@cache")).toBe(false)
+    expect(complete("%%bash\necho (")).toBe(false)
+    expect(complete("%%bash\necho (\n")).toBe(true)
+  })
+
+  it("line magics and shell escapes are complete whatever they contain", () => {
+    expect(complete("%time f(")).toBe(true)
+    expect(complete("!echo 'it''s (")).toBe(true)
+  })
+
+  it("the source drops trailing empty lines", () => {
+    expect(cellSource(["def f():", "    return 1", "", ""])).toBe("def f():\n    return 1")
+  })
+})
+
+describe("eval inputs", () => {
+  const sources = (over: Partial<CodeSources>): CodeSources => ({
+    argument: Option.none(),
+    file: Option.none(),
+    readStdin: () => Promise.resolve(""),
+    stdinIsTerminal: false,
+    ...over
+  })
+  const read = (over: Partial<CodeSources>) => Effect.runPromise(Effect.either(readCode(sources(over))))
+  const sentence = (result: Either.Either<unknown, CliFailure>) =>
+    Either.isLeft(result) ? `${result.left.code}: ${result.left.sentence}` : "ok"
+
+  it("takes the code from the argument, a file, or stdin", async () => {
+    const dir = tempDir("veyyon-cli-input-")
+    const file = path.join(dir, "cell.py")
+    fs.writeFileSync(file, "print(2)\n")
+    expect(await read({ argument: Option.some("print(1)") })).toEqual(Either.right("print(1)"))
+    expect(await read({ file: Option.some(file) })).toEqual(Either.right("print(2)\n"))
+    expect(await read({ readStdin: () => Promise.resolve("print(3)") })).toEqual(Either.right("print(3)"))
+    expect(await read({ file: Option.some("-"), readStdin: () => Promise.resolve("print(4)") })).toEqual(Either.right("print(4)"))
+  })
+
+  it("says what to do when there is no code, two sources, an unreadable file, or a flag without its value", async () => {
+    expect(sentence(await read({ stdinIsTerminal: true }))).toMatch(/^2: no code to run: pass it as an argument/)
+    expect(sentence(await read({ readStdin: () => Promise.resolve("  \n") }))).toMatch(/^2: no code to run/)
+    expect(sentence(await read({ argument: Option.some("1"), file: Option.some("f.py") }))).toBe(
+      "2: give the code either as an argument or with --file, not both."
+    )
+    expect(sentence(await read({ file: Option.some("/no/such/cell.py") }))).toBe(
+      "2: cannot read --file /no/such/cell.py: it does not exist. Pass a readable file of code, or - for stdin."
+    )
+    expect(sentence(await read({ argument: Option.some("--timeout") }))).toBe("2: --timeout needs a value, e.g. --timeout 60.")
+  })
+
+  it("--timeout is clamped to 1..3600 with a note, and must be a number", () => {
+    expect(parseTimeout(Option.none())).toEqual(Either.right({ seconds: undefined }))
+    expect(parseTimeout(Option.some("12.5"))).toEqual(Either.right({ seconds: 12.5 }))
+    expect(parseTimeout(Option.some("0"))).toEqual(
+      Either.right({ seconds: 1, note: "--timeout 0 is outside 1..3600 seconds; using 1." })
+    )
+    expect(parseTimeout(Option.some("1e9"))).toEqual(
+      Either.right({ seconds: 3600, note: "--timeout 1e9 is outside 1..3600 seconds; using 3600." })
+    )
+    const bad = parseTimeout(Option.some("ten"))
+    expect(Either.isLeft(bad) && bad.left.code).toBe(ExitCode.Usage)
+    expect(Either.isLeft(bad) && bad.left.sentence).toBe(
+      '--timeout must be a number of seconds between 1 and 3600 (default 30); got the string "ten".'
+    )
+    expect(Either.isLeft(parseTimeout(Option.some(" ")))).toBe(true)
+  })
+})
+
+describe("exit codes", () => {
+  it("maps bad input to 2, a missing backend to 3 and a lost kernel to 1", () => {
+    expect(exitCodeOf(new InvalidCwd({ cwd: "/x", problem: "it does not exist" }))).toBe(ExitCode.Usage)
+    expect(exitCodeOf(new PythonUnavailable({ reason: "not-found", detail: "none", tried: [], fix: "install it" }))).toBe(
+      ExitCode.BackendUnavailable
+    )
+    expect(exitCodeOf({ _tag: "KernelDied", message: "it died" })).toBe(ExitCode.CellFailed)
+    const failure = failureOf(new InvalidCwd({ cwd: "/x", problem: "it does not exist" }))
+    expect(failure.sentence).toBe("cannot run a cell in /x: it does not exist. Pass an existing directory as cwd.")
+  })
+})
+
+const result = (over: Partial<EvalResult>): EvalResult => ({
+  language: "py",
+  status: "ok",
+  cancelled: false,
+  timedOut: false,
+  killed: false,
+  executionCount: 1,
+  outputs: [],
+  text: "",
+  images: [],
+  artifactIds: [],
+  durationMs: 1,
+  ...over
+})
+
+const recordingTarget = (live: boolean): ViewTarget & { readonly written: () => string } => {
+  let text = ""
+  return { write: (chunk) => (text += chunk), live, color: false, columns: 80, rows: 24, written: () => text }
+}
+
+describe("cell views", () => {
+  it("off a terminal, text is written as it arrives and the notices follow at the end", () => {
+    const target = recordingTarget(false)
+    const view = makeCellView(target)
+    view.onEvent(KernelOutput.Stdout({ text: "partial" }))
+    view.onEvent(KernelOutput.Result({ bundle: { "text/plain": "42" } }))
+    expect(target.written()).toBe("partial\n42\n")
+    const error = KernelOutput.Error({ ename: "ValueError", evalue: "bad", traceback: ["ValueError: bad"] })
+    view.onEvent(error)
+    view.finish(result({ status: "error", outputs: [KernelOutput.Stdout({ text: "partial" }), error] }))
+    expect(target.written()).toBe("partial\n42\nValueError: bad\n✗ ValueError: bad\n")
+  })
+
+  it("a timed-out cell ends with the timeout notice", () => {
+    const target = recordingTarget(false)
+    const view = makeCellView(target)
+    view.finish(result({ cancelled: true, timedOut: true, notice: "eval cell timed out after 1s; kernel interrupted." }))
+    expect(target.written()).toBe("⏱ eval cell timed out after 1s; kernel interrupted.\n")
+  })
+
+  it("on a terminal, the streaming view is redrawn in place and replaced by the full output", async () => {
+    const target = recordingTarget(true)
+    const view = makeCellView(target)
+    for (let index = 0; index < 30; index++) view.onEvent(KernelOutput.Stdout({ text: `line ${index}\n` }))
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    const streamed = target.written()
+    expect(streamed).toContain("… 10 more lines (all shown when the cell ends)")
+    expect(streamed).not.toContain("ctrl+o")
+    expect(streamed).not.toContain("line 9\n")
+    expect(streamed).toContain("line 29\n")
+    const outputs = Array.from({ length: 30 }, (_, index) => KernelOutput.Stdout({ text: `line ${index}\n` }))
+    view.finish(result({ outputs }))
+    const final = target.written().slice(streamed.length)
+    expect(final.startsWith("\r\u001b[21A\u001b[J")).toBe(true)
+    expect(final).toContain("line 0\n")
+    expect(final).toContain("line 29\n")
+  })
+})
+
+describe("the command line in process (no Python needed)", () => {
+  afterEach(() => vi.restoreAllMocks())
+  const run = async (...args: ReadonlyArray<string>) => {
+    const errors: Array<string> = []
+    const logs: Array<string> = []
+    vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+      errors.push(String(chunk))
+      return true
+    })
+    vi.spyOn(console, "log").mockImplementation((...parts: Array<unknown>) => void logs.push(parts.join(" ")))
+    vi.spyOn(console, "error").mockImplementation((...parts: Array<unknown>) => void errors.push(parts.join(" ")))
+    const code = await Effect.runPromise(program(["node", "veyyon", ...args]))
+    vi.restoreAllMocks()
+    return { code, stderr: errors.join(""), stdout: logs.join("\n") }
+  }
+
+  it("usage errors exit 2 with a sentence that says what to do", async () => {
+    expect(await run("eval", "1", "--file", "cell.py")).toEqual({
+      code: 2,
+      stderr: "veyyon: give the code either as an argument or with --file, not both.\n",
+      stdout: ""
+    })
+    const setup = await run("setup", "python")
+    expect(setup.code).toBe(2)
+    expect(setup.stderr).toBe("veyyon: setup python only checks for now: run `veyyon setup python --check`.\n")
+    const unknown = await run("frobnicate")
+    expect(unknown.code).toBe(2)
+  })
+
+  it("a cwd that does not exist is bad input: exit 2", async () => {
+    const previous = process.env.VEYYON_ARTIFACTS_DIR
+    process.env.VEYYON_ARTIFACTS_DIR = tempDir("veyyon-cli-inproc-")
+    try {
+      const missing = await run("eval", "--cwd", "/no/such/dir", "1")
+      expect(missing.code).toBe(2)
+      expect(missing.stderr).toBe("veyyon: cannot run a cell in /no/such/dir: it does not exist. Pass an existing directory as cwd.\n")
+    } finally {
+      if (previous === undefined) delete process.env.VEYYON_ARTIFACTS_DIR
+      else process.env.VEYYON_ARTIFACTS_DIR = previous
+    }
+  })
+
+  it("a bad VEYYON_* setting is bad input: exit 2 naming the variable", async () => {
+    process.env.VEYYON_PY = "maybe"
+    try {
+      const bad = await run("eval", "1")
+      expect(bad.code).toBe(2)
+      expect(bad.stderr).toContain("VEYYON_PY")
+      expect(bad.stderr).toContain('"maybe" is not a boolean')
+    } finally {
+      delete process.env.VEYYON_PY
+    }
+  })
+
+  it("--help on each command describes it", async () => {
+    const evalHelp = await run("eval", "--help")
+    expect(evalHelp.code).toBe(0)
+    for (const flag of ["--file FILE", "--timeout SECONDS", "--reset", "--cwd DIR", "--session ID", "--json"]) {
+      expect(evalHelp.stdout).toContain(flag)
+    }
+    const rootHelp = await run("--help")
+    expect(rootHelp.code).toBe(0)
+    for (const command of ["eval", "repl", "setup python", "mcp", "demo"]) expect(rootHelp.stdout).toContain(`- ${command}`)
+    for (const command of [["repl"], ["mcp"], ["demo"], ["setup", "python"]]) {
+      const help = await run(...command, "--help")
+      expect(help.code).toBe(0)
+      expect(help.stdout).toContain("DESCRIPTION")
+    }
+  })
+})

@@ -1,0 +1,131 @@
+/**
+ * `veyyon mcp` through the official MCP client: one server child process (from
+ * source), one connection, and cells that share its kernel.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { childEnv, cliFromSource, isAlive, PNG_CELL, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
+import { findPython, integrationEnabled } from "../support/python.ts"
+
+interface ToolResult {
+  readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string; readonly data?: string; readonly mimeType?: string }>
+  readonly isError?: boolean
+  readonly structuredContent?: Record<string, unknown>
+}
+
+const python = findPython()
+
+describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with the official MCP client", () => {
+  let client: Client
+  let transport: StdioClientTransport
+  let stderr = ""
+  const kernels = new Set<number>()
+
+  const call = async (args: Record<string, unknown>): Promise<ToolResult> =>
+    (await client.callTool({ name: "eval", arguments: args }, undefined, { timeout: 60_000 })) as ToolResult
+  const text = (result: ToolResult) => result.content.filter((block) => block.type === "text").map((block) => block.text).join("\n")
+  const kernelPid = async () => {
+    const pid = Number(text(await call({ language: "py", code: "import os; os.getpid()" })))
+    kernels.add(pid)
+    return pid
+  }
+
+  beforeAll(async () => {
+    transport = new StdioClientTransport({
+      command: cliFromSource.command,
+      args: [...cliFromSource.args, "mcp"],
+      cwd: repoRoot,
+      env: childEnv(tempDir("veyyon-mcp-artifacts-"), { VEYYON_JS: "0" }),
+      stderr: "pipe"
+    })
+    transport.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    client = new Client({ name: "veyyon-test", version: "0.0.0" })
+    await client.connect(transport, { timeout: 90_000 })
+  }, 100_000)
+
+  afterAll(async () => {
+    const pid = transport?.pid ?? undefined
+    await client?.close().catch(() => {})
+    if (pid !== undefined && pid !== null && isAlive(pid)) process.kill(pid, "SIGKILL")
+  }, 20_000)
+
+  it("lists the eval tool with the seed's params, language narrowed to the enabled backends", async () => {
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name)).toEqual(["eval"])
+    const [tool] = tools
+    expect(tool!.title).toBe("Run code in a persistent kernel")
+    expect(tool!.description).toContain("State persists between calls")
+    expect(tool!.inputSchema).toMatchObject({
+      type: "object",
+      required: ["language", "code"],
+      properties: {
+        language: { type: "string", enum: ["py"] },
+        code: { type: "string" },
+        title: { type: "string" },
+        timeout: { type: "number", minimum: 1, maximum: 3600 },
+        reset: { type: "boolean" }
+      }
+    })
+  })
+
+  it("keeps state across calls, with the result structured too", async () => {
+    expect(await call({ language: "py", code: "total = 40", title: "define" })).toMatchObject({
+      isError: false,
+      content: [{ type: "text", text: "(no output)" }]
+    })
+    const result = await call({ language: "py", code: "print('adding')\ntotal + 2" })
+    expect(result.isError).toBe(false)
+    expect(text(result)).toBe("adding\n42")
+    expect(result.structuredContent).toMatchObject({ status: "ok", text: "adding\n42", executionCount: 2 })
+  })
+
+  it("a raising cell is isError with its traceback, and earlier state survives", async () => {
+    const result = await call({ language: "py", code: "raise KeyError('missing')" })
+    expect(result.isError).toBe(true)
+    expect(text(result)).toContain("KeyError: 'missing'")
+    expect(result.structuredContent).toMatchObject({ status: "error", error: { ename: "KeyError" } })
+    expect(text(await call({ language: "py", code: "total" }))).toBe("40")
+  })
+
+  it("a cell over its timeout is interrupted: isError with the timeout notice, kernel kept", async () => {
+    const before = await kernelPid()
+    const result = await call({ language: "py", code: "import time\ntime.sleep(30)", timeout: 1 })
+    expect(result.isError).toBe(true)
+    expect(text(result)).toContain("eval cell timed out after 1s")
+    expect(result.structuredContent).toMatchObject({ timedOut: true, cancelled: true, killed: false })
+    expect(await kernelPid()).toBe(before)
+  })
+
+  it("returns each PNG as image content", async () => {
+    const result = await call({ language: "py", code: PNG_CELL })
+    expect(result.isError).toBe(false)
+    const images = result.content.filter((block) => block.type === "image")
+    expect(images).toHaveLength(1)
+    expect(images[0]!.mimeType).toBe("image/png")
+    expect(Buffer.from(images[0]!.data!, "base64").subarray(1, 4).toString("ascii")).toBe("PNG")
+    expect(text(result)).toContain("[image/png 4x4,")
+  })
+
+  it("bad params are isError with a sentence to act on", async () => {
+    const result = await call({ language: "py", code: "1", timeout: "soon" })
+    expect(result.isError).toBe(true)
+    expect(text(result)).toContain("timeout must be a number of seconds between 1 and 3600")
+  })
+
+  it("reset: true starts a fresh kernel and the old one is shut down", async () => {
+    const before = await kernelPid()
+    const result = await call({ language: "py", code: "'total' in dir()", reset: true })
+    expect(text(result)).toBe("False")
+    expect(await kernelPid()).not.toBe(before)
+    expect(await waitForExit(before)).toBe(true)
+  })
+
+  it("logs nothing but to stderr, and closing the client stops the server and its kernels", async () => {
+    const pid = transport.pid!
+    await client.close()
+    expect(await waitForExit(pid, 10_000)).toBe(true)
+    for (const kernel of kernels) expect(await waitForExit(kernel)).toBe(true)
+    expect(stderr).not.toMatch(/^\s+at .+:\d+:\d+\)?$/m)
+  }, 20_000)
+})
