@@ -1,6 +1,6 @@
 /**
  * The process handle a kernel owns: spawn a runner in its own process group, write
- * lines to its stdin, read its stdout and stderr, signal the group, await its exit.
+ * request lines to it, read its frames, stdout and stderr, signal the group, await its exit.
  */
 import { Context, Data, type Effect, type Scope, type Stream } from "effect"
 
@@ -14,12 +14,20 @@ export interface ProcessExit {
 export const describeExit = (exit: ProcessExit): string =>
   exit.signal !== null ? `signal ${exit.signal}` : `exit code ${exit.code ?? "unknown"}`
 
+/**
+ * Where a runner speaks the protocol: `stdio` (requests on stdin, frames on stdout, as the
+ * Python runner does) or `fd3` (both on a socket at fd 3, stdin empty, stdout plain output).
+ */
+export type FrameChannel = "stdio" | "fd3"
+
 /** What to spawn. */
 export interface SpawnSpec {
   readonly command: string
   readonly args: ReadonlyArray<string>
   readonly cwd: string
   readonly env: Readonly<Record<string, string>>
+  /** Default `stdio`. */
+  readonly channel?: FrameChannel
 }
 
 /** The signals a kernel sends. */
@@ -46,11 +54,13 @@ export class StdinClosed extends Data.TaggedError("StdinClosed")<{ readonly pid:
 /** A running child process, owned by the scope it was spawned in. */
 export interface KernelProcess {
   readonly pid: number
+  /** Frame bytes when the runner speaks on fd 3 (`stdout` is then plain output); absent: frames are on `stdout`. */
+  readonly frames?: Stream.Stream<Uint8Array>
   /** Raw stdout bytes; a single consumer. Ends when the pipe closes. */
   readonly stdout: Stream.Stream<Uint8Array>
   /** Raw stderr bytes; a single consumer. Ends when the pipe closes. */
   readonly stderr: Stream.Stream<Uint8Array>
-  /** Writes text to stdin, waiting for the pipe to accept it. */
+  /** Writes request text to the runner (stdin, or fd 3), waiting for the pipe to accept it. */
   readonly write: (text: string) => Effect.Effect<void, StdinClosed>
   /** Sends a signal to the process group without waiting for anything. */
   readonly signal: (signal: KernelSignal) => Effect.Effect<void>

@@ -1,6 +1,7 @@
 /**
- * One kernel = one supervised actor owning one runner process. Fibers in the kernel's
- * scope read frames, stderr and the exit; `execute` runs one cell at a time and streams
+ * One kernel = one supervised actor owning one runner process: the Python runner, or any
+ * other runner speaking the same protocol (the Node one). Fibers in the kernel's scope
+ * read frames, stdout, stderr and the exit; `execute` runs one cell at a time and streams
  * its outputs. Interrupting the consumer, the cell's watchdog or the caller's cancel
  * signal deliver SIGINT; a cell that ignores it gets the kernel killed. Closing the scope
  * runs the shutdown escalation: exit request, SIGTERM, SIGKILL to the process group.
@@ -35,7 +36,14 @@ import {
 } from "./Frame.ts"
 import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
 import { KernelOutput } from "./KernelOutput.ts"
-import { describeExit, type KernelProcess, KernelSpawner, type ProcessExit } from "./KernelProcess.ts"
+import {
+  describeExit,
+  type FrameChannel,
+  type KernelProcess,
+  KernelSpawner,
+  type ProcessExit,
+  type SpawnSpec
+} from "./KernelProcess.ts"
 import { KernelTimings } from "./KernelTimings.ts"
 import {
   DeathCause,
@@ -47,12 +55,26 @@ import {
 } from "./Lifecycle.ts"
 import { StderrTail } from "./StderrTail.ts"
 
-/** How to start a kernel. */
-export interface KernelSpec {
+/** A Python runner, spawned as `<python> -u <runnerPath>`. */
+export interface PythonLaunch {
   /** The interpreter executable. */
   readonly python: string
   /** The runner script. */
   readonly runnerPath: string
+  readonly command?: never
+}
+
+/** Any runner speaking the protocol, spawned as `<command> <args...>`. */
+export interface CommandLaunch {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  /** Where it speaks the protocol; default `stdio`. */
+  readonly channel?: FrameChannel
+  readonly python?: never
+}
+
+/** What every kernel needs besides its launch. */
+export interface KernelOptions {
   /** The kernel's working directory. */
   readonly cwd: string
   /** The process environment, already filtered. */
@@ -68,6 +90,15 @@ export interface KernelSpec {
   /** Log every frame both ways. */
   readonly trace?: boolean
 }
+
+/** How to start a kernel. */
+export type KernelSpec = (PythonLaunch | CommandLaunch) & KernelOptions
+
+/** The spawn a spec describes. */
+export const launchOf = (spec: KernelSpec): Pick<SpawnSpec, "command" | "args" | "channel"> =>
+  spec.command === undefined
+    ? { command: spec.python, args: ["-u", spec.runnerPath] }
+    : { command: spec.command, args: spec.args, ...(spec.channel === undefined ? {} : { channel: spec.channel }) }
 
 /** One cell to run. */
 export interface ExecuteRequest {
@@ -124,15 +155,19 @@ const killedNotice = (reason: InterruptReason, seconds: number | undefined, esca
   return `${why}; the kernel did not stop within ${Duration.format(escalation)} of SIGINT and was killed. The next call starts a fresh kernel; earlier state is gone.`
 }
 
-const checkExecutable = (python: string): Effect.Effect<void, KernelStartError> =>
-  Effect.try({
-    try: () => NodeFs.accessSync(python, NodeFs.constants.X_OK),
+const checkExecutable = (spec: KernelSpec): Effect.Effect<void, KernelStartError> => {
+  const executable = spec.command ?? spec.python
+  return Effect.try({
+    try: () => NodeFs.accessSync(executable, NodeFs.constants.X_OK),
     catch: () =>
       new KernelStartError({
-        reason: `the interpreter ${python} does not exist or is not executable. Install Python 3.8+ or set python.interpreter; \`veyyon setup python --check\` shows what is resolved`,
+        reason: spec.command === undefined
+          ? `the interpreter ${executable} does not exist or is not executable. Install Python 3.8+ or set python.interpreter; \`veyyon setup python --check\` shows what is resolved`
+          : `the runner command ${executable} does not exist or is not executable`,
         stderr: ""
       })
   })
+}
 
 /** Starts a kernel in the current scope; the scope's close shuts it down. */
 export const make = (
@@ -143,10 +178,10 @@ export const make = (
     const bridge = yield* AgentBridge
     const timings = yield* KernelTimings
     const label = spec.key ?? spec.cwd
-    if (spec.skipCheck !== true) yield* checkExecutable(spec.python)
+    if (spec.skipCheck !== true) yield* checkExecutable(spec)
 
     const proc = yield* spawner
-      .spawn({ command: spec.python, args: ["-u", spec.runnerPath], cwd: spec.cwd, env: spec.env })
+      .spawn({ ...launchOf(spec), cwd: spec.cwd, env: spec.env })
       .pipe(Effect.mapError((error) => new KernelStartError({ reason: error.message, stderr: "" })))
 
     const lifecycle = yield* Ref.make<LifecycleState>(LifecycleState.Starting())
@@ -308,20 +343,23 @@ export const make = (
     }
 
     const stdoutDone = yield* Deferred.make<void>()
-    yield* decodeFrames(proc.stdout, { trace: spec.trace === true }).pipe(
+    yield* decodeFrames(proc.frames ?? proc.stdout, { trace: spec.trace === true }).pipe(
       Stream.runForEach(route),
       Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
       Effect.forkScoped
     )
-    yield* proc.stderr.pipe(
-      Stream.decodeText(),
-      Stream.runForEach((text) => {
-        stderrTail.push(text)
-        const request = active
-        return request === undefined ? Effect.void : request.emit(KernelOutput.Stderr({ text }))
-      }),
-      Effect.forkScoped
-    )
+    const plainOutput = (bytes: Stream.Stream<Uint8Array>, toOutput: (text: string) => KernelOutput, tail: boolean) =>
+      bytes.pipe(
+        Stream.decodeText(),
+        Stream.runForEach((text) => {
+          if (tail) stderrTail.push(text)
+          const request = active
+          return request === undefined ? Effect.void : request.emit(toOutput(text))
+        }),
+        Effect.forkScoped
+      )
+    yield* plainOutput(proc.stderr, (text) => KernelOutput.Stderr({ text }), true)
+    if (proc.frames !== undefined) yield* plainOutput(proc.stdout, (text) => KernelOutput.Stdout({ text }), false)
     yield* proc.exited.pipe(
       Effect.tap(() => Effect.interruptible(Deferred.await(stdoutDone)).pipe(Effect.timeoutOption(Duration.millis(500)))),
       Effect.flatMap((exit) => dispatch(LifecycleEvent.Exited({ exit }))),

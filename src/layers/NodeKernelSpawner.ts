@@ -1,9 +1,11 @@
 /**
  * The Node implementation of `KernelSpawner` on `node:child_process`: the child runs
  * detached (its own process group), signals go to the whole group, and the scope's
- * last-resort finalizer SIGKILLs the group if the process is still alive.
+ * last-resort finalizer SIGKILLs the group if the process is still alive. A runner on the
+ * `fd3` channel gets an empty stdin and a socket at fd 3 that carries requests and frames.
  */
 import { spawn as spawnChild, type ChildProcess } from "node:child_process"
+import type { Duplex, Writable } from "node:stream"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Deferred, Effect, Layer, Stream } from "effect"
 import {
@@ -41,7 +43,7 @@ const spawnProcess = (spec: SpawnSpec) =>
           cwd: spec.cwd,
           env: { ...spec.env },
           detached: true,
-          stdio: ["pipe", "pipe", "pipe"]
+          stdio: spec.channel === "fd3" ? ["ignore", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"]
         })
       } catch (cause) {
         resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
@@ -59,7 +61,9 @@ const spawnProcess = (spec: SpawnSpec) =>
         Deferred.unsafeDone(exit, Effect.succeed(exitStatus))
       })
     })
-    child.stdin?.on("error", () => {})
+    const socket = spec.channel === "fd3" ? (child.stdio[3] as Duplex | null | undefined) ?? null : null
+    const input: Writable | null = spec.channel === "fd3" ? socket : child.stdin
+    input?.on("error", () => {})
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         if (exitStatus !== undefined) return Effect.void
@@ -70,12 +74,11 @@ const spawnProcess = (spec: SpawnSpec) =>
     const pid = child.pid!
     const write = (text: string): Effect.Effect<void, StdinClosed> =>
       Effect.async<void, StdinClosed>((resume) => {
-        const stdin = child.stdin
-        if (stdin === null || stdin.destroyed || stdin.writableEnded) {
+        if (input === null || input.destroyed || input.writableEnded) {
           resume(Effect.fail(new StdinClosed({ pid })))
           return
         }
-        stdin.write(text, (error) => resume(error ? Effect.fail(new StdinClosed({ pid })) : Effect.void))
+        input.write(text, (error) => resume(error ? Effect.fail(new StdinClosed({ pid })) : Effect.void))
       })
     const readable = (stream: NodeJS.ReadableStream | null): Stream.Stream<Uint8Array> =>
       stream === null
@@ -85,6 +88,7 @@ const spawnProcess = (spec: SpawnSpec) =>
         }).pipe(Stream.catchAllCause(() => Stream.empty))
     const handle: KernelProcess = {
       pid,
+      ...(socket === null ? {} : { frames: readable(socket) }),
       stdout: readable(child.stdout),
       stderr: readable(child.stderr),
       write,
