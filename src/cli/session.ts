@@ -6,6 +6,7 @@
 import { Effect, Layer, Stream } from "effect"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/ArtifactStore.ts"
+import type { SettingsInput } from "../services/Settings.ts"
 import { EvalTool, type EvalError, type EvalParams, type EvalResult } from "../services/EvalTool.ts"
 import { KernelRegistry, type RegistryError } from "../services/KernelRegistry.ts"
 import type { CellView } from "./cellView.ts"
@@ -19,11 +20,19 @@ import { withSpinner } from "./spinner.ts"
  */
 export const LONG_LIVED_IDLE_TTL_MS = 2 ** 31 - 1
 
-/** The eval layer from `VEYYON_*` settings; `longLived` keeps idle kernels for the life of the process. */
+/**
+ * The settings the CLI starts from, under the `VEYYON_*` variables: the JavaScript
+ * backend is off unless `VEYYON_JS=1` asks for it, since this version has no JavaScript
+ * kernel, so the tool does not offer a language it cannot run.
+ */
+export const cliSettings = (options: { readonly longLived?: boolean } = {}): SettingsInput => ({
+  eval: { js: false },
+  ...(options.longLived === true ? { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {})
+})
+
+/** The eval layer from the CLI's settings and `VEYYON_*`; `longLived` keeps idle kernels for the life of the process. */
 export const cliEvalLayer = (options: { readonly longLived?: boolean } = {}): Layer.Layer<EvalServices, CliFailure> =>
-  evalLayer(options.longLived === true ? { settings: { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } } : {}).pipe(
-    Layer.mapError(failureOf)
-  )
+  evalLayer({ settings: cliSettings(options) }).pipe(Layer.mapError(failureOf))
 
 /** Who the cells run for and where. */
 export interface CellContext {

@@ -90,7 +90,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     noStackTrace(run.stderr)
   }, SPAWN_TIMEOUT)
 
-  it("repl with piped input keeps state across cells, runs magics and survives an error", async () => {
+  it("repl with piped input keeps state across cells, runs magics, saves images and survives an error", async () => {
     const dir = tempDir("veyyon-cli-repl-")
     const input = [
       "x = 1",
@@ -104,6 +104,8 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
       "print('still here', x)",
       "%%bash",
       "echo from bash",
+      "",
+      PNG_CELL,
       ""
     ].join("\n") + "\n"
     const run = await runCli(["repl"], { env, input, cwd: dir })
@@ -116,6 +118,8 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(run.stdout).toContain("ZeroDivisionError: division by zero")
     expect(lines).toContain("still here 1")
     expect(lines).toContain("from bash")
+    const saved = /^image saved: (\S+) \[image\/png 4x4, /m.exec(run.stdout)
+    expect(fs.readFileSync(saved![1]!).subarray(0, 8)).toEqual(PNG_SIGNATURE)
     expect(lines.indexOf("2")).toBeLessThan(lines.indexOf("4"))
   }, SPAWN_TIMEOUT)
 

@@ -15,6 +15,7 @@ import { makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
 import { program } from "../../src/cli/cli.ts"
 import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
 import { cellSource, isCompleteCell } from "../../src/cli/replInput.ts"
+import { withSpinner } from "../../src/cli/spinner.ts"
 import { tempDir } from "./support.ts"
 
 describe("REPL input: when a cell is complete", () => {
@@ -179,6 +180,27 @@ describe("cell views", () => {
     expect(final.startsWith("\r\u001b[21A\u001b[J")).toBe(true)
     expect(final).toContain("line 0\n")
     expect(final).toContain("line 29\n")
+  })
+})
+
+describe("spinner", () => {
+  afterEach(() => vi.restoreAllMocks())
+
+  it("shows on stderr only for steps over 300 ms, and erases itself", async () => {
+    const writes: Array<string> = []
+    vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+      writes.push(String(chunk))
+      return true
+    })
+    await Effect.runPromise(withSpinner("working", true)(Effect.sleep("50 millis")))
+    expect(writes).toEqual([])
+    await Effect.runPromise(withSpinner("working", true)(Effect.sleep("600 millis")))
+    expect(writes[0]).toMatch(/^\r\S working$/)
+    expect(writes.length).toBeGreaterThan(2)
+    expect(writes.at(-1)).toBe("\r\u001b[K")
+    writes.length = 0
+    await Effect.runPromise(withSpinner("working", false)(Effect.sleep("400 millis")))
+    expect(writes).toEqual([])
   })
 })
 
