@@ -43,7 +43,7 @@ export interface CellContext {
 /** Starts (or, with `reset`, restarts) the session's kernel before any cell, so a start failure surfaces first. */
 export const startKernel = (
   context: CellContext,
-  options: { readonly reset?: boolean; readonly spinner?: boolean } = {}
+  options: { readonly reset?: boolean } = {}
 ): Effect.Effect<void, RegistryError, KernelRegistry> =>
   Effect.flatMap(KernelRegistry, (registry) =>
     Stream.runDrain(
@@ -55,7 +55,7 @@ export const startKernel = (
         storeHistory: false,
         reset: options.reset ?? false
       })
-    )).pipe(options.spinner === false ? (effect) => effect : withSpinner("starting the Python kernel…"))
+    )).pipe(withSpinner("starting the Python kernel…"))
 
 /** A finished cell and the files its images were written to. */
 export interface CellRun {

@@ -29,6 +29,15 @@ const PROMPT = ">>> "
 const CONTINUATION = "... "
 const EXIT_WORDS: ReadonlySet<string> = new Set(["exit", "quit", "exit()", "quit()"])
 
+/** A REPL cell's budget: the tool's maximum, since a person at the prompt stops a cell with Ctrl-C. */
+export const REPL_CELL_TIMEOUT_SECONDS = 3600
+
+/** Drops the text typed on the current line, as a terminal's Ctrl-U would. */
+const clearTypedLine = (rl: readline.Interface) => {
+  rl.write(null, { ctrl: true, name: "e" })
+  rl.write(null, { ctrl: true, name: "u" })
+}
+
 /** Lines from stdin and Ctrl-C presses as one queue; `running` gets Ctrl-C instead while a cell runs. */
 const openInput = (
   interactive: boolean,
@@ -73,7 +82,7 @@ const repl = Effect.scoped(
       Effect.gen(function*() {
         const controller = new AbortController()
         running.current = controller
-        const run = yield* runCell({ code, timeout: 3600 }, { ...context, signal: controller.signal }, makeCellView(stdoutTarget())).pipe(
+        const run = yield* runCell({ code, timeout: REPL_CELL_TIMEOUT_SECONDS }, { ...context, signal: controller.signal }, makeCellView(stdoutTarget())).pipe(
           Effect.ensuring(Effect.sync(() => (running.current = undefined)))
         )
         for (const image of run.images) yield* say(savedImageLine(image))
@@ -97,12 +106,14 @@ const repl = Effect.scoped(
         return
       }
       if (input._tag === "Interrupt") {
-        if (buffer.length === 0 && armedExit) {
+        const typed = interactive && rl.line.length > 0
+        if (buffer.length === 0 && !typed && armedExit) {
           yield* say("")
           return
         }
-        yield* say(buffer.length === 0 ? "\n(To exit, press Ctrl-C again or Ctrl-D.)" : "\nKeyboardInterrupt")
-        armedExit = buffer.length === 0
+        if (typed) clearTypedLine(rl)
+        armedExit = buffer.length === 0 && !typed
+        yield* say(armedExit ? "\n(To exit, press Ctrl-C again or Ctrl-D.)" : "\nKeyboardInterrupt")
         buffer = []
         continue
       }
