@@ -16,6 +16,7 @@ import { program } from "../../src/cli/cli.ts"
 import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
 import { cellSource, isCompleteCell } from "../../src/cli/replInput.ts"
 import { withSpinner } from "../../src/cli/spinner.ts"
+import { describeInterpreter } from "../../src/cli/commands/setup.ts"
 import { tempDir } from "./support.ts"
 
 describe("REPL input: when a cell is complete", () => {
@@ -180,6 +181,30 @@ describe("cell views", () => {
     expect(final.startsWith("\r\u001b[21A\u001b[J")).toBe(true)
     expect(final).toContain("line 0\n")
     expect(final).toContain("line 29\n")
+  })
+})
+
+describe("setup python --check report", () => {
+  it("names the executable behind a shim, the version, the rule and what was passed over", () => {
+    expect(describeInterpreter({
+      executable: "/opt/py/bin/python3.12",
+      foundAt: "/home/u/.pyenv/shims/python3",
+      rule: "PATH",
+      version: { major: 3, minor: 12, micro: 1 },
+      checked: true,
+      skipped: [
+        { rule: "VIRTUAL_ENV", target: "/gone/bin/python", outcome: "missing" },
+        { rule: "CONDA_PREFIX", target: undefined, outcome: "unset" }
+      ]
+    })).toEqual([
+      "interpreter  /opt/py/bin/python3.12",
+      "found at     /home/u/.pyenv/shims/python3",
+      "version      3.12.1",
+      "rule         PATH: python3/python on PATH",
+      "passed over  VIRTUAL_ENV: /gone/bin/python does not exist",
+      "             CONDA_PREFIX: not set",
+      "ok: eval cells will run with this interpreter."
+    ])
   })
 })
 

@@ -16,7 +16,7 @@ interface ToolResult {
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with the official MCP client", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with the official MCP client", { timeout: 90_000 }, () => {
   let client: Client
   let transport: StdioClientTransport
   let stderr = ""
@@ -51,6 +51,8 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
   }, 20_000)
 
   it("lists the eval tool with the seed's params, language narrowed to the backends it can run", async () => {
+    expect(client.getServerCapabilities()?.tools).toBeDefined()
+    expect(client.getServerVersion()?.name).toBe("veyyon")
     const { tools } = await client.listTools()
     expect(tools.map((tool) => tool.name)).toEqual(["eval"])
     const [tool] = tools
