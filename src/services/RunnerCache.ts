@@ -1,13 +1,15 @@
 /**
  * Puts the runner scripts where kernels can spawn them:
- * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.py,prelude.py}`.
+ * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.py,prelude.py}` for Python and
+ * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.mjs,prelude.mjs}` for Node (each pair
+ * in the directory named by its own hash, so one changing leaves the other's cache alone).
  *
  * The sources are read from the package's `runner/` directory on every call (they
  * are small), hashed together, and written only when the cached copy is missing or
  * differs. Each file is written to a unique temp name in the same directory and
  * renamed into place, so a reader never sees a partial file and two hosts racing
  * on the same hash both end up with the same, complete content. A missing
- * `prelude.py` counts as empty.
+ * `prelude.py` counts as empty; the Node runner needs both of its files.
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
@@ -39,14 +41,28 @@ export interface RunnerFiles {
   readonly wrote: boolean
 }
 
-/** The package does not contain the runner script. */
+/** The Node runner as written to the cache. */
+export interface JsRunnerFiles {
+  /** `<cache root>/<hash>`. */
+  readonly dir: string
+  /** The script to spawn: `node <runnerPath>`; it imports the prelude beside it. */
+  readonly runnerPath: string
+  /** The prelude's cached copy. */
+  readonly preludePath: string
+  /** Short hex sha256 over both sources. */
+  readonly hash: string
+  /** Whether this call wrote anything (false when the cache was reused). */
+  readonly wrote: boolean
+}
+
+/** The package does not contain a runner file. */
 export class RunnerSourceMissing extends Schema.TaggedError<RunnerSourceMissing>()("RunnerSourceMissing", {
   path: Schema.String,
   reason: Schema.String
 }) {
   override get message(): string {
-    return `The Python runner script ${this.path} cannot be read (${this.reason}). ` +
-      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so runner/runner.py is present.`
+    return `The runner file ${this.path} cannot be read (${this.reason}). ` +
+      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so runner/${path.basename(this.path)} is present.`
   }
 }
 
@@ -64,15 +80,22 @@ export class RunnerCacheWriteFailed extends Schema.TaggedError<RunnerCacheWriteF
 /** Everything `ensure` can fail with. */
 export type RunnerCacheError = RunnerSourceMissing | RunnerCacheWriteFailed
 
-/** The content hash of a runner and prelude pair: 16 hex chars of sha256, with the parts framed. */
+/** The content hash of named files: 16 hex chars of sha256, each part framed by its name and length. */
+export const filesHash = (files: ReadonlyArray<readonly [name: string, source: string]>): string => {
+  const hash = createHash("sha256")
+  files.forEach(([name, source], index) => {
+    hash.update(`${index === 0 ? "" : "\n"}${name} ${Buffer.byteLength(source)}\n`).update(source)
+  })
+  return hash.digest("hex").slice(0, 16)
+}
+
+/** The content hash of a Python runner and prelude pair. */
 export const runnerHash = (runnerSource: string, preludeSource: string): string =>
-  createHash("sha256")
-    .update(`runner.py ${Buffer.byteLength(runnerSource)}\n`)
-    .update(runnerSource)
-    .update(`\nprelude.py ${Buffer.byteLength(preludeSource)}\n`)
-    .update(preludeSource)
-    .digest("hex")
-    .slice(0, 16)
+  filesHash([["runner.py", runnerSource], ["prelude.py", preludeSource]])
+
+/** The content hash of a Node runner and prelude pair. */
+export const jsRunnerHash = (runnerSource: string, preludeSource: string): string =>
+  filesHash([["runner.mjs", runnerSource], ["prelude.mjs", preludeSource]])
 
 /** The nearest directory at or above `start` holding this package's package.json. */
 export const findPackageRoot = (
@@ -107,7 +130,7 @@ export const findPackageRoot = (
 
 /** Where the cache and the sources are. */
 export interface RunnerCacheOptions {
-  /** Directory holding runner.py and (optionally) prelude.py. */
+  /** Directory holding runner.py, (optionally) prelude.py, and runner.mjs with prelude.mjs. */
   readonly sourceDir: string
   /** Directory the `<hash>` directories go in. */
   readonly cacheRoot: string
@@ -115,7 +138,10 @@ export interface RunnerCacheOptions {
 
 /** The service: make sure the current runner is cached and say where. */
 export interface RunnerCacheService {
+  /** The Python runner. */
   readonly ensure: Effect.Effect<RunnerFiles, RunnerCacheError>
+  /** The Node runner. */
+  readonly ensureJs: Effect.Effect<JsRunnerFiles, RunnerCacheError>
 }
 
 const isNotFound = (error: PlatformError): boolean => error._tag === "SystemError" && error.reason === "NotFound"
@@ -180,7 +206,26 @@ export const makeRunnerCache = (
       }
     })
 
-    return { ensure }
+    const ensureJs = Effect.gen(function*() {
+      const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.mjs"), false)
+      const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.mjs"), false)
+      const hash = jsRunnerHash(runnerSource, preludeSource)
+      const dir = path.join(options.cacheRoot, hash)
+      yield* fs.makeDirectory(dir, { recursive: true }).pipe(
+        Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
+      )
+      const wrotePrelude = yield* writeAtomically(dir, "prelude.mjs", preludeSource)
+      const wroteRunner = yield* writeAtomically(dir, "runner.mjs", runnerSource)
+      return {
+        dir,
+        runnerPath: path.join(dir, "runner.mjs"),
+        preludePath: path.join(dir, "prelude.mjs"),
+        hash,
+        wrote: wrotePrelude || wroteRunner
+      }
+    })
+
+    return { ensure, ensureJs }
   })
 
 /** The default cache root: `<os tmpdir>/veyyon-python-runner`. */
@@ -193,13 +238,14 @@ export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCa
     return Layer.effect(RunnerCache, makeRunnerCache(options))
   }
 
-  /** Always answers with `answer` (files or the error), for tests of the cache's users. */
-  static fixed(answer: RunnerFiles | RunnerCacheError): Layer.Layer<RunnerCache> {
-    return Layer.succeed(RunnerCache, {
-      ensure: answer instanceof RunnerSourceMissing || answer instanceof RunnerCacheWriteFailed
-        ? Effect.fail(answer)
-        : Effect.succeed(answer)
-    })
+  /** Always answers with `answer` and `js` (files or the error; no Node runner unless given), for tests of the cache's users. */
+  static fixed(
+    answer: RunnerFiles | RunnerCacheError,
+    js: JsRunnerFiles | RunnerCacheError = new RunnerSourceMissing({ path: "runner/runner.mjs", reason: "this test layer has no Node runner" })
+  ): Layer.Layer<RunnerCache> {
+    const settle = <A>(value: A | RunnerCacheError): Effect.Effect<A, RunnerCacheError> =>
+      value instanceof RunnerSourceMissing || value instanceof RunnerCacheWriteFailed ? Effect.fail(value) : Effect.succeed(value as A)
+    return Layer.succeed(RunnerCache, { ensure: settle(answer), ensureJs: settle(js) })
   }
 
   /** Sources from this package's `runner/` directory, cache under the OS temp directory. */
@@ -215,7 +261,10 @@ export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCa
           Effect.provideService(FileSystem.FileSystem, fs)
         )
       )
-      return { ensure: Effect.flatMap(cache, (service) => service.ensure) }
+      return {
+        ensure: Effect.flatMap(cache, (service) => service.ensure),
+        ensureJs: Effect.flatMap(cache, (service) => service.ensureJs)
+      }
     })
   )
 }

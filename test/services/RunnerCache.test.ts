@@ -7,6 +7,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import {
   findPackageRoot,
+  jsRunnerHash,
   makeRunnerCache,
   RunnerCache,
   RunnerCacheWriteFailed,
@@ -160,6 +161,51 @@ describe("RunnerCache", () => {
     }))
 })
 
+describe("RunnerCache.ensureJs", () => {
+  const JS_RUNNER = "import './prelude.mjs'\n"
+  const JS_PRELUDE = "export const kv = 1\n"
+  const withJs = (runner: string | undefined, prelude: string | undefined): string => {
+    const dir = sources(RUNNER, PRELUDE)
+    if (runner !== undefined) fs.writeFileSync(path.join(dir, "runner.mjs"), runner)
+    if (prelude !== undefined) fs.writeFileSync(path.join(dir, "prelude.mjs"), prelude)
+    return dir
+  }
+
+  it.effect("writes runner.mjs and prelude.mjs together under their own hash, beside the Python pair", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const cache = yield* cacheFor(withJs(JS_RUNNER, JS_PRELUDE), root)
+      const js = yield* cache.ensureJs
+      const hash = jsRunnerHash(JS_RUNNER, JS_PRELUDE)
+      expect(js).toEqual({
+        dir: path.join(root, hash),
+        runnerPath: path.join(root, hash, "runner.mjs"),
+        preludePath: path.join(root, hash, "prelude.mjs"),
+        hash,
+        wrote: true
+      })
+      expect(fs.readdirSync(js.dir).sort()).toEqual(["prelude.mjs", "runner.mjs"])
+      expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(JS_RUNNER)
+      expect(hash).not.toBe(runnerHash(RUNNER, PRELUDE))
+      const py = yield* cache.ensure
+      expect(py.dir).not.toBe(js.dir)
+      expect((yield* cache.ensureJs).wrote).toBe(false)
+    }))
+
+  it.effect("a missing Node runner fails only ensureJs, naming the file to reinstall", () =>
+    Effect.gen(function*() {
+      const source = withJs(undefined, JS_PRELUDE)
+      const cache = yield* cacheFor(source, tempDir())
+      const error = yield* Effect.flip(cache.ensureJs)
+      expect(error).toBeInstanceOf(RunnerSourceMissing)
+      expect(error.message).toContain(path.join(source, "runner.mjs"))
+      expect(error.message).toContain("runner/runner.mjs")
+      expect((yield* cache.ensure).wrote).toBe(true)
+      const noPrelude = yield* Effect.flip((yield* cacheFor(withJs(JS_RUNNER, undefined), tempDir())).ensureJs)
+      expect(noPrelude.message).toContain("prelude.mjs")
+    }))
+})
+
 describe("RunnerCache.Live", () => {
   const here = path.dirname(fileURLToPath(import.meta.url))
   const packageRoot = path.resolve(here, "..", "..")
@@ -179,6 +225,9 @@ describe("RunnerCache.Live", () => {
       if (result._tag === "Right") {
         expect(path.dirname(result.right.dir)).toBe(path.join(os.tmpdir(), "veyyon-python-runner"))
         expect(fs.readFileSync(result.right.runnerPath, "utf8")).toBe(fs.readFileSync(runnerFile, "utf8"))
+        const js = yield* cache.ensureJs
+        expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "runner.mjs"), "utf8"))
+        expect(fs.readFileSync(js.preludePath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "prelude.mjs"), "utf8"))
       } else {
         expect(fs.existsSync(runnerFile)).toBe(false)
         expect(result.left._tag).toBe("RunnerSourceMissing")
@@ -194,5 +243,7 @@ describe("RunnerCache.fixed", () => {
       const missing = new RunnerSourceMissing({ path: "runner.py", reason: "gone" })
       const error = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensure).pipe(Effect.provide(RunnerCache.fixed(missing))))
       expect(error).toBe(missing)
+      const noJs = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensureJs).pipe(Effect.provide(RunnerCache.fixed(files))))
+      expect(noJs.message).toContain("runner/runner.mjs")
     }))
 })
