@@ -1,5 +1,7 @@
 /**
- * Owns the kernels, keyed by session, working directory and interpreter. In `session`
+ * Owns the kernels, keyed by language, session, working directory and interpreter (a
+ * Python kernel runs the resolved Python; a JavaScript kernel runs this process's own
+ * Node, so it needs no Python at all). In `session`
  * mode kernels are reference-counted and retained (shut down after an idle time-to-live
  * nobody holds them); a dead kernel is replaced before the next cell, and a kernel that
  * dies during a cell is replaced and the cell retried once. In `per-call` mode every
@@ -19,8 +21,12 @@ import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
 import { Settings } from "./Settings.ts"
 
+/** The languages the registry starts kernels for. */
+export type KernelLanguage = "py" | "js"
+
 /** Identifies one retained kernel. */
 export class KernelKey extends Data.Class<{
+  readonly language: KernelLanguage
   readonly sessionId: string
   readonly cwd: string
   readonly interpreter: string
@@ -29,6 +35,11 @@ export class KernelKey extends Data.Class<{
   /** A readable form for logs and spans. */
   get label(): string {
     return `${this.sessionId}|${this.cwd}|${this.interpreter}`
+  }
+
+  /** Whether this key's kernel belongs to `sessionId` (and, when given, `cwd` and `language`). */
+  matches(sessionId: string, cwd?: string, language?: KernelLanguage): boolean {
+    return this.sessionId === sessionId && (cwd === undefined || this.cwd === cwd) && (language === undefined || this.language === language)
   }
 }
 
@@ -50,6 +61,8 @@ export type RegistryError =
 
 /** One cell for the registry: where, for whom, and what. */
 export interface RegistryRequest extends PythonKernel.ExecuteRequest {
+  /** Default `py`. */
+  readonly language?: KernelLanguage
   readonly sessionId: string
   readonly cwd: string
   /** Replace this session's kernel for `cwd` before running. */
@@ -63,8 +76,8 @@ export const RESTART_STATUS_OP = "kernel-restart"
 export interface KernelRegistryService {
   /** Runs one cell in the kernel for the request's session, cwd and interpreter. */
   readonly execute: (request: RegistryRequest) => Stream.Stream<KernelOutput, RegistryError>
-  /** Shuts down every kernel of a session (optionally only the one for `cwd`); the next cell starts fresh. */
-  readonly reset: (sessionId: string, cwd?: string) => Effect.Effect<void>
+  /** Shuts down every kernel of a session (optionally only those for `cwd`, and of `language`); the next cell starts fresh. */
+  readonly reset: (sessionId: string, cwd?: string, language?: KernelLanguage) => Effect.Effect<void>
   /** Shuts down every kernel now. */
   readonly shutdownAll: Effect.Effect<void>
   /** The keys of the kernels alive or starting. */
@@ -98,19 +111,21 @@ const makeRegistry = Effect.gen(function*() {
 
   const startKernel = (key: KernelKey): Effect.Effect<PythonKernel.PythonKernel, RegistryError, Scope.Scope> =>
     Effect.gen(function*() {
-      const files = yield* runners.ensure
       const artifactsDir = sessionArtifactsDir(settings.artifactsDir, key.sessionId)
       yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
-      return yield* PythonKernel.make({
-        python: key.interpreter,
-        runnerPath: files.runnerPath,
+      const common = {
         cwd: key.cwd,
         env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
-        prelude: files.preludeSource,
         key: key.label,
         skipCheck: true,
         trace: process.env.VEYYON_PYTHON_IPC_TRACE === "1"
-      })
+      }
+      if (key.language === "js") {
+        const files = yield* runners.ensureJs
+        return yield* PythonKernel.make({ command: key.interpreter, args: [files.runnerPath], channel: "fd3", ...common })
+      }
+      const files = yield* runners.ensure
+      return yield* PythonKernel.make({ python: key.interpreter, runnerPath: files.runnerPath, prelude: files.preludeSource, ...common })
     }).pipe(
       Effect.provideService(KernelSpawner, spawner),
       Effect.provideService(AgentBridge, bridge),
@@ -125,8 +140,12 @@ const makeRegistry = Effect.gen(function*() {
   const keyFor = (request: RegistryRequest) =>
     Effect.gen(function*() {
       const cwd = yield* normalizeCwd(request.cwd)
+      if (request.language === "js") {
+        return new KernelKey({ language: "js", sessionId: request.sessionId, cwd, interpreter: process.execPath, venvBin: undefined })
+      }
       const interpreter = yield* runtime.resolve(cwd)
       return new KernelKey({
+        language: "py",
         sessionId: request.sessionId,
         cwd,
         interpreter: interpreter.executable,
@@ -165,11 +184,11 @@ const makeRegistry = Effect.gen(function*() {
     )
   }
 
-  const reset = (sessionId: string, cwd?: string) =>
+  const reset = (sessionId: string, cwd?: string, language?: KernelLanguage) =>
     Effect.gen(function*() {
       const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
       for (const key of yield* RcMap.keys(kernels)) {
-        if (key.sessionId === sessionId && (real === undefined || key.cwd === real)) yield* RcMap.invalidate(kernels, key)
+        if (key.matches(sessionId, real, language)) yield* RcMap.invalidate(kernels, key)
       }
     })
 

@@ -6,7 +6,8 @@ import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { KernelRegistry, RESTART_STATUS_OP, type RegistryRequest } from "../../src/services/KernelRegistry.ts"
-import { PythonRuntime } from "../../src/services/PythonRuntime.ts"
+import { KernelSpawner, type SpawnSpec } from "../../src/kernel/KernelProcess.ts"
+import { PythonRuntime, PythonUnavailable } from "../../src/services/PythonRuntime.ts"
 import { RunnerCache } from "../../src/services/RunnerCache.ts"
 import { Settings, type SettingsInput } from "../../src/services/Settings.ts"
 import { testSettings } from "../support/settings.ts"
@@ -159,6 +160,82 @@ describe("KernelRegistry (per-call mode)", () => {
       expect(done(yield* run({ code: "print b" })).executionCount).toBe(1)
       expect(spawns.records).toHaveLength(2)
       expect(allExited(spawns)).toBe(true)
+    }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("KernelRegistry (JavaScript)", () => {
+  const jsFiles = { dir: "/fake-js", runnerPath: "/fake-js/runner.mjs", preludePath: "/fake-js/prelude.mjs", hash: "def", wrote: false }
+
+  /** The registry over a scripted spawner that records what it was asked to spawn, with no usable Python. */
+  const jsSetup = () => {
+    const scripted = makeScriptedSpawner()
+    const specs: Array<SpawnSpec> = []
+    const recording = Layer.effect(
+      KernelSpawner,
+      Effect.map(KernelSpawner, (inner) => ({
+        spawn: (spec: SpawnSpec) => Effect.suspend(() => {
+          specs.push(spec)
+          return inner.spawn(spec)
+        })
+      }))
+    ).pipe(Layer.provide(scripted.layer))
+    const noPython = new PythonUnavailable({ reason: "not-found", detail: "no Python interpreter found", tried: [], fix: "install one" })
+    const deps = Layer.mergeAll(
+      recording,
+      AgentBridgeNotConfigured,
+      PythonRuntime.fixed(noPython),
+      RunnerCache.fixed(runnerFiles, jsFiles),
+      Settings.value(testSettings()),
+      Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
+    )
+    return { spawns: scripted.spawns, specs, layer: KernelRegistry.layer.pipe(Layer.provideMerge(deps)) }
+  }
+
+  it.live("spawns this process's Node on the cached runner.mjs over fd 3, without resolving Python", () => {
+    const { specs, layer } = jsSetup()
+    return Effect.gen(function*() {
+      expect(done(yield* run({ code: "print a", language: "js" })).executionCount).toBe(1)
+      expect(done(yield* run({ code: "print b", language: "js" })).executionCount).toBe(2)
+      expect(specs).toHaveLength(1)
+      expect(specs[0]).toMatchObject({ command: process.execPath, args: [jsFiles.runnerPath], channel: "fd3" })
+      expect(specs[0]!.env.VEYYON_ARTIFACTS_DIR).toContain("s1")
+      const registry = yield* KernelRegistry
+      expect((yield* registry.keys).map((key) => key.language)).toEqual(["js"])
+      const exit = yield* Effect.exit(run({ code: "print c" }))
+      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("Python backend not available")
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("keeps one kernel per language; reset and reset: true touch only the language asked for", () => {
+    const { spawns, layer } = jsSetup()
+    return Effect.gen(function*() {
+      const registry = yield* KernelRegistry
+      yield* run({ code: "print a", language: "js" })
+      yield* run({ code: "print b", language: "js", sessionId: "s2" })
+      expect(done(yield* run({ code: "print c", language: "js", reset: true })).executionCount).toBe(1)
+      expect(spawns.records).toHaveLength(3)
+      expect(spawns.records[1]!.exit).toBeUndefined()
+      yield* registry.reset("s2", undefined, "py")
+      expect(spawns.records[1]!.exit).toBeUndefined()
+      yield* registry.reset("s2", undefined, "js")
+      expect(spawns.records[1]!.exit).toBeDefined()
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a missing runner.mjs fails js cells with the reinstall hint", () => {
+    const scripted = makeScriptedSpawner()
+    const layer = KernelRegistry.layer.pipe(Layer.provideMerge(Layer.mergeAll(
+      scripted.layer,
+      AgentBridgeNotConfigured,
+      PythonRuntime.fixed(interpreter),
+      RunnerCache.fixed(runnerFiles),
+      Settings.value(testSettings())
+    )))
+    return Effect.gen(function*() {
+      const exit = yield* Effect.exit(run({ code: "print a", language: "js" }))
+      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("runner/runner.mjs")
+      expect(done(yield* run({ code: "print b" })).status).toBe("ok")
     }).pipe(Effect.provide(layer))
   })
 })
