@@ -1,5 +1,5 @@
 /**
- * veyyon-eval: a Python execution backend for coding agents. Embed `EvalLive` (or
+ * veyyon-eval: Python and JavaScript execution backends for coding agents. Embed `EvalLive` (or
  * `evalLayer(options)`) and call `EvalTool.run`, or use the kernel pieces directly.
  */
 export { EvalLive, evalLayer, type EvalLayerOptions, type EvalServices } from "./layers/EvalLive.ts"
@@ -22,6 +22,7 @@ export {
   InvalidCwd,
   KernelKey,
   KernelRegistry,
+  type KernelLanguage,
   RESTART_STATUS_OP,
   type KernelRegistryService,
   type RegistryError,
@@ -36,7 +37,7 @@ export { clampTimeoutSeconds, InvalidTimeout } from "./services/CellTimeout.ts"
 export * as PythonKernel from "./kernel/PythonKernel.ts"
 export { KernelOutput, type CellOutcome } from "./kernel/KernelOutput.ts"
 export { KernelClosed, KernelDied, KernelStartError, type KernelError } from "./kernel/KernelError.ts"
-export { KernelSpawner, type KernelProcess, type SpawnSpec } from "./kernel/KernelProcess.ts"
+export { KernelSpawner, type FrameChannel, type KernelProcess, type SpawnSpec } from "./kernel/KernelProcess.ts"
 export { KernelTimings, INTERRUPT_ESCALATION_MS, SHUTDOWN_GRACE_MS } from "./kernel/KernelTimings.ts"
 export { NodeKernelSpawnerLive } from "./layers/NodeKernelSpawner.ts"
 export { makeScriptedSpawner } from "./layers/ScriptedKernelSpawner.ts"

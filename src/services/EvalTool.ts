@@ -1,6 +1,7 @@
 /**
- * The agent-facing `eval` tool: validates the seed's params, runs one cell through the
- * registry with calls of one session never overlapping, bounds the output through the
+ * The agent-facing `eval` tool: validates the seed's params, runs one `py` or `js` cell
+ * through the registry with calls of one session never overlapping (a failing Python
+ * preflight only fails `py` cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
 import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
@@ -101,16 +102,29 @@ const LANGUAGE_NAMES: Readonly<Record<EvalLanguage, string>> = {
 const WORKSPACE_GUIDANCE =
   "Treat the kernel as your workspace: keep large intermediate results in variables instead of printing them, transform them in the kernel, reuse the helpers you defined earlier, and display only compact conclusions."
 
+const PYTHON_GUIDANCE = [
+  "Python: the value of a cell's last expression is shown (end the line with `;` to hide it); print(), display() and matplotlib figures are captured.",
+  "Python cells accept IPython-style magics: %pip, %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run, %load, %%bash, %%capture, %%writefile, !cmd and var = !cmd.",
+  "input() is not supported: pass data in code."
+]
+
+const JAVASCRIPT_GUIDANCE = [
+  "JavaScript (Node): top-level await works; `import x from \"pkg\"`, import() and require() resolve from the working directory; let/const may be declared again in a later cell.",
+  "JavaScript shows the cell's completion value as the Node REPL does (a trailing `;` does not hide it; end with `void 0` or a declaration); console.*, process.stdout and child-process output are captured; display(value) or display({\"text/html\": html}, { raw: true }) shows rich output.",
+  "JavaScript cells have kv, defs() and env(), and agent()/completion() return Promises (run several with Promise.all)."
+]
+
 /** The tool description for the enabled languages. */
 export const evalDescription = (settings: SettingsValues): string => {
-  const languages = enabledLanguages(settings).map((language) => `${language} (${LANGUAGE_NAMES[language]})`).join(", ")
+  const enabled = enabledLanguages(settings)
+  const languages = enabled.map((language) => `${language} (${LANGUAGE_NAMES[language]})`).join(", ")
   const lines = [
     `Run one code cell in a persistent kernel and get its output. Languages: ${languages || "none enabled"}.`,
     "State persists between calls: names defined in one cell are available in the next. A failing cell keeps earlier state.",
-    "The value of a cell's last expression is shown (end the line with `;` to hide it); print(), display() and matplotlib figures are captured.",
-    "Python cells accept IPython-style magics: %pip, %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run, %load, %%bash, %%capture, %%writefile, !cmd and var = !cmd.",
-    `timeout is the cell's budget in seconds (${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS}, default ${DEFAULT_TIMEOUT_SECONDS}); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel before the cell.`,
-    "input() is not supported: pass data in code. Large output is truncated and saved; the result names the artifact:// holding all of it."
+    ...(enabled.includes("py") ? PYTHON_GUIDANCE : []),
+    ...(enabled.includes("js") ? JAVASCRIPT_GUIDANCE : []),
+    `timeout is the cell's budget in seconds (${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS}, default ${DEFAULT_TIMEOUT_SECONDS}); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel for that language before the cell.`,
+    "Large output is truncated and saved; the result names the artifact:// holding all of it."
   ]
   if (settings.eval.pyWorkspace) lines.push(WORKSPACE_GUIDANCE)
   return lines.join("\n")
@@ -219,12 +233,13 @@ const makeEvalTool = Effect.gen(function*() {
   }
 
   const cellStream = (params: CheckedParams, context: EvalContext): Stream.Stream<KernelOutput, EvalError> => {
-    if (params.language !== "py") {
+    if (params.language !== "py" && params.language !== "js") {
       return Stream.fail(
         new BackendUnavailable({ language: params.language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[params.language]} kernel yet` })
       )
     }
     return registry.execute({
+      language: params.language,
       sessionId: context.sessionId,
       cwd: context.cwd,
       code: params.code,
