@@ -1205,7 +1205,8 @@ const openChannel = () => {
   }
   if (stats !== undefined && (stats.isSocket() || stats.isFIFO())) {
     channelFd = 3
-    return new net.Socket({ fd: 3, readable: true, writable: false, allowHalfOpen: true })
+    // Writable as well, or the socket counts as finished at EOF and closes fd 3 before the queued requests answer.
+    return new net.Socket({ fd: 3, readable: true, writable: true, allowHalfOpen: true })
   }
   channelFd = 1
   return process.stdin
