@@ -962,8 +962,10 @@ const userNames = () => {
   return [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
+
 const userValue = (name) => {
-  if (Object.hasOwn(globalThis, name)) return globalThis[name]
+  if (!IDENTIFIER.test(name)) return globalThis[name]
   try {
     return vm.runInThisContext(name)
   } catch {

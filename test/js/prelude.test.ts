@@ -48,13 +48,14 @@ describe("JavaScript prelude", () => {
   it.live("defs() lists what cells defined with a shape each; env() reads and sets variables", () =>
     Effect.gen(function*() {
       const kernel = yield* startJsKernel()
-      yield* run(kernel, "let rows = [1, 2, 3]\nconst label = 'x'\nvar count = 5\nfunction helper(a, b = 2) {}\nclass Model {}\nconst load = async (path) => path\nglobalThis.flag = true\nlet pending")
+      yield* run(kernel, "let rows = [1, 2, 3]\nconst label = 'x'\nvar count = 5\nfunction helper(a, b = 2) {}\nclass Model {}\nconst load = async (path) => path\nglobalThis.flag = true\nlet pending\nlet kv = 'mine'")
       const defs = resultOf(yield* run(kernel, "defs()"))
       expect(defs?.split("\n")).toEqual([
         "Model: class",
         "count: number = 5",
         "flag: boolean = true",
         "helper: function(a, b = 2)",
+        "kv: string[4]",
         "label: string[1]",
         "load: async function(path)",
         "pending: undefined",
