@@ -18,7 +18,7 @@
  *   {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
  *
  * Runner -> host, one JSON object per line:
- *   {"type": "started", "id"}
+ *   {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell)
  *   {"type": "stdout"|"stderr", "id", "data": str}
  *   {"type": "display"|"result", "id", "bundle": {mime: value}}
  *   {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}
@@ -33,8 +33,9 @@
  * (undefined: none). `import ... from "x"` statements and `import("x")` resolve from the
  * kernel's working directory; `require` does too. SIGINT stops a cell's synchronous code
  * and abandons a pending await (clearing the timers the cell set); between cells it is
- * ignored. A loop that starts after an await cannot be stopped in-process: the host then
- * kills the kernel.
+ * ignored; listeners a cell adds with process.on("SIGINT") are called by the runner. A
+ * loop that starts after an await cannot be stopped in-process: the host then kills the
+ * kernel.
  *
  * display(value, ...), display(bundle, {raw: true}), display.html/markdown/image(...):
  * a value's bundle comes from its [Symbol.for("veyyon.mimebundle")]() or toMIMEBundle()
@@ -52,6 +53,7 @@ import * as timers from "node:timers"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as util from "node:util"
 import * as vm from "node:vm"
+import { Worker } from "node:worker_threads"
 import { createPrelude } from "./prelude.mjs"
 
 export const STATUS_MIME = "application/x-veyyon-status"
@@ -1009,6 +1011,103 @@ const installGlobals = () => {
 }
 
 // ---------------------------------------------------------------------------
+// SIGINT
+//
+// vm's breakOnSigint swaps SIGINT handlers around each run: it removes the process's
+// SIGINT listeners (libuv then restores the default action) and installs Node's watchdog
+// handler, and on the way out sets the default action again before re-adding listeners. A
+// signal landing between those steps kills the process. So the runner has no SIGINT
+// listener at all, and a worker thread keeps one watchdog registered for the life of the
+// process (blocked in Atomics.wait inside a breakOnSigint script): the watchdog handler
+// then stays installed, runs on the main thread only nest inside it, and a signal goes to
+// the most recent watchdog, the cell's while its synchronous code runs, the sentinel's
+// otherwise, which tells the main thread. Listeners cells add for SIGINT are kept by the
+// runner and called from there, so they cannot disturb this.
+
+const SENTINEL_SOURCE = `
+const { parentPort } = require("node:worker_threads")
+const vm = require("node:vm")
+globalThis.sentinelCell = new Int32Array(new SharedArrayBuffer(4))
+globalThis.sentinelArmed = () => parentPort.postMessage("armed")
+const watch = new vm.Script("sentinelArmed(); Atomics.wait(sentinelCell, 0, 0)", { filename: "veyyon-runner-sigint" })
+for (;;) {
+  try {
+    watch.runInThisContext({ breakOnSigint: true })
+  } catch (error) {
+    if (!error || error.code !== "ERR_SCRIPT_EXECUTION_INTERRUPTED") throw error
+    parentPort.postMessage("sigint")
+  }
+}
+`
+
+const cellSigintListeners = []
+
+const onSigint = () => {
+  state.active?.interrupt()
+  for (const { listener } of [...cellSigintListeners]) {
+    try {
+      listener.call(process, "SIGINT")
+    } catch (error) {
+      report("Uncaught exception in a SIGINT listener", error)
+    }
+  }
+  for (let i = cellSigintListeners.length - 1; i >= 0; i--) if (cellSigintListeners[i].once) cellSigintListeners.splice(i, 1)
+}
+
+const keepSigintListeners = () => {
+  const wrap = (method, once, prepend) => {
+    const original = process[method]
+    process[method] = function (event, listener) {
+      if (event !== "SIGINT") return original.call(this, event, listener)
+      if (prepend) cellSigintListeners.unshift({ listener, once })
+      else cellSigintListeners.push({ listener, once })
+      return this
+    }
+  }
+  wrap("on", false, false)
+  wrap("addListener", false, false)
+  wrap("once", true, false)
+  wrap("prependListener", false, true)
+  wrap("prependOnceListener", true, true)
+  for (const method of ["off", "removeListener"]) {
+    const original = process[method]
+    process[method] = function (event, listener) {
+      if (event !== "SIGINT") return original.call(this, event, listener)
+      const index = cellSigintListeners.findIndex((entry) => entry.listener === listener)
+      if (index >= 0) cellSigintListeners.splice(index, 1)
+      return this
+    }
+  }
+}
+
+/** Starts the SIGINT sentinel; resolves once its watchdog is registered. */
+const startSentinel = () =>
+  new Promise((resolve) => {
+    let worker
+    try {
+      worker = new Worker(SENTINEL_SOURCE, { eval: true, stdout: false, stderr: false })
+    } catch (error) {
+      diagnose(`no SIGINT sentinel (${error?.message ?? error}); interrupts fall back to a SIGINT listener`)
+      process.on("SIGINT", onSigint)
+      resolve()
+      return
+    }
+    worker.on("message", (message) => {
+      if (message === "armed") {
+        worker.unref()
+        resolve()
+      } else if (message === "sigint") {
+        onSigint()
+      }
+    })
+    worker.on("error", (error) => {
+      diagnose(`the SIGINT sentinel failed (${error?.message ?? error}); interrupts fall back to a SIGINT listener`)
+      process.on("SIGINT", onSigint)
+      resolve()
+    })
+  })
+
+// ---------------------------------------------------------------------------
 // Requests
 
 const parseRequest = (message) => {
@@ -1102,11 +1201,11 @@ const handleRequest = async (request) => {
   state.currentId = request.id
   state.cellSeq++
   if (!request.silent && request.storeHistory) state.executionCount++
-  send({ type: "started", id: request.id })
   let interrupt
   const interrupted = new Promise((resolve) => (interrupt = () => resolve(INTERRUPTED)))
   const cell = { id: request.id, timers: new Map(), interrupt, interrupted }
   state.active = cell
+  send({ type: "started", id: request.id })
   let failure
   let cancelled = false
   try {
@@ -1238,12 +1337,14 @@ export const main = () => {
   installChildProcess()
   openInspector()
   installGlobals()
-  process.on("SIGINT", () => state.active?.interrupt())
   process.on("uncaughtException", (error) => report("Uncaught exception", error))
   process.on("unhandledRejection", (reason) => report("Unhandled promise rejection", reason))
-  readRequests(input)
   watchParent()
-  serve()
+  startSentinel().then(() => {
+    keepSigintListeners()
+    readRequests(input)
+    serve()
+  })
 }
 
 if (process.argv[1] !== undefined && pathToFileURL(path.resolve(process.argv[1])).href === import.meta.url) main()

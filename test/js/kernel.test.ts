@@ -199,6 +199,25 @@ describe("JavaScript kernel", () => {
       expect(resultOf(yield* run(kernel, "globalThis.resumed === undefined"))).toBe("true")
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
+  it.live("a cancel that comes before the cell started still interrupts it, without a kill", () =>
+    Effect.gen(function*() {
+      const kernel = yield* startJsKernel()
+      const outputs = yield* run(kernel, "await new Promise((resolve) => setTimeout(resolve, 5000))", { cancel: Effect.void })
+      expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
+      expect(yield* kernel.isAlive).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
+  it.live("a SIGINT at any moment of a cell interrupts it and never kills the kernel", () =>
+    Effect.gen(function*() {
+      const kernel = yield* startJsKernel()
+      const code = "for (let i = 0; i < 3e5; i++) {}\nawait new Promise((resolve) => setTimeout(resolve, 5))\nfor (let i = 0; i < 3e5; i++) {}\n'finished'"
+      for (let round = 0; round < 25; round++) {
+        const outputs = yield* run(kernel, code, { cancel: Effect.sleep(Duration.millis(round % 8)) })
+        expect(doneOf(outputs)).toMatchObject({ killed: false })
+      }
+      expect(resultOf(yield* run(kernel, "'alive'"))).toBe("'alive'")
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
   it.live("SIGINT between cells is ignored", () =>
     Effect.gen(function*() {
       const kernel = yield* startJsKernel()
