@@ -2,7 +2,8 @@
 
 `floor.py` serves {"id", "code"} lines, running each in one namespace and replying with
 stdout/display frames and a `done` frame. `floor.py pipe LINES` waits for one input
-line, then prints LINES lines of 1 KiB straight to the pipe: the raw pipe rate.
+line (after saying "ready" on stderr), then prints LINES lines of 1 KiB straight to
+the pipe: the raw pipe rate.
 """
 import base64
 import json
@@ -41,6 +42,8 @@ def serve():
 
 
 def pipe(lines):
+    sys.stderr.write("ready\n")
+    sys.stderr.flush()
     sys.stdin.readline()
     text = "x" * 1023
     for _ in range(lines):

@@ -38,25 +38,32 @@ export const startFloor = (python: string): Promise<Floor> =>
   new Promise((resolve, reject) => {
     const child = spawn(python, ["-u", FLOOR_SCRIPT], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
     let pending: { id: string; resolve: (frame: FloorFrame) => void; onFrame?: (frame: FloorFrame) => void } | undefined
-    let buffered = ""
+    let partial: Array<string> = []
     let next = 0
+    const onLine = (line: string) => {
+      const frame = JSON.parse(line) as FloorFrame
+      const waiter = pending
+      if (waiter === undefined) return
+      if (frame.type === "done" && frame.id === waiter.id) {
+        pending = undefined
+        waiter.resolve(frame)
+      } else {
+        waiter.onFrame?.(frame)
+      }
+    }
     child.stdout!.setEncoding("utf8")
     child.stdout!.on("data", (chunk: string) => {
-      buffered += chunk
-      let newline = buffered.indexOf("\n")
+      let start = 0
+      let newline = chunk.indexOf("\n")
       while (newline >= 0) {
-        const frame = JSON.parse(buffered.slice(0, newline)) as FloorFrame
-        buffered = buffered.slice(newline + 1)
-        newline = buffered.indexOf("\n")
-        const waiter = pending
-        if (waiter === undefined) continue
-        if (frame.type === "done" && frame.id === waiter.id) {
-          pending = undefined
-          waiter.resolve(frame)
-        } else {
-          waiter.onFrame?.(frame)
-        }
+        partial.push(chunk.slice(start, newline))
+        const line = partial.length === 1 ? partial[0]! : partial.join("")
+        partial = []
+        onLine(line)
+        start = newline + 1
+        newline = chunk.indexOf("\n", start)
       }
+      if (start < chunk.length) partial.push(chunk.slice(start))
     })
     child.stderr!.resume()
     child.once("error", reject)
@@ -87,18 +94,16 @@ export const startFloor = (python: string): Promise<Floor> =>
 /** The raw pipe rate: Python prints `lines` 1 KiB lines into a pipe Node reads. Returns bytes and milliseconds. */
 export const rawPipe = (python: string, lines: number): Promise<{ bytes: number; ms: number }> =>
   new Promise((resolve, reject) => {
-    const child = spawn(python, [FLOOR_SCRIPT, "pipe", String(lines)], { stdio: ["pipe", "pipe", "ignore"] })
+    const child = spawn(python, [FLOOR_SCRIPT, "pipe", String(lines)], { stdio: ["pipe", "pipe", "pipe"] })
     let bytes = 0
     let started = 0
     child.stdout!.on("data", (chunk: Buffer) => {
       bytes += chunk.length
     })
     child.once("error", reject)
-    child.once("spawn", () => {
-      setTimeout(() => {
-        started = performance.now()
-        child.stdin!.write("go\n")
-      }, 100)
+    child.stderr!.once("data", () => {
+      started = performance.now()
+      child.stdin!.write("go\n")
     })
     child.stdout!.once("end", () => resolve({ bytes, ms: performance.now() - started }))
   })

@@ -50,6 +50,8 @@ export interface BenchResults {
     readonly node: string
     readonly platform: string
     readonly loadAverage: { readonly start: ReadonlyArray<number>; readonly end: ReadonlyArray<number> }
+    /** `calibrate()` at the start and the end. */
+    readonly calibrationMs: { readonly start: number; readonly end: number }
   }
   readonly interpreters: { readonly veyyon: string; readonly floor: string; readonly jupyter: string }
   readonly rows: ReadonlyArray<Row>
@@ -60,6 +62,20 @@ export interface BenchResults {
 }
 
 const loadAverage = (): ReadonlyArray<number> => os.loadavg().map((n) => Math.round(n * 100) / 100)
+
+const spin = (n: number): number => {
+  let x = 0
+  for (let i = 0; i < n; i++) x += i
+  return x
+}
+
+/** Milliseconds for a fixed loop of 10^8 additions: how fast this machine was for the run (~100 ms when idle). */
+const calibrate = (): number => {
+  spin(1e6)
+  const start = performance.now()
+  spin(1e8)
+  return Math.round(performance.now() - start)
+}
 
 const describe = (interpreter: Interpreter, how: string): string => `${interpreter.version} (${how})`
 
@@ -81,6 +97,7 @@ export const runBench = async (options: BenchOptions = {}): Promise<BenchResults
   const veyyon = makeVeyyon(python.executable, dirs.artifactsDir)
   const context: BenchContext = { python, jupyter, ...dirs, veyyon, quick: options.quick === true, log }
   const start = loadAverage()
+  const calibrationStart = calibrate()
   const figures: Array<FigureResult> = []
   const failures: Array<{ id: string; error: string }> = []
   const notes: Array<string> = []
@@ -113,7 +130,8 @@ export const runBench = async (options: BenchOptions = {}): Promise<BenchResults
       memoryGiB: Math.round(os.totalmem() / 2 ** 30),
       node: process.version,
       platform: `${process.platform}-${process.arch}`,
-      loadAverage: { start, end: loadAverage() }
+      loadAverage: { start, end: loadAverage() },
+      calibrationMs: { start: calibrationStart, end: calibrate() }
     },
     interpreters: {
       veyyon: describe(python, "the real executable behind python3 on PATH; python.interpreter is set to it"),
@@ -134,9 +152,15 @@ export const runBench = async (options: BenchOptions = {}): Promise<BenchResults
 
 /** The markdown the README includes. */
 export const resultsMarkdown = (results: BenchResults): string => {
+  const m = results.machine
   const lines = [
-    `Measured ${results.generatedAt.slice(0, 10)} on ${results.machine.cpus} cores, Node ${results.machine.node}, load average ${results.machine.loadAverage.start.join(" ")} at start.`,
+    `Measured ${results.generatedAt.slice(0, 10)} on ${m.cpus} cores, Node ${m.node}; load average ${m.loadAverage.start.join(" ")} at the start, ` +
+    `${m.loadAverage.end.join(" ")} at the end; a fixed loop of 10^8 additions took ${m.calibrationMs.start} / ${m.calibrationMs.end} ms (about 100 ms on an idle core).`,
     `veyyon and the floor: ${results.interpreters.veyyon}. Jupyter: ${results.interpreters.jupyter}.`,
+    "",
+    "Columns: **veyyon** through `EvalTool.run` (rows naming `PythonKernel` use the bare kernel below the tool); " +
+    "**floor**: a ~20-line stdlib NDJSON exec loop (`bench/floor.py`) driven from Node over the same pipes (for streaming: Python printing the same lines into a pipe Node reads); " +
+    "**Jupyter**: ipykernel driven by jupyter_client's BlockingKernelClient, timed inside that client. **met** gives veyyon's value over the target's limit.",
     "",
     markdownTable(results.rows),
     "",

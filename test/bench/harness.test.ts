@@ -1,0 +1,42 @@
+import { describe, expect, it } from "@effect/vitest"
+import { FIGURES, resultsMarkdown, runBench } from "../../bench/run.ts"
+import { OPS, random } from "../../bench/soak.ts"
+import { quantile } from "../../bench/stats.ts"
+import { markdownTable, target, textTable } from "../../bench/table.ts"
+import { integrationEnabled } from "../support/python.ts"
+
+describe("bench harness modules", () => {
+  it("lists every figure once and the soak mix with positive weights", () => {
+    expect(FIGURES.map(([id]) => id)).toEqual(["roundtrip", "cold", "stream", "rich", "interrupt", "scale"])
+    expect(OPS.every((op) => op.weight > 0)).toBe(true)
+    const rand = random(7)
+    expect(Array.from({ length: 3 }, rand)).toEqual(Array.from({ length: 3 }, random(7)))
+  })
+
+  it("renders rows with a met column that states the ratio", () => {
+    const rows = [
+      { figure: "1", measure: "p50", unit: "us", veyyon: 300, floor: 100, jupyter: null, target: target("<= 2x floor", 300, 200, "at-most") },
+      { figure: "3", measure: "rate", unit: "MB/s", veyyon: 80, floor: 100, jupyter: 5, target: target(">= 50%", 80, 50, "at-least") }
+    ]
+    expect(markdownTable(rows).split("\n")).toHaveLength(4)
+    expect(markdownTable(rows)).toContain("no (1.5x of limit 200 us)")
+    expect(textTable(rows)).toContain("yes (1.6x of limit 50 MB/s)")
+    expect(quantile([5, 1, 3, 2, 4], 0.5)).toBe(3)
+  })
+})
+
+describe.skipIf(!integrationEnabled())("bench harness, tiny run", () => {
+  it("measures the round trip side by side and reports it in the results shape", async () => {
+    const results = await runBench({ quick: true, only: ["roundtrip"], jupyter: false, log: () => {} })
+    expect(results.failures).toEqual([])
+    expect(results.rows.map((r) => r.measure)).toContain("p50, EvalTool.run")
+    for (const row of results.rows) {
+      expect(row.veyyon).toBeGreaterThan(0)
+      expect(row.floor).toBeGreaterThan(0)
+      expect(row.jupyter).toBeNull()
+    }
+    expect(results.summary.targets).toBe(1)
+    expect(JSON.stringify(results)).not.toContain(process.env.HOME ?? "\0")
+    expect(resultsMarkdown(results)).toContain("| figure |")
+  }, 20_000)
+})
