@@ -1022,14 +1022,27 @@ const installGlobals = () => {
 // then stays installed, runs on the main thread only nest inside it, and a signal goes to
 // the most recent watchdog, the cell's while its synchronous code runs, the sentinel's
 // otherwise, which tells the main thread. Listeners cells add for SIGINT are kept by the
-// runner and called from there, so they cannot disturb this.
+// runner and called from there, so they cannot disturb this. The sentinel also checks once
+// a second that the host is alive, so a kernel busy in a cell still ends with its host.
 
 const SENTINEL_SOURCE = `
-const { parentPort } = require("node:worker_threads")
+const { parentPort, workerData } = require("node:worker_threads")
 const vm = require("node:vm")
 globalThis.sentinelCell = new Int32Array(new SharedArrayBuffer(4))
 globalThis.sentinelArmed = () => parentPort.postMessage("armed")
-const watch = new vm.Script("sentinelArmed(); Atomics.wait(sentinelCell, 0, 0)", { filename: "veyyon-runner-sigint" })
+globalThis.hostAlive = () => {
+  try {
+    process.kill(workerData.host, 0)
+    return true
+  } catch (error) {
+    return error.code !== "ESRCH"
+  }
+}
+globalThis.endKernel = () => process.kill(process.pid, "SIGKILL")
+const watch = new vm.Script(
+  "sentinelArmed(); for (;;) { Atomics.wait(sentinelCell, 0, 0, 1000); if (!hostAlive()) endKernel() }",
+  { filename: "veyyon-runner-sigint" }
+)
 for (;;) {
   try {
     watch.runInThisContext({ breakOnSigint: true })
@@ -1080,15 +1093,20 @@ const keepSigintListeners = () => {
   }
 }
 
-/** Starts the SIGINT sentinel; resolves once its watchdog is registered. */
+const fallBack = () => {
+  process.on("SIGINT", onSigint)
+  watchParent()
+}
+
+/** Starts the SIGINT sentinel, which also ends the kernel when the host is gone; resolves once its watchdog is registered. */
 const startSentinel = () =>
   new Promise((resolve) => {
     let worker
     try {
-      worker = new Worker(SENTINEL_SOURCE, { eval: true, stdout: false, stderr: false })
+      worker = new Worker(SENTINEL_SOURCE, { eval: true, stdout: false, stderr: false, workerData: { host: process.ppid } })
     } catch (error) {
       diagnose(`no SIGINT sentinel (${error?.message ?? error}); interrupts fall back to a SIGINT listener`)
-      process.on("SIGINT", onSigint)
+      fallBack()
       resolve()
       return
     }
@@ -1102,7 +1120,7 @@ const startSentinel = () =>
     })
     worker.on("error", (error) => {
       diagnose(`the SIGINT sentinel failed (${error?.message ?? error}); interrupts fall back to a SIGINT listener`)
-      process.on("SIGINT", onSigint)
+      fallBack()
       resolve()
     })
   })
@@ -1339,7 +1357,6 @@ export const main = () => {
   installGlobals()
   process.on("uncaughtException", (error) => report("Uncaught exception", error))
   process.on("unhandledRejection", (reason) => report("Unhandled promise rejection", reason))
-  watchParent()
   startSentinel().then(() => {
     keepSigintListeners()
     readRequests(input)

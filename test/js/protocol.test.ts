@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process"
 import type { Duplex } from "node:stream"
 import { afterEach, describe, expect, it } from "vitest"
+import { isRunning, waitUntil } from "../support/process.ts"
 import { jsRunnerPath, loadRunner } from "./support.ts"
 
 interface Frame {
@@ -83,6 +84,25 @@ describe("runner.mjs protocol", () => {
     runner.socket.end()
     expect(await runner.exited).toBe(0)
     expect(runner.frames.map((f) => f.type)).toEqual(["started", "stdout", "result", "done"])
+  })
+})
+
+describe("runner.mjs and its host", () => {
+  it("ends when its host dies, even while a cell is busy", async () => {
+    const host = `
+      const { spawn } = require("node:child_process")
+      const runner = spawn(process.execPath, [${JSON.stringify(jsRunnerPath)}], { stdio: ["ignore", "ignore", "ignore", "pipe"], detached: true })
+      runner.stdio[3].write(JSON.stringify({ id: "busy", code: "while (true) {}", silent: false, storeHistory: true }) + "\\n")
+      runner.stdio[3].on("data", (chunk) => { if (String(chunk).includes("started")) console.log(runner.pid) })
+    `
+    const parent = spawn(process.execPath, ["-e", host], { stdio: ["ignore", "pipe", "inherit"] })
+    children.push(parent)
+    const pid = await new Promise<number>((resolve) => parent.stdout!.once("data", (chunk) => resolve(Number(String(chunk).trim()))))
+    expect(isRunning(pid)).toBe(true)
+    parent.kill("SIGKILL")
+    const gone = await waitUntil(() => !isRunning(pid), 4000)
+    if (!gone) process.kill(pid, "SIGKILL")
+    expect(gone).toBe(true)
   })
 })
 
