@@ -32,10 +32,15 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as util from "node:util"
 
+/** The most names defs() lists. */
 export const DEFS_LIMIT = 200
+/** The longest kv key, in code points. */
 export const KV_KEY_MAX = 256
+/** The most bytes one kv value's JSON may have (256 KiB). */
 export const KV_VALUE_MAX = 256 * 1024
+/** The most bytes all kv entry files together may have (4 MiB). */
 export const KV_STORE_MAX = 4 * 1024 * 1024
+/** The scheme of the handle agent(..., { handle: true }) returns. */
 export const AGENT_SCHEME = "agent://"
 
 const KV_FILE = /^[0-9a-f]{64}\.json$/

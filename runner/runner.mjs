@@ -56,7 +56,9 @@ import * as vm from "node:vm"
 import { Worker } from "node:worker_threads"
 import { createPrelude } from "./prelude.mjs"
 
+/** The MIME type under which status events travel in display bundles. */
 export const STATUS_MIME = "application/x-veyyon-status"
+/** The method a value defines to give display() its own MIME bundle. */
 export const MIME_HOOK = Symbol.for("veyyon.mimebundle")
 const CHUNK_CHARS = 64 * 1024
 const MAX_PLAIN_CHARS = 1_000_000
@@ -742,13 +744,25 @@ const importers = new Map()
 let requireDir
 let currentRequire
 
+const resolveFrom = (dir, specifier) => {
+  if (specifier.startsWith("node:") || specifier.includes(":")) return specifier
+  try {
+    return pathToFileURL(createRequire(path.join(dir, "[cell]")).resolve(specifier)).href
+  } catch {
+    return specifier
+  }
+}
+
 const importerFor = (dir) => {
   let importer = importers.get(dir)
   if (importer === undefined) {
-    importer = new vm.Script("(specifier, options) => import(specifier, options)", {
-      filename: path.join(dir, "[cell]"),
-      importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER
-    }).runInThisContext()
+    const loader = vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER
+    importer = loader === undefined
+      ? (specifier, options) => import(resolveFrom(dir, String(specifier)), options)
+      : new vm.Script("(specifier, options) => import(specifier, options)", {
+        filename: path.join(dir, "[cell]"),
+        importModuleDynamically: loader
+      }).runInThisContext()
     importers.set(dir, importer)
   }
   return importer
