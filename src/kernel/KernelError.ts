@@ -13,7 +13,7 @@ export class KernelStartError extends Data.TaggedError("KernelStartError")<{
   readonly stderr: string
 }> {
   override get message(): string {
-    return `the Python kernel did not start: ${this.reason}${stderrNote(this.stderr)}`
+    return `the kernel did not start: ${this.reason}${stderrNote(this.stderr)}`
   }
 }
 
@@ -23,14 +23,14 @@ export class KernelDied extends Data.TaggedError("KernelDied")<{
   readonly stderr: string
 }> {
   override get message(): string {
-    return `the Python kernel exited unexpectedly (${describeExit(this.exit)})${stderrNote(this.stderr)}`
+    return `the kernel exited unexpectedly (${describeExit(this.exit)})${stderrNote(this.stderr)}`
   }
 }
 
 /** The kernel was shut down (by its owner or after a kill) and runs no more cells. */
 export class KernelClosed extends Data.TaggedError("KernelClosed")<{ readonly reason: string }> {
   override get message(): string {
-    return `the Python kernel is closed: ${this.reason}`
+    return `the kernel is closed: ${this.reason}`
   }
 }
 

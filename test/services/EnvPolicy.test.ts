@@ -51,6 +51,11 @@ describe("EnvPolicy", () => {
     expect(filterHostEnv(host)).toEqual(host)
   })
 
+  it("keeps what numeric libraries and the JavaScript kernel need", () => {
+    const host = { OPENBLAS_CORETYPE: "Haswell", OPENBLAS_L2_SIZE: "1048576", NODE_PATH: "/n", NODE_EXTRA_CA_CERTS: "/ca.pem" }
+    expect(filterHostEnv(host)).toEqual(host)
+  })
+
   it("keeps the allowed prefix families", () => {
     const host = { LC_ALL: "C", XDG_CACHE_HOME: "/c", VEYYON_PY: "1", PIP_INDEX_URL: "https://pypi.example" }
     expect(filterHostEnv(host)).toEqual(host)
