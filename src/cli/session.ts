@@ -3,6 +3,7 @@
  * starting the kernel up front (with a spinner when that is slow), and running one cell
  * into a view with its images saved.
  */
+import { Options } from "@effect/cli"
 import { Effect, Layer, Stream } from "effect"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/ArtifactStore.ts"
@@ -20,24 +21,31 @@ import { withSpinner } from "./spinner.ts"
  */
 export const LONG_LIVED_IDLE_TTL_MS = 2 ** 31 - 1
 
-/**
- * The settings the CLI starts from, under the `VEYYON_*` variables: the JavaScript
- * backend is off unless `VEYYON_JS=1` asks for it, since this version has no JavaScript
- * kernel, so the tool does not offer a language it cannot run.
- */
-export const cliSettings = (options: { readonly longLived?: boolean } = {}): SettingsInput => ({
-  eval: { js: false },
-  ...(options.longLived === true ? { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {})
-})
+/** The settings the CLI starts from, under the `VEYYON_*` variables; `longLived` keeps idle kernels. */
+export const cliSettings = (options: { readonly longLived?: boolean } = {}): SettingsInput =>
+  options.longLived === true ? { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {}
 
 /** The eval layer from the CLI's settings and `VEYYON_*`; `longLived` keeps idle kernels for the life of the process. */
 export const cliEvalLayer = (options: { readonly longLived?: boolean } = {}): Layer.Layer<EvalServices, CliFailure> =>
   evalLayer({ settings: cliSettings(options) }).pipe(Layer.mapError(failureOf))
 
-/** Who the cells run for and where. */
+/** The languages the CLI runs cells in. */
+export type CliLanguage = "py" | "js"
+
+/** The kernel names shown while one starts. */
+export const KERNEL_NAMES: Readonly<Record<CliLanguage, string>> = { py: "Python", js: "JavaScript" }
+
+/** The `--language py|js` option of the commands that run cells. */
+export const languageOption = Options.choice("language", ["py", "js"] as const).pipe(
+  Options.withDescription("The cells' language: py (Python, the default) or js (JavaScript)."),
+  Options.withDefault("py" as const)
+)
+
+/** Who the cells run for, where, and in which language (Python unless said otherwise). */
 export interface CellContext {
   readonly sessionId: string
   readonly cwd: string
+  readonly language?: CliLanguage
 }
 
 /** Starts (or, with `reset`, restarts) the session's kernel before any cell, so a start failure surfaces first. */
@@ -48,6 +56,7 @@ export const startKernel = (
   Effect.flatMap(KernelRegistry, (registry) =>
     Stream.runDrain(
       registry.execute({
+        language: context.language ?? "py",
         sessionId: context.sessionId,
         cwd: context.cwd,
         code: "",
@@ -55,7 +64,7 @@ export const startKernel = (
         storeHistory: false,
         reset: options.reset ?? false
       })
-    )).pipe(withSpinner("starting the Python kernel…"))
+    )).pipe(withSpinner(`starting the ${KERNEL_NAMES[context.language ?? "py"]} kernel…`))
 
 /** A finished cell and the files its images were written to. */
 export interface CellRun {
@@ -65,7 +74,7 @@ export interface CellRun {
   readonly imageProblem?: string
 }
 
-/** Runs one Python cell into `view` (when given) and saves its images. */
+/** Runs one cell into `view` (when given) and saves its images. */
 export const runCell = (
   params: Omit<EvalParams, "language">,
   context: CellContext & { readonly signal?: AbortSignal },
@@ -73,8 +82,9 @@ export const runCell = (
 ): Effect.Effect<CellRun, EvalError, EvalTool | ArtifactStore> =>
   Effect.gen(function*() {
     const tool = yield* EvalTool
-    const result = yield* tool.run({ language: "py", ...params }, {
-      ...context,
+    const { language = "py", ...where } = context
+    const result = yield* tool.run({ language, ...params }, {
+      ...where,
       ...(view === undefined ? {} : { onEvent: view.onEvent })
     }).pipe(
       Effect.tapError(() => Effect.sync(() => view?.abandon())),

@@ -90,6 +90,16 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     noStackTrace(run.stderr)
   }, SPAWN_TIMEOUT)
 
+  it("--language js runs JavaScript cells, in eval and in a repl that keeps state, even without Python", async () => {
+    const noPython = { ...env, VEYYON_PYTHON_INTERPRETER: "/no/such/python" }
+    const single = await runCli(["eval", "--language", "js", "[1, 2, 3].map((x) => x * 2)"], { env: noPython })
+    expect(single.code).toBe(0)
+    expect(single.stdout).toContain("[ 2, 4, 6 ]")
+    const repl = await runCli(["repl", "--language", "js"], { env: noPython, input: "let x = 20\nx + 22\n" })
+    expect(repl.code).toBe(0)
+    expect(repl.stdout.trim()).toBe("42")
+  }, SPAWN_TIMEOUT)
+
   it("repl with piped input keeps state across cells, runs magics, saves images and survives an error", async () => {
     const dir = tempDir("veyyon-cli-repl-")
     const input = [

@@ -1,5 +1,5 @@
 /**
- * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json]`:
+ * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json] [--language py|js]`:
  * runs one cell in a fresh kernel and prints its output as it streams, or the
  * `EvalResult` as JSON. Exits 0 when the cell ran cleanly, 1 when it raised, was
  * cancelled (Ctrl-C) or timed out, 2 on bad usage or input, 3 when no backend can run.
@@ -12,7 +12,7 @@ import { parseTimeout, readCode, readProcessStdin } from "../cellInput.ts"
 import { cellExitCode, CliFailure, ExitCode, failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
-import { type CellRun, cliEvalLayer, runCell, startKernel } from "../session.ts"
+import { type CellRun, cliEvalLayer, languageOption, runCell, startKernel } from "../session.ts"
 
 /** The session id `veyyon eval` uses unless `--session` says otherwise. */
 export const DEFAULT_EVAL_SESSION = "cli"
@@ -61,7 +61,7 @@ const printImages = (run: CellRun) =>
 /** The `eval` command. */
 export const evalCommand = Command.make(
   "eval",
-  { code, file, timeout, reset, cwd, session, json },
+  { code, file, timeout, reset, cwd, session, json, language: languageOption },
   (flags) =>
     Effect.gen(function*() {
       const source = yield* readCode({
@@ -74,7 +74,8 @@ export const evalCommand = Command.make(
       if (budget.note !== undefined) process.stderr.write(`veyyon: ${budget.note}\n`)
       const context = {
         sessionId: flags.session,
-        cwd: path.resolve(Option.getOrElse(flags.cwd, () => process.cwd()))
+        cwd: path.resolve(Option.getOrElse(flags.cwd, () => process.cwd())),
+        language: flags.language
       }
       const run = yield* Effect.scoped(
         Effect.gen(function*() {

@@ -16,7 +16,7 @@ import { failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
 import { cellSource, isCompleteCell } from "../replInput.ts"
-import { type CellContext, cliEvalLayer, runCell, startKernel } from "../session.ts"
+import { type CellContext, type CliLanguage, cliEvalLayer, KERNEL_NAMES, languageOption, runCell, startKernel } from "../session.ts"
 
 type ReplInput = Data.TaggedEnum<{
   Line: { readonly line: string }
@@ -69,14 +69,14 @@ const openInput = (
 
 const say = (text: string) => Effect.sync(() => process.stdout.write(text + "\n"))
 
-const repl = Effect.scoped(
+const repl = (language: CliLanguage) => Effect.scoped(
   Effect.gen(function*() {
     const interactive = process.stdin.isTTY === true
-    const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd() }
+    const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd(), language }
     const running: { current: AbortController | undefined } = { current: undefined }
     yield* startKernel(context).pipe(Effect.mapError(failureOf))
     const { inputs, rl } = yield* openInput(interactive, running)
-    if (interactive) yield* say("Python kernel ready. Ctrl-C interrupts a cell; Ctrl-D or a second Ctrl-C at an empty prompt exits.")
+    if (interactive) yield* say(`${KERNEL_NAMES[language]} kernel ready. Ctrl-C interrupts a cell; Ctrl-D or a second Ctrl-C at an empty prompt exits.`)
 
     const runSource = (code: string) =>
       Effect.gen(function*() {
@@ -129,8 +129,8 @@ const repl = Effect.scoped(
 ).pipe(Effect.provide(cliEvalLayer({ longLived: true })))
 
 /** The `repl` command. */
-export const replCommand = Command.make("repl", {}, () => repl).pipe(
+export const replCommand = Command.make("repl", { language: languageOption }, ({ language }) => repl(language)).pipe(
   Command.withDescription(
-    "Interactive Python in one kernel, state kept. Ctrl-C interrupts a cell; Ctrl-D exits."
+    "Interactive Python (or, with --language js, JavaScript) in one kernel, state kept. Ctrl-C interrupts a cell; Ctrl-D exits."
   )
 )
