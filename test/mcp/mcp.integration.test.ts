@@ -62,7 +62,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
       type: "object",
       required: ["language", "code"],
       properties: {
-        language: { type: "string", enum: ["py"] },
+        language: { type: "string", enum: ["py", "js"] },
         code: { type: "string" },
         title: { type: "string" },
         timeout: { type: "number", minimum: 1, maximum: 3600 },
