@@ -40,6 +40,26 @@ export const runJupyter = <A>(context: BenchContext, figure: string, params: unk
   })
 }
 
+/** Runs a Jupyter figure when Jupyter is available; on a skip or a failure, notes why and gives undefined. */
+export const tryJupyter = async <A>(
+  context: BenchContext,
+  notes: Array<string>,
+  figure: string,
+  params: unknown,
+  timeoutMs?: number
+): Promise<A | undefined> => {
+  if (!hasJupyter(context)) {
+    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
+    return undefined
+  }
+  try {
+    return await runJupyter<A>(context, figure, params, timeoutMs)
+  } catch (error) {
+    notes.push(`Jupyter column missing: ${error instanceof Error ? error.message : String(error)}`)
+    return undefined
+  }
+}
+
 const isJupyterKernel = (pid: number): boolean => {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("ipykernel")

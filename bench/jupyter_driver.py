@@ -186,7 +186,17 @@ def scale(params):
     base = rss(os.getpid())
     began = time.perf_counter()
     managers = [launch() for _ in range(params["kernels"])]
-    kernels = [(manager, connect(manager, timeout=600)) for manager in managers]
+    kernels = []
+    restarts = 0
+    for manager in managers:
+        try:
+            kernels.append((manager, connect(manager, timeout=600)))
+        except RuntimeError:
+            restarts += 1
+            manager.shutdown_kernel(now=True)
+            MANAGERS.remove(manager)
+            replacement = launch()
+            kernels.append((replacement, connect(replacement, timeout=600)))
     started_ms = (time.perf_counter() - began) * 1000
     try:
         time.sleep(params["settleMs"] / 1000)
@@ -203,7 +213,7 @@ def scale(params):
                     errors += message["content"]["status"] != "ok"
                     break
         cell_ms = (time.perf_counter() - began) * 1000
-        return {"startMs": started_ms, "cellMs": cell_ms, "errors": errors, "kernelRss": rss_values,
+        return {"startMs": started_ms, "cellMs": cell_ms, "errors": errors, "restarts": restarts, "kernelRss": rss_values,
                 "kernelPss": pss_values, "clientRssGrowth": rss(os.getpid()) - base}
     finally:
         for manager, client in kernels:

@@ -3,9 +3,9 @@
  * 20, against the interpreter's own `python -c pass`, the floor and Jupyter.
  */
 import { Effect } from "effect"
-import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
-import { runJupyter } from "../jupyter.ts"
+import { tryJupyter } from "../jupyter.ts"
 import { pythonPass } from "../spawn.ts"
 import { median } from "../stats.ts"
 import { target, type Row } from "../table.ts"
@@ -57,14 +57,9 @@ export const cold = async (context: BenchContext): Promise<FigureResult> => {
       )
     )
   )
-  let jupyter: Array<number> | undefined
-  let jupyterPass: Array<number> | undefined
-  if (hasJupyter(context)) {
-    jupyterPass = await repeat(runs, () => pythonPass((context.jupyter as { executable: string }).executable))
-    jupyter = (await runJupyter<{ samplesMs: Array<number> }>(context, "cold", { runs })).samplesMs
-  } else {
-    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
-  }
+  const jupyterPython = "executable" in context.jupyter ? context.jupyter.executable : undefined
+  const jupyterPass = jupyterPython === undefined ? undefined : await repeat(runs, () => pythonPass(jupyterPython))
+  const jupyter = (await tryJupyter<{ samplesMs: Array<number> }>(context, notes, "cold", { runs }))?.samplesMs
   const passMedian = median(pass)
   const m = (samples: ReadonlyArray<number> | undefined) => (samples === undefined ? null : median(samples))
   const rows: Array<Row> = [

@@ -3,9 +3,9 @@
  * cell's `done`, for a sleeping cell and a busy loop; median.
  */
 import { Deferred, Effect, Stream } from "effect"
-import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
-import { runJupyter } from "../jupyter.ts"
+import { tryJupyter } from "../jupyter.ts"
 import { median } from "../stats.ts"
 import { target, type Row } from "../table.ts"
 import { rawKernel, runCell } from "../veyyon.ts"
@@ -116,16 +116,11 @@ export const interrupt = async (context: BenchContext): Promise<FigureResult> =>
   }
   const raw = await rawSamples(context, runs)
   const floor = await floorSamples(context.python.executable, runs)
-  let jupyter: Record<CellName, Array<number>> | undefined
-  if (hasJupyter(context)) {
-    jupyter = (await runJupyter<{ samplesMs: Record<CellName, Array<number>> }>(context, "interrupt", {
-      runs,
-      settleMs: SETTLE_MS,
-      cells: INTERRUPT_CELLS
-    })).samplesMs
-  } else {
-    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
-  }
+  const jupyter = (await tryJupyter<{ samplesMs: Record<CellName, Array<number>> }>(context, notes, "interrupt", {
+    runs,
+    settleMs: SETTLE_MS,
+    cells: INTERRUPT_CELLS
+  }))?.samplesMs
   const rows: Array<Row> = []
   for (const name of Object.keys(INTERRUPT_CELLS) as Array<CellName>) {
     const value = median(tool[name]!)

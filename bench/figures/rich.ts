@@ -1,9 +1,9 @@
 /**
  * Figure 4: 100 displays of a 1 MiB PNG, MB/s of PNG bytes delivered to the host.
  */
-import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
-import { runJupyter } from "../jupyter.ts"
+import { tryJupyter } from "../jupyter.ts"
 import type { Row } from "../table.ts"
 import { runCell } from "../veyyon.ts"
 
@@ -53,17 +53,11 @@ export const rich = async (context: BenchContext): Promise<FigureResult> => {
   )
   const toolMs = performance.now() - start
   if (toolCount !== count) notes.push(`veyyon delivered ${toolCount} of ${count} displays`)
-  let jupyter: { bytes: number; count: number; ms: number } | undefined
-  if (hasJupyter(context)) {
-    const measured = await runJupyter<{ bytes: number; count: number; ms: number }>(context, "rich", {
-      setup: PNG_SETUP,
-      code: `for _ in range(${count}):\n    display(Image(data=PNG))`
-    })
-    if (measured.count !== count) notes.push(`Jupyter delivered ${measured.count} of ${count} displays`)
-    jupyter = measured
-  } else {
-    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
-  }
+  const jupyter = await tryJupyter<{ bytes: number; count: number; ms: number }>(context, notes, "rich", {
+    setup: PNG_SETUP,
+    code: `for _ in range(${count}):\n    display(Image(data=PNG))`
+  })
+  if (jupyter !== undefined && jupyter.count !== count) notes.push(`Jupyter delivered ${jupyter.count} of ${count} displays`)
   const rate = (ms: number) => (count * pngBytes) / 1e6 / (ms / 1000)
   const rows: Array<Row> = [
     {

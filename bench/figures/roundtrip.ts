@@ -3,9 +3,9 @@
  * `EvalTool.run` and through the bare `PythonKernel.execute`, against the floor and Jupyter.
  */
 import { Effect } from "effect"
-import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
-import { runJupyter } from "../jupyter.ts"
+import { tryJupyter } from "../jupyter.ts"
 import { quantile } from "../stats.ts"
 import { target, type Row } from "../table.ts"
 import { rawExecute, rawKernel, runCell } from "../veyyon.ts"
@@ -57,14 +57,9 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
       )
     )
   )
-  let jupyter: Array<number> | undefined
-  if (hasJupyter(context)) {
-    jupyter = (await runJupyter<{ samplesMs: Array<number> }>(context, "roundtrip", { warmup, cells, code: CODE })).samplesMs.map(
-      (ms) => ms * 1000
-    )
-  } else {
-    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
-  }
+  const jupyter = (await tryJupyter<{ samplesMs: Array<number> }>(context, notes, "roundtrip", { warmup, cells, code: CODE }))?.samplesMs.map(
+    (ms) => ms * 1000
+  )
   const p = (samples: ReadonlyArray<number> | undefined, q: number) => (samples === undefined ? null : quantile(samples, q))
   const floorP50 = p(floor, 0.5)!
   const rows: Array<Row> = [

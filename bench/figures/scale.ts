@@ -5,9 +5,9 @@
 import * as fs from "node:fs"
 import { Effect } from "effect"
 import { sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
-import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor, type Floor } from "../floor.ts"
-import { runJupyter } from "../jupyter.ts"
+import { tryJupyter } from "../jupyter.ts"
 import { descendants, hostRss, pssOf, rssOf } from "../procs.ts"
 import { median, mib } from "../stats.ts"
 import type { Row } from "../table.ts"
@@ -106,14 +106,16 @@ export const scale = async (context: BenchContext): Promise<FigureResult> => {
   const tool = await veyyonScale(context, kernels)
   if (tool.alive !== kernels) notes.push(`found ${tool.alive} of ${kernels} veyyon kernel processes`)
   const floor = await floorScale(context.python.executable, kernels)
-  let jupyter:
-    | { startMs: number; cellMs: number; errors: number; kernelRss: Array<number>; kernelPss: Array<number>; clientRssGrowth: number }
-    | undefined
-  if (hasJupyter(context)) {
-    jupyter = await runJupyter(context, "scale", { kernels, settleMs: SETTLE_MS, code: "x = 1" }, 600_000)
-  } else {
-    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
-  }
+  const jupyter = await tryJupyter<{
+    startMs: number
+    cellMs: number
+    errors: number
+    restarts: number
+    kernelRss: Array<number>
+    kernelPss: Array<number>
+    clientRssGrowth: number
+  }>(context, notes, "scale", { kernels, settleMs: SETTLE_MS, code: "x = 1" }, 600_000)
+  if (jupyter !== undefined && jupyter.restarts > 0) notes.push(`${jupyter.restarts} Jupyter kernel(s) died during start-up and were started again`)
   const figure = `6 scale (${kernels} kernels)`
   const rows: Array<Row> = [
     { figure, measure: "kernel RSS per idle kernel, median", unit: "MiB", veyyon: mib(median(tool.memory.rss)), floor: mib(median(floor.memory.rss)), jupyter: jupyter === undefined ? null : mib(median(jupyter.kernelRss)) },

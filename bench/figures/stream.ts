@@ -3,9 +3,9 @@
  * bare kernel, against the floor's raw pipe rate and Jupyter; and the host's RSS growth.
  */
 import { Effect, Stream } from "effect"
-import { hasJupyter, jupyterSkipReason, type BenchContext, type FigureResult } from "../context.ts"
+import type { BenchContext, FigureResult } from "../context.ts"
 import { rawPipe } from "../floor.ts"
-import { runJupyter } from "../jupyter.ts"
+import { tryJupyter } from "../jupyter.ts"
 import { hostRss } from "../procs.ts"
 import { mib } from "../stats.ts"
 import { target, type Row } from "../table.ts"
@@ -64,12 +64,7 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
       })
     )
   )
-  let jupyter: { bytes: number; ms: number; clientRssGrowth: number } | undefined
-  if (hasJupyter(context)) {
-    jupyter = await runJupyter(context, "stream", { code: code(lines) })
-  } else {
-    notes.push(`Jupyter skipped: ${jupyterSkipReason(context)}`)
-  }
+  const jupyter = await tryJupyter<{ bytes: number; ms: number; clientRssGrowth: number }>(context, notes, "stream", { code: code(lines) })
   const rate = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000)
   const floorRate = rate(floor.bytes, floor.ms)
   const size = `${Math.round(lines / 1024)} MiB`
