@@ -220,6 +220,8 @@ const kvCheck = async (veyyon: VeyyonRuntime, sessionId: string, cwd: string, ke
   }
 }
 
+let activeMarker: string | undefined
+
 /** What a soak run found. */
 export interface SoakSummary {
   readonly passed: number
@@ -242,6 +244,7 @@ export const soak = async (options: { readonly seconds: number; readonly seed: n
   const cwd = path.join(scratch, "work")
   fs.mkdirSync(cwd, { recursive: true })
   const marker = `VEYYON_ARTIFACTS_DIR=${artifactsDir}`
+  activeMarker = marker
   const rand = random(options.seed)
   const tally: Tally = { passed: 0, failed: 0, failures: [], byOp: {} }
   const veyyon = makeVeyyon(python.executable, artifactsDir)
@@ -313,7 +316,16 @@ const main = async () => {
   process.exitCode = summary.failed > 0 ? 1 : 0
 }
 
+const stopOnSignal = (signal: NodeJS.Signals) =>
+  process.once(signal, () => {
+    killAll([...new Set([...descendants().filter(isPython), ...(activeMarker === undefined ? [] : withEnvironment(activeMarker))])])
+    console.log("soak: 0 passed, 1 failed")
+    process.exit(130)
+  })
+
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  stopOnSignal("SIGINT")
+  stopOnSignal("SIGTERM")
   main().catch((error) => {
     console.error(error)
     console.log("soak: 0 passed, 1 failed")
