@@ -3,7 +3,7 @@
  * bridge call is in flight. Pauses nest; the resume that brings them to zero starts a
  * fresh full window. Output never extends the budget.
  */
-import { Deferred, Duration, Effect, FiberHandle, type Scope } from "effect"
+import { Deferred, Duration, Effect, Fiber, type Scope } from "effect"
 
 /** A running watchdog for one cell. */
 export interface CellWatchdog {
@@ -17,32 +17,42 @@ export interface CellWatchdog {
   readonly pauses: Effect.Effect<number>
 }
 
-/** Starts a watchdog with `budget`; closing the scope disarms it. */
-export const make = (budget: Duration.DurationInput): Effect.Effect<CellWatchdog, never, Scope.Scope> =>
+/**
+ * Starts a watchdog with `budget`; `onExpire` runs once when it runs out. Closing the
+ * scope disarms it. Pause and resume complete without suspending, so calls from
+ * different fibers cannot interleave inside them.
+ */
+export const make = (
+  budget: Duration.DurationInput,
+  onExpire: Effect.Effect<void> = Effect.void
+): Effect.Effect<CellWatchdog, never, Scope.Scope> =>
   Effect.gen(function*() {
     const window = Duration.decode(budget)
     const expired = yield* Deferred.make<void>()
-    const timer = yield* FiberHandle.make<void, never>()
-    const lock = yield* Effect.makeSemaphore(1)
+    const scope = yield* Effect.scope
     let pauses = 0
-    const arm = FiberHandle.run(timer, Effect.sleep(window).pipe(Effect.zipRight(Deferred.succeed(expired, undefined))))
+    let timer: Fiber.RuntimeFiber<void> | undefined
+    const ring = Effect.zipRight(Deferred.succeed(expired, undefined), onExpire)
+    const arm = Effect.map(Effect.forkIn(Effect.zipRight(Effect.sleep(window), ring), scope), (fiber) => {
+      timer = fiber
+    })
+    const disarm = Effect.suspend(() => {
+      const fiber = timer
+      timer = undefined
+      return fiber === undefined ? Effect.void : Fiber.interruptFork(fiber)
+    })
     yield* arm
     return {
-      pause: lock.withPermits(1)(
-        Effect.suspend(() => {
-          pauses++
-          return pauses === 1 ? FiberHandle.clear(timer) : Effect.void
-        })
-      ),
-      resume: lock.withPermits(1)(
-        Effect.suspend(() => {
-          if (pauses === 0) return Effect.void
-          pauses--
-          return pauses === 0 ? Effect.asVoid(arm) : Effect.void
-        })
-      ),
+      pause: Effect.suspend(() => {
+        pauses++
+        return pauses === 1 ? disarm : Effect.void
+      }),
+      resume: Effect.suspend(() => {
+        if (pauses === 0) return Effect.void
+        pauses--
+        return pauses === 0 ? arm : Effect.void
+      }),
       expired: Deferred.await(expired),
       pauses: Effect.sync(() => pauses)
     }
   })
-

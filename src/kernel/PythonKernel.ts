@@ -134,9 +134,20 @@ interface ActiveRequest {
   /** Completes when the runner says the cell began; only then does SIGINT reach it. */
   readonly started: Deferred.Deferred<void>
   readonly done: Deferred.Deferred<DoneFrame, KernelError>
+  /** Whichever comes first: the cell's `done`, or a reason to stop it (timeout, cancel). */
+  readonly first: Deferred.Deferred<FirstEvent, KernelError>
   readonly bridges: FiberSet.FiberSet
   watchdog: CellWatchdog.CellWatchdog | undefined
 }
+
+type FirstEvent =
+  | { readonly _tag: "finished"; readonly frame: DoneFrame }
+  | { readonly _tag: "stop"; readonly reason: InterruptReason }
+
+const stopBecause = (reason: InterruptReason): FirstEvent => ({ _tag: "stop", reason })
+
+const failRequest = (request: ActiveRequest, error: KernelError) =>
+  Effect.zipRight(Deferred.fail(request.done, error), Deferred.fail(request.first, error))
 
 const MAILBOX_CAPACITY = 64
 
@@ -203,8 +214,8 @@ export const make = (
         const request = active
         if (request === undefined || request.id !== requestId) return Effect.void
         return DeathCause.$match(cause, {
-          Exited: ({ exit }) => Deferred.fail(request.done, new KernelDied({ exit, stderr: stderrTail.text() })),
-          Shutdown: () => Deferred.fail(request.done, new KernelClosed({ reason: "it was shut down while the cell ran" })),
+          Exited: ({ exit }) => failRequest(request, new KernelDied({ exit, stderr: stderrTail.text() })),
+          Shutdown: () => failRequest(request, new KernelClosed({ reason: "it was shut down while the cell ran" })),
           Killed: () => Effect.void
         })
       })
@@ -230,7 +241,7 @@ export const make = (
           }
         }
         yield* proc.signal("SIGKILL")
-      }).pipe(Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid } }))
+      }).pipe(Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false }))
 
     const shutdownOnce = yield* Effect.cached(
       Effect.uninterruptible(
@@ -333,10 +344,11 @@ export const make = (
           return Effect.zipRight(control, request.emit(KernelOutput.Status(status)))
         }
         case "done":
-          return Effect.zipRight(
+          return Effect.all([
             dispatch(LifecycleEvent.Done({ requestId: frame.id })),
-            Deferred.succeed(request.done, frame)
-          )
+            Deferred.succeed(request.done, frame),
+            Deferred.succeed(request.first, { _tag: "finished", frame })
+          ], { discard: true })
         case "bridge":
           return FiberSet.run(request.bridges, onBridge(request, frame)).pipe(Effect.asVoid)
       }
@@ -373,6 +385,7 @@ export const make = (
           emit,
           started: yield* Deferred.make<void>(),
           done: yield* Deferred.make<DoneFrame, KernelError>(),
+          first: yield* Deferred.make<FirstEvent, KernelError>(),
           bridges: yield* FiberSet.make(),
           watchdog: undefined
         }
@@ -448,7 +461,7 @@ export const make = (
             stderr: stderrTail.text()
           })
       }),
-      Effect.withSpan("kernel.start", { attributes: { "kernel.key": label, "kernel.pid": proc.pid } })
+      Effect.withSpan("kernel.start", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false })
     )
     yield* dispatch(LifecycleEvent.Ready())
 
@@ -478,7 +491,7 @@ export const make = (
         yield* dispatch(LifecycleEvent.EscalationTimeout({ requestId: request.id }))
         yield* shutdownOnce
         return { frame: undefined, notice: killedNotice(reason, timeoutSeconds, timings.interruptEscalation) }
-      }).pipe(Effect.withSpan("kernel.interrupt", { attributes: { "kernel.key": label, reason } }))
+      }).pipe(Effect.withSpan("kernel.interrupt", { attributes: { "kernel.key": label, reason }, captureStackTrace: false }))
 
     const drive = (
       request: ActiveRequest,
@@ -488,14 +501,7 @@ export const make = (
       bytes: { count: number }
     ) =>
       Effect.gen(function*() {
-        const watchdogExpired = request.watchdog?.expired.pipe(Effect.as("timeout" as const)) ?? Effect.never
-        const cancelled = req.cancel?.pipe(Effect.as("cancel" as const)) ?? Effect.never
-        const first = yield* Deferred.await(request.done).pipe(
-          Effect.map((frame) => ({ _tag: "finished" as const, frame })),
-          Effect.raceFirst(
-            Effect.raceFirst(watchdogExpired, cancelled).pipe(Effect.map((reason) => ({ _tag: "stop" as const, reason })))
-          )
-        )
+        const first = yield* Deferred.await(request.first)
         const { frame, notice } =
           first._tag === "finished"
             ? { frame: first.frame, notice: undefined }
@@ -532,7 +538,8 @@ export const make = (
           }
           if (isTerminal(state)) return yield* new KernelClosed({ reason: "it was shut down" })
           const span = yield* Effect.makeSpanScoped("kernel.execute", {
-            attributes: { "kernel.key": label, "kernel.pid": proc.pid }
+            attributes: { "kernel.key": label, "kernel.pid": proc.pid },
+            captureStackTrace: false
           })
           const mailbox = yield* Mailbox.make<KernelOutput, KernelError>({ capacity: MAILBOX_CAPACITY })
           const bytes = { count: 0 }
@@ -549,7 +556,15 @@ export const make = (
             })
           )
           yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))
-          if (req.timeoutSeconds !== undefined) request.watchdog = yield* CellWatchdog.make(Duration.seconds(req.timeoutSeconds))
+          if (req.timeoutSeconds !== undefined) {
+            request.watchdog = yield* CellWatchdog.make(
+              Duration.seconds(req.timeoutSeconds),
+              Effect.asVoid(Deferred.succeed(request.first, stopBecause("timeout")))
+            )
+          }
+          if (req.cancel !== undefined) {
+            yield* Effect.forkScoped(Effect.zipRight(req.cancel, Deferred.succeed(request.first, stopBecause("cancel"))))
+          }
           yield* write(
             new ExecuteRequestFrame({
               id: request.id,
@@ -559,7 +574,10 @@ export const make = (
               ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
               ...(req.env === undefined ? {} : { env: { ...req.env } })
             })
-          ).pipe(Effect.tapError(() => Deferred.fail(request.done, new KernelClosed({ reason: "its process no longer reads requests" }))), Effect.ignore)
+          ).pipe(
+            Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
+            Effect.ignore
+          )
           yield* Effect.forkScoped(drive(request, mailbox, req, span, bytes))
           return Mailbox.toStream(mailbox)
         })

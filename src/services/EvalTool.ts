@@ -10,7 +10,7 @@ import { KernelOutput as Output } from "../kernel/KernelOutput.ts"
 import { outputImages } from "../render/OutputText.ts"
 import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
-import { ArtifactStore, type ArtifactDirUnavailable } from "./ArtifactStore.ts"
+import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "./ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
 import { KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
 import type { SinkOutput, Truncation } from "./OutputSink.ts"
@@ -222,6 +222,13 @@ const makeEvalTool = Effect.gen(function*() {
   const registry = yield* KernelRegistry
   const sinks = yield* OutputSink
   const artifacts = yield* ArtifactStore
+  const sessionStores = new Map<string, ArtifactStoreService>()
+  const sessionStore = (sessionId: string) => {
+    const known = sessionStores.get(sessionId)
+    return known !== undefined
+      ? Effect.succeed(known)
+      : Effect.tap(artifacts.forSession(sessionId), (store) => Effect.sync(() => sessionStores.set(sessionId, store)))
+  }
   const sessionLocks = new Map<string, Effect.Semaphore>()
   const lockFor = (sessionId: string) => {
     let lock = sessionLocks.get(sessionId)
@@ -255,7 +262,7 @@ const makeEvalTool = Effect.gen(function*() {
         Either.mapLeft((error) => (error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error))
       )
       const started = Date.now()
-      const store = yield* artifacts.forSession(context.sessionId)
+      const store = yield* sessionStore(context.sessionId)
       const onEvent = context.onEvent
       const result = yield* sinks.collect(cellStream(params, context), {
         store,
@@ -290,7 +297,7 @@ const makeEvalTool = Effect.gen(function*() {
         ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
         durationMs: Date.now() - started
       } satisfies EvalResult
-    }).pipe(lockFor(context.sessionId).withPermits(1), Effect.withSpan("eval.run", { attributes: { "eval.session": context.sessionId } }))
+    }).pipe(lockFor(context.sessionId).withPermits(1), Effect.withSpan("eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }))
 
   return {
     definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
