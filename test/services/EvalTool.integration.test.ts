@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
+import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const python = findPython()
@@ -99,6 +100,22 @@ describe.skipIf(!integrationEnabled() || python === undefined)("EvalTool with a 
     const result = await run({ language: "py", code: "import os\nos.environ.get('OPENAI_API_KEY', 'absent')" }, "t-env")
     expect(result.text).toBe("'absent'")
   })
+
+  it("runs 16 sessions x 20 cells concurrently, each seeing only its own state", async () => {
+    const sessions = Array.from({ length: 16 }, (_, i) => `many-${i}`)
+    await Promise.all(
+      sessions.map(async (sessionId) => {
+        await run({ language: "py", code: `me = ${JSON.stringify(sessionId)}\nseen = []` }, sessionId)
+        for (let cell = 0; cell < 20; cell++) {
+          const result = await run({ language: "py", code: `seen.append(${cell})\nprint(me, len(seen))` }, sessionId)
+          expect(result.text).toBe(`${sessionId} ${cell + 1}`)
+        }
+      })
+    )
+    for (const sessionId of sessions) {
+      await runtime.runPromise(Effect.flatMap(KernelRegistry, (registry) => registry.reset(sessionId)))
+    }
+  }, 120_000)
 
   it("validates cwd before running", async () => {
     const exit = await runtime.runPromiseExit(
