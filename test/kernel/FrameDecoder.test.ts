@@ -1,5 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Logger, LogLevel, Stream } from "effect"
+import { Chunk, Effect, Either, FastCheck, Logger, LogLevel, Schema, Stream } from "effect"
+import {
+  BridgeResultFrame,
+  decodeRunnerLine,
+  encodeHostLine,
+  ExecuteRequestFrame,
+  ExitRequestFrame,
+  HostFrame,
+  RunnerFrame
+} from "../../src/kernel/Frame.ts"
 import { decodeFrames } from "../../src/kernel/FrameDecoder.ts"
 
 const bytes = (...parts: Array<string>) => Stream.fromIterable(parts.map((p) => new TextEncoder().encode(p)))
@@ -44,4 +53,57 @@ describe("decodeFrames", () => {
       const frames = yield* decodeFrames(bytes('{"type":"started","id":"r9"}')).pipe(Stream.runCollect)
       expect(Chunk.size(frames)).toBe(1)
     }))
+})
+
+describe("decodeRunnerLine", () => {
+  const schemaDecode = Schema.decodeUnknownEither(Schema.parseJson(RunnerFrame))
+  const text = FastCheck.string({ unit: "binary" })
+  const anyValue = FastCheck.oneof(text, FastCheck.integer(), FastCheck.boolean(), FastCheck.constant(null), FastCheck.constant(undefined))
+  const frameLike = FastCheck.record(
+    {
+      type: FastCheck.constantFrom("stdout", "stderr", "started", "done", "display", "nope"),
+      id: FastCheck.oneof(text, FastCheck.integer()),
+      data: FastCheck.oneof(text, anyValue),
+      status: FastCheck.oneof(FastCheck.constantFrom("ok", "error", "maybe"), anyValue),
+      executionCount: FastCheck.oneof(FastCheck.integer(), anyValue),
+      cancelled: anyValue,
+      extra: anyValue
+    },
+    { requiredKeys: ["type"] }
+  )
+
+  it.prop("agrees with the schema on every frame-like line, hot path or not", [frameLike], ([frame]) => {
+    const line = JSON.stringify(frame)
+    const fast = decodeRunnerLine(line)
+    const slow = schemaDecode(line)
+    expect(Either.isRight(fast)).toBe(Either.isRight(slow))
+    if (Either.isRight(fast) && Either.isRight(slow)) {
+      expect({ ...fast.right }).toEqual({ ...slow.right })
+      expect(fast.right.constructor).toBe(slow.right.constructor)
+    }
+  })
+
+  it("reports a line that is not JSON with the schema's message", () => {
+    const result = decodeRunnerLine("{not json")
+    expect(Either.isLeft(result)).toBe(true)
+  })
+})
+
+describe("encodeHostLine", () => {
+  it("writes exactly the schema's encoding, one line", () => {
+    const encode = Schema.encodeSync(HostFrame)
+    const frames = [
+      new ExecuteRequestFrame({ id: "r1", code: "x = 1\n", silent: false, storeHistory: true }),
+      new ExecuteRequestFrame({ id: "r2", code: "", silent: true, storeHistory: false, cwd: "/tmp", env: { A: "1" } }),
+      new ExitRequestFrame({ type: "exit" }),
+      new BridgeResultFrame({ type: "bridge_result", callId: "c1", ok: true, value: { text: "é\u2028", n: [1, null] } }),
+      new BridgeResultFrame({ type: "bridge_result", callId: "c2", ok: false, error: { name: "N", message: "m" } })
+    ]
+    for (const frame of frames) {
+      const line = encodeHostLine(frame)
+      expect(line.endsWith("\n")).toBe(true)
+      expect(line.slice(0, -1)).not.toContain("\n")
+      expect(JSON.parse(line)).toEqual(encode(frame))
+    }
+  })
 })
