@@ -164,25 +164,31 @@ const makeRegistry = Effect.gen(function*() {
   const attempt = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
     Stream.unwrapScoped(Effect.map(liveKernel(key), (kernel) => kernel.execute(request)))
 
-  const sessionExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
-    attempt(key, request).pipe(
+  const retryOnceAfterDeath = (
+    run: Stream.Stream<KernelOutput, RegistryError>,
+    replace: Effect.Effect<void>
+  ): Stream.Stream<KernelOutput, RegistryError> =>
+    run.pipe(
       Stream.catchTag("KernelDied", (died) =>
         Stream.unwrap(
-          Effect.as(RcMap.invalidate(kernels, key), Stream.make(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } })).pipe(
-            Stream.concat(attempt(key, request))
-          ))
+          Effect.as(
+            replace,
+            Stream.make(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } })).pipe(
+              Stream.concat(run)
+            )
+          )
         )
       )
     )
 
-  const perCallExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> => {
-    const once = Stream.unwrapScoped(Effect.map(startKernel(key), (kernel) => kernel.execute(request)))
-    return once.pipe(
-      Stream.catchTag("KernelDied", (died) =>
-        Stream.make(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } })).pipe(Stream.concat(once))
-      )
+  const sessionExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
+    retryOnceAfterDeath(attempt(key, request), RcMap.invalidate(kernels, key))
+
+  const perCallExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
+    retryOnceAfterDeath(
+      Stream.unwrapScoped(Effect.map(startKernel(key), (kernel) => kernel.execute(request))),
+      Effect.void
     )
-  }
 
   const reset = (sessionId: string, cwd?: string, language?: KernelLanguage) =>
     Effect.gen(function*() {
