@@ -7,7 +7,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
-import type { EvalResult } from "../../src/services/EvalTool.ts"
 import { InvalidCwd } from "../../src/services/KernelRegistry.ts"
 import { PythonUnavailable } from "../../src/services/PythonRuntime.ts"
 import { parseTimeout, readCode, type CodeSources } from "../../src/cli/cellInput.ts"
@@ -18,6 +17,7 @@ import { cellSource, isCompleteCell } from "../../src/cli/replInput.ts"
 import { withSpinner } from "../../src/cli/spinner.ts"
 import { describeInterpreter } from "../../src/cli/commands/setup.ts"
 import { tempDir } from "./support.ts"
+import { evalResult } from "../support/evalResult.ts"
 
 describe("REPL input: when a cell is complete", () => {
   const complete = (text: string) => isCompleteCell(text.split("\n"))
@@ -125,20 +125,7 @@ describe("exit codes", () => {
   })
 })
 
-const result = (over: Partial<EvalResult>): EvalResult => ({
-  language: "py",
-  status: "ok",
-  cancelled: false,
-  timedOut: false,
-  killed: false,
-  executionCount: 1,
-  outputs: [],
-  text: "",
-  images: [],
-  artifactIds: [],
-  durationMs: 1,
-  ...over
-})
+const result = evalResult
 
 const recordingTarget = (live: boolean): ViewTarget & { readonly written: () => string } => {
   let text = ""

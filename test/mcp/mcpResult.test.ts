@@ -9,24 +9,12 @@ import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import type { EvalResult } from "../../src/services/EvalTool.ts"
 import { InvalidEvalParams } from "../../src/services/EvalTool.ts"
 import { cellToolResult, failureToolResult, NO_OUTPUT_TEXT, structuredResult } from "../../src/cli/mcpResult.ts"
+import { evalResult } from "../support/evalResult.ts"
 
 const PNG_1X1 =
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
 
-const result = (over: Partial<EvalResult>): EvalResult => ({
-  language: "py",
-  status: "ok",
-  cancelled: false,
-  timedOut: false,
-  killed: false,
-  executionCount: 3,
-  outputs: [],
-  text: "",
-  images: [],
-  artifactIds: [],
-  durationMs: 5,
-  ...over
-})
+const result = (over: Partial<EvalResult>): EvalResult => evalResult({ executionCount: 3, durationMs: 5, ...over })
 
 const encode = Schema.encodeSync(CallToolResult)
 

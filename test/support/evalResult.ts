@@ -1,0 +1,20 @@
+/**
+ * EvalResult values for tests of what consumes them (renderers, CLI views, MCP results).
+ */
+import type { EvalResult } from "../../src/services/EvalTool.ts"
+
+/** A finished, clean Python cell with nothing in it, with `over` applied. */
+export const evalResult = (over: Partial<EvalResult> = {}): EvalResult => ({
+  language: "py",
+  status: "ok",
+  cancelled: false,
+  timedOut: false,
+  killed: false,
+  executionCount: 1,
+  outputs: [],
+  text: "",
+  images: [],
+  artifactIds: [],
+  durationMs: 1,
+  ...over
+})
