@@ -59,11 +59,13 @@ import os
 import re
 import sys
 import threading
+import time
 import types
 
 MODULE_NAME = "veyyon_prelude"
 EXPORTS = ("agent", "completion", "parallel", "kv", "defs", "env", "_emit_status")
 PARALLEL_LIMIT = 8
+PARALLEL_STOP_SECONDS = 2.0
 DEFS_LIMIT = 200
 KV_KEY_MAX = 256
 KV_VALUE_MAX = 256 * 1024
@@ -428,6 +430,10 @@ def _run_concurrently(calls, results, group, limit):
             thread.join()
     except BaseException:
         stop.set()
+        _runtime().cancel_bridge_calls(request_id, "parallel() was interrupted")
+        deadline = time.monotonic() + PARALLEL_STOP_SECONDS
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
         raise
 
 

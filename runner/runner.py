@@ -827,15 +827,15 @@ def _resolve_bridge(message):
     call.event.set()
 
 
-def _abandon_bridge_calls(request_id):
-    """Resume and fail the bridge calls a finished request left open, so pauses stay balanced."""
+def cancel_bridge_calls(request_id, reason="the cell ended before the host answered"):
+    """Resume and fail request_id's open bridge calls with BridgeCancelled(reason), so pauses stay balanced."""
     with _bridge_lock:
         calls = [c for c in _bridge_calls.values() if c.request_id == request_id and not c.resumed]
         for call in calls:
             call.resumed = True
     for call in calls:
         _bridge_status(call, "resume")
-        call.error = ("BridgeCancelled", "the cell ended before the host answered")
+        call.error = ("BridgeCancelled", reason)
         call.event.set()
 
 
@@ -2194,7 +2194,7 @@ def _finish_request(request, failure, before):
         _diagnose("finishing request %r failed: %s: %s" % (request.id, type(exc).__name__, exc))
     finally:
         if _bridge_calls:
-            _abandon_bridge_calls(request.id)
+            cancel_bridge_calls(request.id)
         _send_raw('{"type":"done","id":%s,"status":"%s","executionCount":%d,"cancelled":%s}\n' % (
             _json_string(request.id), "error" if failure is not None else "ok", st.execution_count,
             "true" if failure is not None and st.interrupted else "false"))
@@ -2235,7 +2235,7 @@ def _serve(requests):
 
 
 _RUNTIME_EXPORTS = (
-    "emit_status", "bridge_call", "BridgeError", "display", "mime_bundle", "current_request_id",
+    "emit_status", "bridge_call", "cancel_bridge_calls", "BridgeError", "display", "mime_bundle", "current_request_id",
     "execution_count", "user_namespace", "user_names", "protected_names", "register_line_magic",
     "register_cell_magic", "run_process", "system", "getoutput", "transform", "SList", "CapturedIO",
     "CapturedOutput", "UsageError", "TimeitResult", "line_magic", "cell_magic", "misplaced_cell_magic",
