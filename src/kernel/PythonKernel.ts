@@ -16,10 +16,8 @@ import {
   FiberSet,
   Mailbox,
   Option,
-  Ref,
-  type Scope,
-  Stream,
-  type Tracer
+  Scope,
+  Stream
 } from "effect"
 import { AgentBridge, type AgentBridgeError } from "../services/AgentBridge.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
@@ -35,7 +33,7 @@ import {
   STATUS_MIME
 } from "./Frame.ts"
 import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
-import { KernelOutput } from "./KernelOutput.ts"
+import { type CellOutcome, KernelOutput } from "./KernelOutput.ts"
 import {
   describeExit,
   type FrameChannel,
@@ -53,6 +51,7 @@ import {
   LifecycleState,
   transition
 } from "./Lifecycle.ts"
+import { withSpanWhenTraced } from "./Spans.ts"
 import { StderrTail } from "./StderrTail.ts"
 
 /** A Python runner, spawned as `<python> -u <runnerPath>`. */
@@ -116,7 +115,9 @@ export interface ExecuteRequest {
 /** A running kernel. */
 export interface PythonKernel {
   readonly pid: number
-  /** Runs one cell; callers queue and never interleave. The stream ends with `Done`. */
+  /** Runs one cell, handing each output to `onOutput` in order; callers queue and never interleave. */
+  readonly run: (request: ExecuteRequest, onOutput: OutputHandler) => Effect.Effect<CellOutcome, KernelError>
+  /** `run` as a stream of outputs ending with `Done`. */
   readonly execute: (request: ExecuteRequest) => Stream.Stream<KernelOutput, KernelError>
   /** The lifecycle state now. */
   readonly state: Effect.Effect<LifecycleState>
@@ -136,7 +137,10 @@ interface ActiveRequest {
   readonly done: Deferred.Deferred<DoneFrame, KernelError>
   /** Whichever comes first: the cell's `done`, or a reason to stop it (timeout, cancel). */
   readonly first: Deferred.Deferred<FirstEvent, KernelError>
-  readonly bridges: FiberSet.FiberSet
+  /** The cell's scope: its bridge calls run in it and end with it. */
+  readonly scope: Scope.Scope
+  /** Made at the first bridge call. */
+  bridges: FiberSet.FiberSet | undefined
   watchdog: CellWatchdog.CellWatchdog | undefined
 }
 
@@ -165,6 +169,49 @@ const killedNotice = (reason: InterruptReason, seconds: number | undefined, esca
   const why = reason === "timeout" && seconds !== undefined ? `eval cell timed out after ${seconds}s` : "eval cell was cancelled"
   return `${why}; the kernel did not stop within ${Duration.format(escalation)} of SIGINT and was killed. The next call starts a fresh kernel; earlier state is gone.`
 }
+
+/** Receives a running cell's outputs one at a time; the next waits until it completes. */
+export type OutputHandler = (output: KernelOutput) => Effect.Effect<void>
+
+const annotateSpan = (requestId: string, outcome: CellOutcome, outputBytes: number) =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    Effect.sync(() => {
+      if (span._tag === "None") return
+      span.value.attribute("kernel.request_id", requestId)
+      span.value.attribute("kernel.status", outcome.status)
+      span.value.attribute("kernel.execution_count", outcome.executionCount)
+      span.value.attribute("kernel.cancelled", outcome.cancelled)
+      span.value.attribute("kernel.timed_out", outcome.timedOut)
+      span.value.attribute("kernel.killed", outcome.killed)
+      span.value.attribute("kernel.output_bytes", outputBytes)
+    }))
+
+const executeFrame = (id: string, req: ExecuteRequest): ExecuteRequestFrame =>
+  new ExecuteRequestFrame({
+    id,
+    code: req.code,
+    silent: req.silent ?? false,
+    storeHistory: req.storeHistory ?? true,
+    ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
+    ...(req.env === undefined ? {} : { env: { ...req.env } })
+  })
+
+/** A cell run with an output handler, as a stream of its outputs ending with `Done`. */
+export const streamOf = <E, R>(
+  start: (onOutput: OutputHandler) => Effect.Effect<CellOutcome, E, R>
+): Stream.Stream<KernelOutput, E, R> =>
+  Stream.unwrapScoped(
+    Effect.gen(function*() {
+      const mailbox = yield* Mailbox.make<KernelOutput, E>({ capacity: MAILBOX_CAPACITY })
+      yield* Effect.addFinalizer(() => mailbox.shutdown)
+      yield* start((output) => Effect.asVoid(mailbox.offer(output))).pipe(
+        Effect.flatMap((outcome) => Effect.zipRight(mailbox.offer(KernelOutput.Done(outcome)), mailbox.end)),
+        Effect.catchAll((error) => mailbox.fail(error)),
+        Effect.forkScoped
+      )
+      return Mailbox.toStream(mailbox)
+    })
+  )
 
 const checkExecutable = (spec: KernelSpec): Effect.Effect<void, KernelStartError> => {
   const executable = spec.command ?? spec.python
@@ -195,7 +242,7 @@ export const make = (
       .spawn({ ...launchOf(spec), cwd: spec.cwd, env: spec.env })
       .pipe(Effect.mapError((error) => new KernelStartError({ reason: error.message, stderr: "" })))
 
-    const lifecycle = yield* Ref.make<LifecycleState>(LifecycleState.Starting())
+    let lifecycle: LifecycleState = LifecycleState.Starting()
     const deadSignal = yield* Deferred.make<DeathCause>()
     const stderrTail = new StderrTail()
     let active: ActiveRequest | undefined
@@ -254,25 +301,24 @@ export const make = (
       )
     )
 
+    const actionEffect = (action: ReturnType<typeof transition>["actions"][number]): Effect.Effect<void> => {
+      switch (action._tag) {
+        case "SendSigint":
+          return proc.signal("SIGINT")
+        case "FailActive":
+          return failActive(action.requestId, action.cause)
+        case "Escalate":
+          return Effect.void
+      }
+    }
+
     const dispatch = (event: LifecycleEvent): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        const next = yield* Ref.modify(lifecycle, (state) => {
-          const result = transition(state, event)
-          return [result, result.state] as const
-        })
-        for (const action of next.actions) {
-          switch (action._tag) {
-            case "SendSigint":
-              yield* proc.signal("SIGINT")
-              break
-            case "FailActive":
-              yield* failActive(action.requestId, action.cause)
-              break
-            case "Escalate":
-              break
-          }
-        }
-        if (next.state._tag === "Dead") yield* Deferred.succeed(deadSignal, next.state.cause)
+      Effect.suspend(() => {
+        const next = transition(lifecycle, event)
+        lifecycle = next.state
+        const effects = next.actions.map(actionEffect)
+        if (next.state._tag === "Dead") effects.push(Effect.asVoid(Deferred.succeed(deadSignal, next.state.cause)))
+        return effects.length === 0 ? Effect.void : Effect.all(effects, { discard: true })
       })
 
     yield* Effect.addFinalizer(() => shutdownOnce)
@@ -350,7 +396,11 @@ export const make = (
             Deferred.succeed(request.first, { _tag: "finished", frame })
           ], { discard: true })
         case "bridge":
-          return FiberSet.run(request.bridges, onBridge(request, frame)).pipe(Effect.asVoid)
+          return Effect.suspend(() =>
+            request.bridges === undefined
+              ? Effect.tap(Scope.extend(FiberSet.make(), request.scope), (set) => Effect.sync(() => request.bridges = set))
+              : Effect.succeed(request.bridges)
+          ).pipe(Effect.flatMap((set) => FiberSet.run(set, onBridge(request, frame))), Effect.asVoid)
       }
     }
 
@@ -378,15 +428,16 @@ export const make = (
       Effect.forkScoped
     )
 
-    const begin = (emit: (output: KernelOutput) => Effect.Effect<void>) =>
+    const begin = (first: Deferred.Deferred<FirstEvent, KernelError>, emit: (output: KernelOutput) => Effect.Effect<void>) =>
       Effect.gen(function*() {
         const request: ActiveRequest = {
           id: `r${++nextId}`,
           emit,
           started: yield* Deferred.make<void>(),
           done: yield* Deferred.make<DoneFrame, KernelError>(),
-          first: yield* Deferred.make<FirstEvent, KernelError>(),
-          bridges: yield* FiberSet.make(),
+          first,
+          scope: yield* Effect.scope,
+          bridges: undefined,
           watchdog: undefined
         }
         active = request
@@ -402,7 +453,7 @@ export const make = (
       Effect.scoped(
         Effect.gen(function*() {
           const errors: Array<string> = []
-          const request = yield* begin((output) =>
+          const request = yield* begin(yield* Deferred.make<FirstEvent, KernelError>(), (output) =>
             Effect.sync(() => {
               if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
             })
@@ -493,65 +544,27 @@ export const make = (
         return { frame: undefined, notice: killedNotice(reason, timeoutSeconds, timings.interruptEscalation) }
       }).pipe(Effect.withSpan("kernel.interrupt", { attributes: { "kernel.key": label, reason }, captureStackTrace: false }))
 
-    const drive = (
-      request: ActiveRequest,
-      mailbox: Mailbox.Mailbox<KernelOutput, KernelError>,
-      req: ExecuteRequest,
-      span: Tracer.Span,
-      bytes: { count: number }
-    ) =>
-      Effect.gen(function*() {
-        const first = yield* Deferred.await(request.first)
-        const { frame, notice } =
-          first._tag === "finished"
-            ? { frame: first.frame, notice: undefined }
-            : yield* interruptCell(request, first.reason, req.timeoutSeconds)
-        const timedOut = first._tag === "stop" && first.reason === "timeout"
-        const outcome = {
-          status: frame?.status ?? "error",
-          executionCount: frame?.executionCount ?? 0,
-          cancelled: first._tag === "stop" || frame?.cancelled === true,
-          timedOut,
-          killed: frame === undefined,
-          ...(notice === undefined ? {} : { notice })
-        } as const
-        span.attribute("kernel.status", outcome.status)
-        span.attribute("kernel.execution_count", outcome.executionCount)
-        span.attribute("kernel.cancelled", outcome.cancelled)
-        span.attribute("kernel.timed_out", outcome.timedOut)
-        span.attribute("kernel.killed", outcome.killed)
-        span.attribute("kernel.output_bytes", bytes.count)
-        yield* mailbox.offer(KernelOutput.Done(outcome))
-        yield* mailbox.end
-      }).pipe(
-        Effect.catchAll((error) => mailbox.fail(error)),
-        Effect.onInterrupt(() => mailbox.shutdown)
-      )
-
-    const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> =>
-      Stream.unwrapScoped(
+    const runCell = (req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.Effect<CellOutcome, KernelError> =>
+      Effect.scoped(
         Effect.gen(function*() {
           yield* Effect.acquireRelease(permits.take(1), () => permits.release(1))
-          const state = yield* Ref.get(lifecycle)
+          const state = lifecycle
           if (state._tag === "Dead" && state.cause._tag === "Exited") {
             return yield* new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() })
           }
           if (isTerminal(state)) return yield* new KernelClosed({ reason: "it was shut down" })
-          const span = yield* Effect.makeSpanScoped("kernel.execute", {
-            attributes: { "kernel.key": label, "kernel.pid": proc.pid },
-            captureStackTrace: false
-          })
-          const mailbox = yield* Mailbox.make<KernelOutput, KernelError>({ capacity: MAILBOX_CAPACITY })
           const bytes = { count: 0 }
-          const request = yield* begin((output) => {
+          const first = yield* Deferred.make<FirstEvent, KernelError>()
+          const request = yield* begin(first, (output) => {
             if (output._tag === "Stdout" || output._tag === "Stderr") bytes.count += output.text.length
-            return Effect.asVoid(mailbox.offer(output))
+            return Effect.catchAllCause(
+              Effect.suspend(() => onOutput(output)),
+              (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : Deferred.failCause(first, cause)
+            )
           })
-          span.attribute("kernel.request_id", request.id)
           yield* Effect.addFinalizer(() =>
             Effect.gen(function*() {
-              yield* mailbox.shutdown
-              if ((yield* Deferred.isDone(request.done)) || isTerminal(yield* Ref.get(lifecycle))) return
+              if ((yield* Deferred.isDone(request.done)) || isTerminal(lifecycle)) return
               yield* interruptCell(request, "abandon", req.timeoutSeconds).pipe(Effect.ignore)
             })
           )
@@ -565,29 +578,42 @@ export const make = (
           if (req.cancel !== undefined) {
             yield* Effect.forkScoped(Effect.zipRight(req.cancel, Deferred.succeed(request.first, stopBecause("cancel"))))
           }
-          yield* write(
-            new ExecuteRequestFrame({
-              id: request.id,
-              code: req.code,
-              silent: req.silent ?? false,
-              storeHistory: req.storeHistory ?? true,
-              ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
-              ...(req.env === undefined ? {} : { env: { ...req.env } })
-            })
-          ).pipe(
+          yield* write(executeFrame(request.id, req)).pipe(
             Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
             Effect.ignore
           )
-          yield* Effect.forkScoped(drive(request, mailbox, req, span, bytes))
-          return Mailbox.toStream(mailbox)
+          const ended = yield* Deferred.await(first)
+          const { frame, notice } =
+            ended._tag === "finished"
+              ? { frame: ended.frame, notice: undefined }
+              : yield* interruptCell(request, ended.reason, req.timeoutSeconds)
+          const outcome: CellOutcome = {
+            status: frame?.status ?? "error",
+            executionCount: frame?.executionCount ?? 0,
+            cancelled: ended._tag === "stop" || frame?.cancelled === true,
+            timedOut: ended._tag === "stop" && ended.reason === "timeout",
+            killed: frame === undefined,
+            ...(notice === undefined ? {} : { notice })
+          }
+          if (traced) yield* annotateSpan(request.id, outcome, bytes.count)
+          return outcome
         })
       )
 
+    const run = (req: ExecuteRequest, onOutput: OutputHandler): Effect.Effect<CellOutcome, KernelError> =>
+      withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
+        attributes: { "kernel.key": label, "kernel.pid": proc.pid },
+        captureStackTrace: false
+      })
+
+    const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
+
     return {
       pid: proc.pid,
+      run,
       execute,
-      state: Ref.get(lifecycle),
-      isAlive: Effect.map(Ref.get(lifecycle), (state) => !isTerminal(state)),
+      state: Effect.sync(() => lifecycle),
+      isAlive: Effect.sync(() => !isTerminal(lifecycle)),
       dead: Deferred.await(deadSignal),
       shutdown: shutdownOnce
     } satisfies PythonKernel
