@@ -3,7 +3,7 @@
  * bridge call is in flight. Pauses nest; the resume that brings them to zero starts a
  * fresh full window. Output never extends the budget.
  */
-import { Deferred, Duration, Effect, Fiber, type Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, type Scope } from "effect"
 
 /** A running watchdog for one cell. */
 export interface CellWatchdog {
@@ -17,6 +17,49 @@ export interface CellWatchdog {
   readonly pauses: Effect.Effect<number>
 }
 
+/** Starts and stops the window's timer. */
+interface Timer {
+  readonly arm: Effect.Effect<void>
+  readonly disarm: Effect.Effect<void>
+}
+
+/** The clock of a runtime nobody configured, whose sleeps are plain host timers. */
+const liveClock = Effect.runSync(Effect.clock)
+
+/** Under the live clock a window is a host timer: arming it costs no fiber. */
+const hostTimer = (window: Duration.Duration, ring: Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    let handle: ReturnType<typeof setTimeout> | undefined
+    const disarm = Effect.sync(() => {
+      if (handle !== undefined) clearTimeout(handle)
+      handle = undefined
+    })
+    yield* Effect.addFinalizer(() => disarm)
+    const arm = Effect.sync(() => {
+      handle = setTimeout(() => {
+        handle = undefined
+        Effect.runFork(ring)
+      }, Duration.toMillis(window))
+    })
+    return { arm, disarm } satisfies Timer
+  })
+
+/** Under any other clock (a `TestClock`) a window is a fiber sleeping on that clock. */
+const clockTimer = (window: Duration.Duration, ring: Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    let fiber: Fiber.RuntimeFiber<void> | undefined
+    const arm = Effect.map(Effect.forkIn(Effect.zipRight(Effect.sleep(window), ring), scope), (started) => {
+      fiber = started
+    })
+    const disarm = Effect.suspend(() => {
+      const running = fiber
+      fiber = undefined
+      return running === undefined ? Effect.void : Fiber.interruptFork(running)
+    })
+    return { arm, disarm } satisfies Timer
+  })
+
 /**
  * Starts a watchdog with `budget`; `onExpire` runs once when it runs out. Closing the
  * scope disarms it. Pause and resume complete without suspending, so calls from
@@ -29,28 +72,20 @@ export const make = (
   Effect.gen(function*() {
     const window = Duration.decode(budget)
     const expired = yield* Deferred.make<void>()
-    const scope = yield* Effect.scope
+    const ring = Effect.zipRight(Deferred.done(expired, Exit.void), onExpire)
+    const clock = yield* Effect.clock
+    const timer = clock === liveClock ? yield* hostTimer(window, ring) : yield* clockTimer(window, ring)
     let pauses = 0
-    let timer: Fiber.RuntimeFiber<void> | undefined
-    const ring = Effect.zipRight(Deferred.succeed(expired, undefined), onExpire)
-    const arm = Effect.map(Effect.forkIn(Effect.zipRight(Effect.sleep(window), ring), scope), (fiber) => {
-      timer = fiber
-    })
-    const disarm = Effect.suspend(() => {
-      const fiber = timer
-      timer = undefined
-      return fiber === undefined ? Effect.void : Fiber.interruptFork(fiber)
-    })
-    yield* arm
+    yield* timer.arm
     return {
       pause: Effect.suspend(() => {
         pauses++
-        return pauses === 1 ? disarm : Effect.void
+        return pauses === 1 ? timer.disarm : Effect.void
       }),
       resume: Effect.suspend(() => {
         if (pauses === 0) return Effect.void
         pauses--
-        return pauses === 0 ? arm : Effect.void
+        return pauses === 0 ? timer.arm : Effect.void
       }),
       expired: Deferred.await(expired),
       pauses: Effect.sync(() => pauses)

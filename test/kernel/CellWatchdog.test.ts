@@ -59,4 +59,26 @@ describe("CellWatchdog", () => {
       yield* TestClock.adjust(Duration.seconds(2))
       expect(yield* isExpired(watchdog)).toBe(true)
     }))
+
+  it.scopedLive("under the live clock, rings once after the budget and not while paused", () =>
+    Effect.gen(function*() {
+      let rings = 0
+      const watchdog = yield* CellWatchdog.make(Duration.millis(40), Effect.sync(() => rings++))
+      yield* watchdog.pause
+      yield* Effect.sleep(Duration.millis(120))
+      expect(rings).toBe(0)
+      expect(yield* isExpired(watchdog)).toBe(false)
+      yield* watchdog.resume
+      yield* watchdog.expired.pipe(Effect.timeout(Duration.seconds(10)))
+      yield* Effect.sleep(Duration.millis(100))
+      expect(rings).toBe(1)
+    }))
+
+  it.live("under the live clock, closing the scope disarms it", () =>
+    Effect.gen(function*() {
+      let rings = 0
+      yield* Effect.scoped(CellWatchdog.make(Duration.millis(30), Effect.sync(() => rings++)))
+      yield* Effect.sleep(Duration.millis(150))
+      expect(rings).toBe(0)
+    }))
 })
