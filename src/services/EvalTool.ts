@@ -4,9 +4,9 @@
  * preflight only fails `py` cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
-import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
-import type { KernelOutput } from "../kernel/KernelOutput.ts"
-import { KernelOutput as Output } from "../kernel/KernelOutput.ts"
+import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
+import { KernelOutput } from "../kernel/KernelOutput.ts"
+import { withSpanWhenTraced } from "../kernel/Spans.ts"
 import { outputImages } from "../render/OutputText.ts"
 import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
@@ -239,13 +239,13 @@ const makeEvalTool = Effect.gen(function*() {
     return lock
   }
 
-  const cellStream = (params: CheckedParams, context: EvalContext): Stream.Stream<KernelOutput, EvalError> => {
+  const runCell = (params: CheckedParams, context: EvalContext, push: (output: KernelOutput) => Effect.Effect<void>): Effect.Effect<void, EvalError> => {
     if (params.language !== "py" && params.language !== "js") {
-      return Stream.fail(
+      return Effect.fail(
         new BackendUnavailable({ language: params.language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[params.language]} kernel yet` })
       )
     }
-    return registry.execute({
+    return registry.run({
       language: params.language,
       sessionId: context.sessionId,
       cwd: context.cwd,
@@ -253,7 +253,7 @@ const makeEvalTool = Effect.gen(function*() {
       timeoutSeconds: params.timeoutSeconds,
       reset: params.reset,
       ...(context.signal === undefined ? {} : { cancel: abortEffect(context.signal) })
-    })
+    }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
   }
 
   const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
@@ -264,9 +264,9 @@ const makeEvalTool = Effect.gen(function*() {
       const started = Date.now()
       const store = yield* sessionStore(context.sessionId)
       const onEvent = context.onEvent
-      const result = yield* sinks.collect(cellStream(params, context), {
+      const result = yield* sinks.collectPushed((push) => runCell(params, context, push), {
         store,
-        ...(onEvent === undefined ? {} : { onEvent: (output: KernelOutput) => Effect.sync(() => onEvent(output)) })
+        ...(onEvent === undefined ? {} : { onEvent })
       })
       const outcome = result.outcome ?? {
         status: "error" as const,
@@ -275,7 +275,7 @@ const makeEvalTool = Effect.gen(function*() {
         timedOut: false,
         killed: false
       }
-      const rendered = [...result.outputs, Output.Done(outcome)]
+      const rendered = [...result.outputs, KernelOutput.Done(outcome)]
       const error = Option.fromNullable(result.outputs.find((o) => o._tag === "Error")).pipe(
         Option.map((o) => (o._tag === "Error" ? { ename: o.ename, evalue: o.evalue, traceback: o.traceback } : undefined)),
         Option.getOrUndefined
@@ -297,7 +297,10 @@ const makeEvalTool = Effect.gen(function*() {
         ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
         durationMs: Date.now() - started
       } satisfies EvalResult
-    }).pipe(lockFor(context.sessionId).withPermits(1), Effect.withSpan("eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }))
+    }).pipe(
+      lockFor(context.sessionId).withPermits(1),
+      (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false })
+    )
 
   return {
     definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },

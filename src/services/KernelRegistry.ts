@@ -6,12 +6,17 @@
  * nobody holds them); a dead kernel is replaced before the next cell, and a kernel that
  * dies during a cell is replaced and the cell retried once. In `per-call` mode every
  * request gets a fresh kernel that is shut down after it.
+ *
+ * A session's key (the real cwd and the interpreter resolved for it) is worked out at its
+ * first cell and kept while its kernel lives, so a cell costs no filesystem probes; a
+ * `reset: true`, a reset, or the kernel ending (idle, death) makes the next cell resolve
+ * again, e.g. to pick up a `.venv` created meanwhile.
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Data, Duration, Effect, Layer, RcMap, type Scope, Stream } from "effect"
+import { Context, Data, Duration, Effect, Equal, Layer, RcMap, type Scope, type Stream } from "effect"
 import type { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
-import { KernelOutput } from "../kernel/KernelOutput.ts"
+import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { KernelSpawner } from "../kernel/KernelProcess.ts"
 import { KernelTimings } from "../kernel/KernelTimings.ts"
 import * as PythonKernel from "../kernel/PythonKernel.ts"
@@ -74,7 +79,9 @@ export const RESTART_STATUS_OP = "kernel-restart"
 
 /** The registry service. */
 export interface KernelRegistryService {
-  /** Runs one cell in the kernel for the request's session, cwd and interpreter. */
+  /** Runs one cell in the kernel for the request's session, cwd and interpreter, handing its outputs to `onOutput`. */
+  readonly run: (request: RegistryRequest, onOutput: PythonKernel.OutputHandler) => Effect.Effect<CellOutcome, RegistryError>
+  /** `run` as a stream of outputs ending with `Done`. */
   readonly execute: (request: RegistryRequest) => Stream.Stream<KernelOutput, RegistryError>
   /** Shuts down every kernel of a session (optionally only those for `cwd`, and of `language`); the next cell starts fresh. */
   readonly reset: (sessionId: string, cwd?: string, language?: KernelLanguage) => Effect.Effect<void>
@@ -109,8 +116,15 @@ const makeRegistry = Effect.gen(function*() {
   const bridge = yield* AgentBridge
   const timings = yield* KernelTimings
 
+  const knownKeys = new Map<string, KernelKey>()
+  const forgetKey = (key: KernelKey) =>
+    Effect.sync(() => {
+      for (const [request, known] of knownKeys) if (Equal.equals(known, key)) knownKeys.delete(request)
+    })
+
   const startKernel = (key: KernelKey): Effect.Effect<PythonKernel.PythonKernel, RegistryError, Scope.Scope> =>
     Effect.gen(function*() {
+      yield* Effect.addFinalizer(() => forgetKey(key))
       const artifactsDir = sessionArtifactsDir(settings.artifactsDir, key.sessionId)
       yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
       const common = {
@@ -137,7 +151,7 @@ const makeRegistry = Effect.gen(function*() {
     idleTimeToLive: Duration.millis(settings.python.idleTtlMs)
   })
 
-  const keyFor = (request: RegistryRequest) =>
+  const resolveKey = (request: RegistryRequest) =>
     Effect.gen(function*() {
       const cwd = yield* normalizeCwd(request.cwd)
       if (request.language === "js") {
@@ -153,6 +167,15 @@ const makeRegistry = Effect.gen(function*() {
       })
     })
 
+  const keyFor = (request: RegistryRequest): Effect.Effect<KernelKey, InvalidCwd | PythonUnavailable> => {
+    if (settings.python.kernelMode === "per-call") return resolveKey(request)
+    const id = `${request.language ?? "py"}\u0000${request.sessionId}\u0000${request.cwd}`
+    const known = request.reset === true ? undefined : knownKeys.get(id)
+    return known !== undefined
+      ? Effect.succeed(known)
+      : Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
+  }
+
   const liveKernel = (key: KernelKey) =>
     Effect.gen(function*() {
       const kernel = yield* RcMap.get(kernels, key)
@@ -161,33 +184,28 @@ const makeRegistry = Effect.gen(function*() {
       return yield* RcMap.get(kernels, key)
     })
 
-  const attempt = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
-    Stream.unwrapScoped(Effect.map(liveKernel(key), (kernel) => kernel.execute(request)))
+  const attempt = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>
+    Effect.scoped(Effect.flatMap(liveKernel(key), (kernel) => kernel.run(request, onOutput)))
 
   const retryOnceAfterDeath = (
-    run: Stream.Stream<KernelOutput, RegistryError>,
-    replace: Effect.Effect<void>
-  ): Stream.Stream<KernelOutput, RegistryError> =>
-    run.pipe(
-      Stream.catchTag("KernelDied", (died) =>
-        Stream.unwrap(
-          Effect.as(
-            replace,
-            Stream.make(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } })).pipe(
-              Stream.concat(run)
-            )
-          )
-        )
-      )
-    )
+    run: Effect.Effect<CellOutcome, RegistryError>,
+    replace: Effect.Effect<void>,
+    onOutput: PythonKernel.OutputHandler
+  ): Effect.Effect<CellOutcome, RegistryError> =>
+    Effect.catchTag(run, "KernelDied", (died) =>
+      replace.pipe(
+        Effect.zipRight(onOutput(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } }))),
+        Effect.zipRight(run)
+      ))
 
-  const sessionExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
-    retryOnceAfterDeath(attempt(key, request), RcMap.invalidate(kernels, key))
+  const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>
+    retryOnceAfterDeath(attempt(key, request, onOutput), RcMap.invalidate(kernels, key), onOutput)
 
-  const perCallExecute = (key: KernelKey, request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
+  const perCallRun = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>
     retryOnceAfterDeath(
-      Stream.unwrapScoped(Effect.map(startKernel(key), (kernel) => kernel.execute(request))),
-      Effect.void
+      Effect.scoped(Effect.flatMap(startKernel(key), (kernel) => kernel.run(request, onOutput))),
+      Effect.void,
+      onOutput
     )
 
   const reset = (sessionId: string, cwd?: string, language?: KernelLanguage) =>
@@ -202,18 +220,17 @@ const makeRegistry = Effect.gen(function*() {
     for (const key of yield* RcMap.keys(kernels)) yield* RcMap.invalidate(kernels, key)
   })
 
-  const execute = (request: RegistryRequest): Stream.Stream<KernelOutput, RegistryError> =>
-    Stream.unwrap(
-      Effect.gen(function*() {
-        const key = yield* keyFor(request)
-        if (settings.python.kernelMode === "per-call") return perCallExecute(key, request)
-        if (request.reset === true) yield* RcMap.invalidate(kernels, key)
-        return sessionExecute(key, request)
-      })
-    )
+  const run = (request: RegistryRequest, onOutput: PythonKernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> =>
+    Effect.flatMap(keyFor(request), (key) => {
+      if (settings.python.kernelMode === "per-call") return perCallRun(key, request, onOutput)
+      return request.reset === true
+        ? Effect.zipRight(RcMap.invalidate(kernels, key), sessionRun(key, request, onOutput))
+        : sessionRun(key, request, onOutput)
+    })
 
   return {
-    execute,
+    run,
+    execute: (request) => PythonKernel.streamOf((onOutput) => run(request, onOutput)),
     reset,
     shutdownAll,
     keys: RcMap.keys(kernels)

@@ -661,6 +661,11 @@ export interface OutputSinkService {
     outputs: Stream.Stream<KernelOutput, E, R>,
     options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => Effect.Effect<void, E2, R2> }
   ) => Effect.Effect<SinkResult, E | E2, R | R2>
+  /** Like `collect`, for a producer that pushes each event itself (`push` also calls `onEvent` first). */
+  readonly collectPushed: <E, R>(
+    produce: (push: (output: KernelOutput) => Effect.Effect<void>) => Effect.Effect<void, E, R>,
+    options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => void }
+  ) => Effect.Effect<SinkResult, E, R>
 }
 
 const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputSinkService => {
@@ -676,6 +681,15 @@ const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputS
         yield* Stream.runForEach(
           outputs,
           onEvent === undefined ? sink.push : (output) => Effect.zipRight(onEvent(output), sink.push(output))
+        )
+        return yield* sink.finish
+      })),
+    collectPushed: (produce, options = {}) =>
+      Effect.scoped(Effect.gen(function*() {
+        const sink = yield* open(options)
+        const onEvent = options.onEvent
+        yield* produce(
+          onEvent === undefined ? sink.push : (output) => Effect.zipRight(Effect.sync(() => onEvent(output)), sink.push(output))
         )
         return yield* sink.finish
       }))
