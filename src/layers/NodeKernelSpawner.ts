@@ -73,12 +73,10 @@ const spawnProcess = (spec: SpawnSpec) =>
     )
     const pid = child.pid!
     const write = (text: string): Effect.Effect<void, StdinClosed> =>
-      Effect.async<void, StdinClosed>((resume) => {
-        if (input === null || input.destroyed || input.writableEnded) {
-          resume(Effect.fail(new StdinClosed({ pid })))
-          return
-        }
-        input.write(text, (error) => resume(error ? Effect.fail(new StdinClosed({ pid })) : Effect.void))
+      Effect.suspend(() => {
+        if (input === null || input.destroyed || input.writableEnded) return Effect.fail(new StdinClosed({ pid }))
+        input.write(text)
+        return Effect.void
       })
     const readable = (stream: NodeJS.ReadableStream | null): Stream.Stream<Uint8Array> =>
       stream === null
