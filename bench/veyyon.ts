@@ -66,8 +66,15 @@ export const rawKernel = (
     })
   }).pipe(Effect.provide(kernelLayer(python, artifactsDir)))
 
-/** Runs one cell on a bare kernel and drains its outputs, returning how it ended. */
+/** Runs one cell in a bare kernel, collecting its outputs. */
 export const rawExecute = (
   kernel: PythonKernel.PythonKernel,
   request: PythonKernel.ExecuteRequest
-): Effect.Effect<ReadonlyArray<unknown>, KernelError> => PythonKernel.executeCollect(kernel, request)
+): Effect.Effect<ReadonlyArray<unknown>, KernelError> =>
+  Effect.suspend(() => {
+    const outputs: Array<unknown> = []
+    return Effect.map(kernel.run(request, (output) => Effect.sync(() => outputs.push(output))), (outcome) => {
+      outputs.push(outcome)
+      return outputs
+    })
+  })

@@ -2,7 +2,7 @@
  * Figure 5: interrupt latency, from SIGINT (an aborted signal, for the tool) to the
  * cell's `done`, for a sleeping cell and a busy loop; median.
  */
-import { Deferred, Effect, Stream } from "effect"
+import { Deferred, Effect } from "effect"
 import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
 import { tryJupyter } from "../jupyter.ts"
@@ -59,18 +59,15 @@ const rawSamples = (context: BenchContext, runs: number) =>
           for (let i = 0; i < runs; i++) {
             const cancel = yield* Deferred.make<void>()
             let firedAt = 0
-            yield* kernel.execute({ code, cancel: Deferred.await(cancel) }).pipe(
-              Stream.runForEach((output) =>
-                output._tag === "Stdout" && firedAt === 0
-                  ? Effect.sync(() => {
-                    void settle().then(() => {
-                      firedAt = performance.now()
-                      Deferred.unsafeDone(cancel, Effect.void)
-                    })
+            yield* kernel.run({ code, cancel: Deferred.await(cancel) }, (output) =>
+              output._tag === "Stdout" && firedAt === 0
+                ? Effect.sync(() => {
+                  void settle().then(() => {
+                    firedAt = performance.now()
+                    Deferred.unsafeDone(cancel, Effect.void)
                   })
-                  : Effect.void
-              )
-            )
+                })
+                : Effect.void)
             out[name].push(performance.now() - firedAt)
           }
         }
@@ -135,7 +132,7 @@ export const interrupt = async (context: BenchContext): Promise<FigureResult> =>
     })
     rows.push({
       figure: "5 interrupt",
-      measure: `${name} cell, median, PythonKernel.execute (cancel)`,
+      measure: `${name} cell, median, PythonKernel.run (cancel)`,
       unit: "ms",
       veyyon: median(raw[name]),
       floor: median(floor[name]),

@@ -2,7 +2,7 @@
  * Figure 3: a cell printing 100 MiB in 1 KiB lines, MB/s through `EvalTool.run` and the
  * bare kernel, against the floor's raw pipe rate and Jupyter; and the host's RSS growth.
  */
-import { Effect, Stream } from "effect"
+import { Effect } from "effect"
 import type { BenchContext, FigureResult } from "../context.ts"
 import { rawPipe } from "../floor.ts"
 import { tryJupyter } from "../jupyter.ts"
@@ -55,11 +55,10 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
         const kernel = yield* rawKernel(context.python.executable, context.artifactsDir, context.workDir, "bench-stream-raw")
         let bytes = 0
         const start = performance.now()
-        yield* kernel.execute({ code: code(lines) }).pipe(
-          Stream.runForEach((output) => Effect.sync(() => {
+        yield* kernel.run({ code: code(lines) }, (output) =>
+          Effect.sync(() => {
             if (output._tag === "Stdout") bytes += output.text.length
           }))
-        )
         return { bytes, ms: performance.now() - start }
       })
     )
@@ -79,7 +78,7 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
       jupyter: jupyter === undefined ? null : rate(jupyter.bytes, jupyter.ms),
       target: target(">= 50% of floor raw pipe", toolRate, floorRate / 2, "at-least")
     },
-    { figure: "3 streaming", measure: `${size} in 1 KiB lines, PythonKernel.execute`, unit: "MB/s", veyyon: rate(raw.bytes, raw.ms), floor: floorRate, jupyter: null },
+    { figure: "3 streaming", measure: `${size} in 1 KiB lines, PythonKernel.run`, unit: "MB/s", veyyon: rate(raw.bytes, raw.ms), floor: floorRate, jupyter: null },
     {
       figure: "3 streaming",
       measure: "host RSS growth during the cell",
