@@ -194,7 +194,7 @@ const executeFrame = (id: string, req: ExecuteRequest): ExecuteRequestFrame =>
     storeHistory: req.storeHistory ?? true,
     ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
     ...(req.env === undefined ? {} : { env: { ...req.env } })
-  })
+  }, { disableValidation: true })
 
 /** A cell run with an output handler, as a stream of its outputs ending with `Done`. */
 export const streamOf = <E, R>(

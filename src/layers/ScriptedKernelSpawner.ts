@@ -22,6 +22,8 @@ import { KernelSpawner, StdinClosed, type KernelProcess, type KernelSignal, type
 /** What the test can observe of one fake process. */
 export interface ScriptedProcessRecord {
   readonly pid: number
+  /** The command it was spawned as. */
+  readonly command: string
   readonly signals: Array<KernelSignal>
   readonly requests: Array<string>
   /** Signals that arrived while no cell was running. */
@@ -41,10 +43,10 @@ let nextPid = 100_000
 
 const line = (frame: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(frame) + "\n")
 
-const spawnScripted = (spawns: ScriptedSpawns) =>
+const spawnScripted = (spawns: ScriptedSpawns, command: string) =>
   Effect.gen(function*() {
     const pid = nextPid++
-    const record: ScriptedProcessRecord = { pid, signals: [], requests: [], idleSignals: [], overlaps: 0, exit: undefined }
+    const record: ScriptedProcessRecord = { pid, command, signals: [], requests: [], idleSignals: [], overlaps: 0, exit: undefined }
     spawns.records.push(record)
     const stdout = yield* Mailbox.make<Uint8Array>()
     const stdin = yield* Queue.unbounded<string>()
@@ -198,7 +200,7 @@ const spawnScripted = (spawns: ScriptedSpawns) =>
 /** A scripted spawner and the records of what it spawned. */
 export const makeScriptedSpawner = (): { readonly spawns: ScriptedSpawns; readonly layer: Layer.Layer<KernelSpawner> } => {
   const spawns: ScriptedSpawns = { records: [], crashed: false }
-  return { spawns, layer: Layer.succeed(KernelSpawner, { spawn: () => spawnScripted(spawns) }) }
+  return { spawns, layer: Layer.succeed(KernelSpawner, { spawn: (spec) => spawnScripted(spawns, spec.command) }) }
 }
 
 /** Whether every process a scripted spawner started has exited. */

@@ -117,6 +117,7 @@ const makeRegistry = Effect.gen(function*() {
   const timings = yield* KernelTimings
 
   const knownKeys = new Map<string, KernelKey>()
+  const startedKernels = new WeakMap<KernelKey, PythonKernel.PythonKernel>()
   const forgetKey = (key: KernelKey) =>
     Effect.sync(() => {
       for (const [request, known] of knownKeys) if (Equal.equals(known, key)) knownKeys.delete(request)
@@ -141,6 +142,7 @@ const makeRegistry = Effect.gen(function*() {
       const files = yield* runners.ensure
       return yield* PythonKernel.make({ python: key.interpreter, runnerPath: files.runnerPath, prelude: files.preludeSource, ...common })
     }).pipe(
+      Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),
       Effect.provideService(KernelSpawner, spawner),
       Effect.provideService(AgentBridge, bridge),
       Effect.provideService(KernelTimings, timings)
@@ -167,14 +169,16 @@ const makeRegistry = Effect.gen(function*() {
       })
     })
 
-  const keyFor = (request: RegistryRequest): Effect.Effect<KernelKey, InvalidCwd | PythonUnavailable> => {
-    if (settings.python.kernelMode === "per-call") return resolveKey(request)
-    const id = `${request.language ?? "py"}\u0000${request.sessionId}\u0000${request.cwd}`
-    const known = request.reset === true ? undefined : knownKeys.get(id)
-    return known !== undefined
-      ? Effect.succeed(known)
-      : Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
-  }
+  const keyFor = (request: RegistryRequest): Effect.Effect<KernelKey, InvalidCwd | PythonUnavailable> =>
+    Effect.suspend(() => {
+      if (settings.python.kernelMode === "per-call") return resolveKey(request)
+      const id = `${request.language ?? "py"}\u0000${request.sessionId}\u0000${request.cwd}`
+      const fresh = Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
+      const known = request.reset === true ? undefined : knownKeys.get(id)
+      if (known === undefined) return fresh
+      const kernel = startedKernels.get(known)
+      return kernel === undefined ? Effect.succeed(known) : Effect.flatMap(kernel.isAlive, (alive) => (alive ? Effect.succeed(known) : fresh))
+    })
 
   const liveKernel = (key: KernelKey) =>
     Effect.gen(function*() {

@@ -49,6 +49,24 @@ describe("PythonKernel with a scripted process", () => {
     }).pipe(Effect.scoped, Effect.provide(layer))
   })
 
+  it.live("run hands outputs to the handler in order; a handler that throws fails that call, not the kernel", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* PythonKernel.make(spec)
+      const seen: Array<string> = []
+      const outcome = yield* kernel.run({ code: "print one;print two" }, (output) => Effect.sync(() => seen.push(output._tag)))
+      expect(seen).toEqual(["Stdout", "Stdout"])
+      expect(outcome).toMatchObject({ status: "ok", executionCount: 1, cancelled: false })
+      const broken = yield* Effect.exit(kernel.run({ code: "print boom;sleep 50;print after" }, () => {
+        throw new Error("handler bug")
+      }))
+      expect(Exit.isFailure(broken) && String(broken.cause)).toContain("handler bug")
+      const again = yield* kernel.run({ code: "print fine" }, () => Effect.void)
+      expect(again.status).toBe("ok")
+      expect(Option.getOrThrow(lastSpawn(spawns)).exit).toBeUndefined()
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
   it.live("queues concurrent executes so they never interleave", () => {
     const { layer } = setup()
     return Effect.gen(function*() {

@@ -122,6 +122,43 @@ describe("KernelRegistry (session mode)", () => {
     })
   })
 
+  it.live("resolves a session's interpreter at its first cell and again only after reset: true or the kernel's end", () => {
+    const scripted = makeScriptedSpawner()
+    let resolves = 0
+    let current = "/fake/python3"
+    const runtime = Layer.succeed(PythonRuntime, {
+      resolve: () => Effect.sync(() => {
+        resolves++
+        return { ...interpreter, executable: current, foundAt: current }
+      }),
+      kernelEnv: () => ({})
+    })
+    const layer = KernelRegistry.layer.pipe(Layer.provideMerge(Layer.mergeAll(
+      scripted.layer,
+      AgentBridgeNotConfigured,
+      runtime,
+      RunnerCache.fixed(runnerFiles),
+      Settings.value(testSettings()),
+      Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
+    )))
+    return Effect.gen(function*() {
+      yield* run({ code: "print a" })
+      yield* run({ code: "print b" })
+      expect(resolves).toBe(1)
+      current = "/fake/venv/bin/python"
+      expect(done(yield* run({ code: "print c" })).executionCount).toBe(3)
+      expect(resolves).toBe(1)
+      yield* run({ code: "print d", reset: true })
+      expect(resolves).toBe(2)
+      expect(scripted.spawns.records.map((r) => r.command)).toEqual(["/fake/python3", "/fake/venv/bin/python"])
+      current = "/fake/other/python"
+      expect(done(yield* run({ code: "hang-hard", timeoutSeconds: 0.05 })).killed).toBe(true)
+      yield* run({ code: "print e" })
+      expect(resolves).toBe(3)
+      expect(scripted.spawns.records.map((r) => r.command).at(-1)).toBe("/fake/other/python")
+    }).pipe(Effect.provide(layer))
+  })
+
   it.live("a cwd that does not exist is a clear error", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
