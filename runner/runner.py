@@ -1,7 +1,8 @@
 """veyyon kernel runner: one Python process serving code cells as NDJSON on stdin/stdout.
 
 Standard library only, Python 3.8+. Start it as ``python3 -u runner.py``; importing it
-does not start the server.
+does not start the server. The host spawns ``boot.py`` beside it instead, which runs this
+file from a cached code object (and caches the prelude's, see ``_cached_prelude_code``).
 
 Host -> runner, one JSON object per line:
     {"id": str, "code": str, "silent": bool, "storeHistory": bool, "cwd"?: str, "env"?: {str: str|null}}
@@ -10,8 +11,10 @@ Host -> runner, one JSON object per line:
     {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
 
 Runner -> host, one JSON object per line (and nothing else ever reaches the real stdout):
-    {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell)
-    {"type": "stdout"|"stderr", "id", "data": str}
+    {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell: with its first
+                                      frame, or about 1 ms after it began if none came)
+    {"type": "stdout"|"stderr", "id", "data": str}   (lines coalesced up to CHUNK_CHARS; sent within
+                                      about 10 ms, and before any other frame)
     {"type": "display"|"result", "id", "bundle": {mime: value}}
     {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}   (join with "\\n")
     {"type": "done", "id", "status": "ok"|"error", "executionCount": int, "cancelled": bool}
@@ -137,10 +140,19 @@ def encode_frame(frame):
 
 _frame_fd = None
 _frame_lock = threading.Lock()
+_started_line = None
+_started_at = 0.0
+_monotonic = time.monotonic
 
 
 def _write_line(data):
+    global _started_line
     with _frame_lock:
+        if _started_line is not None:
+            data = _started_line + data
+            _started_line = None
+        if not data:
+            return
         written = os.write(_frame_fd, data)
         if written < len(data):
             view = memoryview(data)[written:]
@@ -151,6 +163,8 @@ def _write_line(data):
 def _send(frame):
     if _frame_fd is None:
         raise RuntimeError("the runner is not serving; frames have nowhere to go")
+    if _out.parts:
+        _out.flush()
     try:
         _write_line(encode_frame(frame))
     except BrokenPipeError:
@@ -158,6 +172,8 @@ def _send(frame):
 
 
 def _send_raw(line):
+    if _out.parts:
+        _out.flush()
     try:
         _write_line(line.encode("ascii"))
     except BrokenPipeError:
@@ -165,12 +181,34 @@ def _send_raw(line):
 
 
 _json_string = json.encoder.encode_basestring_ascii
+_json_text = json.encoder.encode_basestring
 
 
-def _send_stream(kind, text):
-    request_id = _state.current_id
-    for start in range(0, len(text), CHUNK_CHARS):
-        _send({"type": kind, "id": request_id, "data": text[start:start + CHUNK_CHARS]})
+def _defer_started(request_id):
+    """Queue request_id's started frame: it leaves with the next frame, or by the timer if none comes soon."""
+    global _started_line, _started_at
+    _started_at = _monotonic()
+    _started_line = ('{"type":"started","id":%s}\n' % _json_string(request_id)).encode("ascii")
+    if not _ticker_awake:
+        _wake_ticker()
+
+
+def _send_started():
+    """Write a queued started frame now."""
+    if _started_line is not None:
+        try:
+            _write_line(b"")
+        except BrokenPipeError:
+            os._exit(0)
+
+
+def _stream_line(kind, request_id, text):
+    """One stdout/stderr frame as bytes; lone surrogates are escaped."""
+    rid = "null" if request_id is None else _json_string(request_id)
+    try:
+        return ('{"type":"%s","id":%s,"data":%s}\n' % (kind, rid, _json_text(text))).encode("utf-8")
+    except UnicodeEncodeError:
+        return ('{"type":"%s","id":%s,"data":%s}\n' % (kind, rid, _json_string(text))).encode("ascii")
 
 
 # ---------------------------------------------------------------------------
@@ -281,14 +319,14 @@ class _Router:
         if target is not None and target.stdout:
             target.result._out.append(text)
         else:
-            _send_stream("stdout", text)
+            _out.add("stdout", text)
 
     def stderr(self, text):
         target = self.capture
         if target is not None and target.stderr:
             target.result._err.append(text)
         else:
-            _send_stream("stderr", text)
+            _out.add("stderr", text)
 
     def display(self, bundle):
         target = self.capture
@@ -299,6 +337,128 @@ class _Router:
 
 
 _router = _Router()
+_FLUSH_SECONDS = 0.01
+_STARTED_SECONDS = 0.001
+_TICK_SECONDS = 0.002
+_IDLE_TICKS = 100
+
+
+class _StreamBuffer:
+    """stdout/stderr text not sent yet, of one stream and request at a time (so order is kept)."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.kind = "stdout"
+        self.request_id = None
+        self.parts = []
+        self.size = 0
+        self.since = 0.0
+        self.eager = False
+
+    def add(self, kind, text):
+        """Queue text, first sending what is queued for another stream or request; send whole chunks at once."""
+        request_id = _state.current_id
+        with self.lock:
+            if self.parts and (kind != self.kind or request_id != self.request_id):
+                self._send_queued(False)
+            if not self.parts:
+                self.kind = kind
+                self.request_id = request_id
+                self.since = _monotonic()
+            self.parts.append(text)
+            self.size += len(text)
+            if self.size >= CHUNK_CHARS:
+                self._send_queued(not self.eager)
+            elif self.eager and text.endswith("\n"):
+                self._send_queued(False)
+        if not _ticker_awake:
+            _wake_ticker()
+
+    def flush(self):
+        """Send everything queued now."""
+        if self.parts:
+            with self.lock:
+                if self.parts:
+                    self._send_queued(False)
+
+    def _send_queued(self, whole_chunks_only):
+        """Write the queued text as frames of CHUNK_CHARS; with whole_chunks_only, keep a shorter tail queued."""
+        parts = self.parts
+        self.parts = []
+        self.size = 0
+        data = parts[0] if len(parts) == 1 else "".join(parts)
+        end = len(data)
+        if whole_chunks_only:
+            end -= end % CHUNK_CHARS
+        kind, request_id = self.kind, self.request_id
+        try:
+            for start in range(0, end, CHUNK_CHARS):
+                _write_line(_stream_line(kind, request_id, data[start:start + CHUNK_CHARS]))
+        except BrokenPipeError:
+            os._exit(0)
+        if end < len(data):
+            self.parts = [data[end:]]
+            self.size = len(data) - end
+            self.since = _monotonic()
+
+
+_out = _StreamBuffer()
+_ticker_awake = False
+_ticker_event = threading.Event()
+_ticker_thread = None
+
+
+def _wake_ticker():
+    """Make the timer thread tick again (starting it on first use)."""
+    global _ticker_awake, _ticker_thread
+    _ticker_awake = True
+    if _ticker_thread is None:
+        _ticker_thread = threading.Thread(target=_tick_loop, name="veyyon-timer", daemon=True)
+        _ticker_thread.start()
+    _ticker_event.set()
+
+
+def _tick(now):
+    """Send a started frame or queued output that is due; seconds to the next deadline, None if nothing waits."""
+    delay = None
+    if _started_line is not None:
+        wait = _started_at + _STARTED_SECONDS - now
+        if wait <= 0:
+            _send_started()
+        else:
+            delay = wait
+    if _out.parts:
+        wait = _out.since + _FLUSH_SECONDS - now
+        if wait <= 0:
+            _out.flush()
+        elif delay is None or wait < delay:
+            delay = wait
+    return delay
+
+
+def _tick_loop():
+    """Timer thread body: tick while there is work, sleep after _IDLE_TICKS ticks without any."""
+    global _ticker_awake
+    idle = 0
+    while True:
+        _ticker_event.wait()
+        try:
+            delay = _tick(_monotonic())
+        except Exception as exc:
+            _diagnose("timer tick failed: %s: %s" % (type(exc).__name__, exc))
+            delay = None
+        if delay is not None:
+            idle = 0
+            time.sleep(min(max(delay, 0.0002), _TICK_SECONDS))
+            continue
+        time.sleep(_TICK_SECONDS)
+        idle += 1
+        if idle >= _IDLE_TICKS:
+            idle = 0
+            _ticker_awake = False
+            _ticker_event.clear()
+            if _started_line is not None or _out.parts:
+                _wake_ticker()
 
 
 class _FdPump:
@@ -309,6 +469,8 @@ class _FdPump:
         self.lock = threading.RLock()
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.eof = False
+        self.poller = None
+        self.seen = False
 
     def pump(self, final=False):
         """Emit everything readable now; with final, also flush a trailing partial character."""
@@ -323,10 +485,31 @@ class _FdPump:
                 if not data:
                     self.eof = True
                     break
+                self.seen = True
                 text = self.decoder.decode(data)
                 if text:
                     _router.stdout(text)
+                if len(data) < 65536:
+                    break
             if final:
+                tail = self.decoder.decode(b"", True)
+                if tail:
+                    _router.stdout(tail)
+
+    def pump_if_ready(self, final=False):
+        """pump() only when fd 1 has data now (a poll instead of a read that fails); final as for pump()."""
+        if self.fd is None:
+            return
+        with self.lock:
+            poller = self.poller
+            if poller is None:
+                import select
+
+                poller = self.poller = select.poll()
+                poller.register(self.fd, select.POLLIN)
+            if not self.eof and poller.poll(0):
+                self.pump(final)
+            elif final:
                 tail = self.decoder.decode(b"", True)
                 if tail:
                     _router.stdout(tail)
@@ -339,33 +522,48 @@ class _FdPump:
         poller.register(self.fd, select.POLLIN)
         while not self.eof:
             poller.poll()
+            self.seen = True
             self.pump()
 
 
 _fd_pump = _FdPump(None)
 
 
+def _after_fork_in_child():
+    """In a forked child: fresh locks, nothing queued, no timer, and output sent per line (it may _exit any time)."""
+    global _frame_lock, _started_line, _ticker_awake, _ticker_thread, _ticker_event
+    _frame_lock = threading.Lock()
+    _started_line = None
+    _out.lock = threading.RLock()
+    _out.parts = []
+    _out.size = 0
+    _out.eager = True
+    _fd_pump.lock = threading.RLock()
+    _ticker_awake = True
+    _ticker_thread = None
+    _ticker_event = threading.Event()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_out.flush, after_in_child=_after_fork_in_child)
+
+
 def _emit_stdout(text):
-    _fd_pump.pump()
     _router.stdout(text)
 
 
 def _emit_stderr(text):
-    _fd_pump.pump()
     _router.stderr(text)
 
 
 class _OutStream(io.TextIOBase):
-    """Replacement for sys.stdout/sys.stderr: writes become frames, coalesced per line and bounded."""
+    """Replacement for sys.stdout/sys.stderr: writes become frames, coalesced across lines and bounded."""
 
     def __init__(self, name, emit, fileno):
         super().__init__()
         self._name = name
         self._emit = emit
         self._fileno = fileno
-        self._lock = threading.RLock()
-        self._parts = []
-        self._size = 0
         self.buffer = _BinaryOut(self)
 
     @property
@@ -407,34 +605,23 @@ class _OutStream(io.TextIOBase):
         return self._fileno
 
     def write(self, text):
-        """Buffer text; emit it once it ends a line or 64 KiB are pending."""
+        """Queue text; it is sent by size, after a short delay, before any other frame, or on flush()."""
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not %s" % type(text).__name__)
-        size = len(text)
-        if not size:
-            return 0
-        with self._lock:
-            self._parts.append(text)
-            self._size += size
-            if self._size < CHUNK_CHARS and not text.endswith("\n"):
-                return size
-            data = "".join(self._parts)
-            self._parts = []
-            self._size = 0
-            self._emit(data)
-        if _state.pending:
-            _deliver_pending()
-        return size
+        if text:
+            if _fd_pump.seen:
+                _fd_pump.pump_if_ready()
+            if _router.capture is None:
+                _out.add(self._name, text)
+            else:
+                self._emit(text)
+            if _state.pending:
+                _deliver_pending()
+        return len(text)
 
     def flush(self):
-        """Emit any partial line now."""
-        with self._lock:
-            if not self._parts:
-                return
-            data = "".join(self._parts)
-            self._parts = []
-            self._size = 0
-            self._emit(data)
+        """Send all queued output now."""
+        _flush_streams()
         if _state.pending:
             _deliver_pending()
 
@@ -518,9 +705,8 @@ _stderr = _OutStream("stderr", _emit_stderr, 2)
 
 
 def _flush_streams():
-    _stdout.flush()
-    _stderr.flush()
-    _fd_pump.pump()
+    _fd_pump.pump_if_ready()
+    _out.flush()
 
 
 def _flush_all_output():
@@ -529,9 +715,9 @@ def _flush_all_output():
             sys.__stdout__.flush()
     except Exception:
         pass
-    _stdout.flush()
-    _stderr.flush()
-    _fd_pump.pump(final=True)
+    _fd_pump.pump_if_ready(final=True)
+    _fd_pump.seen = False
+    _out.flush()
 
 
 class _CaptureTarget:
@@ -773,7 +959,7 @@ def _bridge_open(request_id=None):
         if request_id is not None and (request_id != call.request_id or not _state.cell_active):
             raise BridgeError("BridgeCancelled", "the cell that made this call has ended")
         _bridge_calls[call.call_id] = call
-    _bridge_status(call, "pause")
+        _bridge_status(call, "pause")
     return call
 
 
@@ -833,6 +1019,7 @@ def cancel_bridge_calls(request_id, reason="the cell ended before the host answe
         calls = [c for c in _bridge_calls.values() if c.request_id == request_id and not c.resumed]
         for call in calls:
             call.resumed = True
+            del _bridge_calls[call.call_id]
     for call in calls:
         _bridge_status(call, "resume")
         call.error = ("BridgeCancelled", reason)
@@ -2125,9 +2312,31 @@ def _apply_context(request):
                 os.environ[key] = value
 
 
+_boot_load = globals().get("__veyyon_boot_load__")
+
+
+def _cached_prelude_code(source, filename):
+    """The code of source from boot.py's cache when it is the prelude.py beside the runner, else None."""
+    if _boot_load is None:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "prelude.py"), encoding="utf-8", newline="") as file:
+            if file.read() != source:
+                return None
+    except (OSError, ValueError):
+        return None
+    key = ("%s\0%s" % (filename, source)).encode("utf-8", "surrogatepass")
+    return _boot_load("prelude", key, lambda: compile(transform(source), filename, "exec", _TLA_FLAG, dont_inherit=True))
+
+
 def _run_cell(request, filename):
     ns = _state.namespace
     ns["__veyyon__"] = _runtime
+    code = _cached_prelude_code(request.code, filename) if request.silent else None
+    if code is not None:
+        _register_source(filename, request.code)
+        _run_code(code, ns, None)
+        return
     value = _execute(request.code, filename, ns)
     if value is _NO_VALUE or value is None or request.silent:
         return
@@ -2162,7 +2371,7 @@ def _handle_request(request):
     st.cell_active = True
     _set_signal(_SIGINT, _on_sigint)
     try:
-        _send_raw('{"type":"started","id":%s}\n' % _json_string(request.id))
+        _defer_started(request.id)
         try:
             _apply_context(request)
             if request.code.strip():
@@ -2322,11 +2531,13 @@ def main():
 
 
 _BOUNDARY_CODE = _user_call.__code__
-_PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine))
+_PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine,
+                                                 _cached_prelude_code))
 _CRITICAL_CODES = frozenset(fn.__code__ for fn in (
-    _write_line, _send, _send_raw, _send_stream, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
+    _write_line, _send, _send_raw, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
-    _Capture.__exit__,
+    _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
+    _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker,
 ))
 
 

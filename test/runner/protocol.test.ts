@@ -32,7 +32,7 @@ describe.skipIf(!integrationEnabled())("runner protocol", () => {
     expect(kernel.badLines).toEqual([])
   })
 
-  it("keeps stdout and stderr apart and sends one frame per print", async () => {
+  it("keeps stdout and stderr apart and in the order they were written", async () => {
     const cell = await kernel.execute(
       "import sys\nprint('out', 1)\nprint('err', 2, file=sys.stderr)\nsys.stdout.write('partial')"
     )
@@ -42,6 +42,13 @@ describe.skipIf(!integrationEnabled())("runner protocol", () => {
       { type: "stderr", id: cell.id, data: "err 2\n" },
       { type: "stdout", id: cell.id, data: "partial" }
     ])
+  })
+
+  it("coalesces consecutive lines of one stream into few frames", async () => {
+    const cell = await kernel.execute("for i in range(2000):\n    print('line', i)")
+    const stdout = cell.frames.filter((f) => f.type === "stdout")
+    expect(cell.stdout).toBe(Array.from({ length: 2000 }, (_, i) => `line ${i}\n`).join(""))
+    expect(stdout.length).toBeLessThan(50)
   })
 
   it("applies the trailing-semicolon rule and skips None", async () => {
@@ -170,6 +177,13 @@ describe.skipIf(!integrationEnabled())("runner protocol", () => {
     const early = await kernel.waitForStdout("early", id)
     expect(kernel.framesOf(id).some((f) => f.type === "done")).toBe(false)
     expect(early.data).toBe("early\n")
+    await kernel.collect(id)
+  })
+
+  it("sends started for a silent cell well before the cell ends", async () => {
+    const id = kernel.request("import time\ntime.sleep(1)")
+    await kernel.waitFor((f) => f.type === "started" && f.id === id, 500)
+    expect(kernel.framesOf(id).some((f) => f.type === "done")).toBe(false)
     await kernel.collect(id)
   })
 

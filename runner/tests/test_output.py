@@ -1,0 +1,258 @@
+"""Unit tests for output coalescing: stdout/stderr frames by size, by timer, before other frames, in order."""
+
+import importlib.util
+import itertools
+import json
+import os
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNNER_PATH = os.path.join(os.path.dirname(HERE), "runner.py")
+_names = itertools.count()
+
+
+class _RecordingOs:
+    """Stands in for the runner's os module: records every write to the frame fd."""
+
+    def __init__(self, real, fd):
+        self._real = real
+        self._fd = fd
+        self.writes = []
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def write(self, fd, data):
+        if fd == self._fd:
+            self.writes.append(bytes(data))
+        return self._real.write(fd, data)
+
+
+class Wire:
+    """A freshly loaded runner module whose frames go to /dev/null and are recorded per os.write."""
+
+    def __init__(self):
+        spec = importlib.util.spec_from_file_location("veyyon_runner_output_%d" % next(_names), RUNNER_PATH)
+        self.runner = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.runner)
+        self.fd = os.open(os.devnull, os.O_WRONLY)
+        self.os = _RecordingOs(os, self.fd)
+        self.runner.os = self.os
+        self.runner._frame_fd = self.fd
+        self.runner._state.current_id = "r1"
+        self.pipe = None
+
+    def close(self):
+        self.runner._FLUSH_SECONDS = 3600
+        self.runner._STARTED_SECONDS = 3600
+        os.close(self.fd)
+        if self.pipe is not None:
+            for fd in self.pipe:
+                os.close(fd)
+
+    def attach_fd_pump(self):
+        """Give the module's fd pump a pipe; returns its write end (what fd 1 is in a kernel)."""
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        self.pipe = (read_end, write_end)
+        self.runner._fd_pump.fd = read_end
+        return write_end
+
+    def frames(self):
+        data = b"".join(self.os.writes)
+        return [json.loads(line) for line in data.decode("utf-8").splitlines()]
+
+    def streams(self):
+        return [(f["type"], f["data"]) for f in self.frames() if f["type"] in ("stdout", "stderr")]
+
+    def wait_for_writes(self, count, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while len(self.os.writes) < count and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return len(self.os.writes)
+
+
+class CoalescingTest(unittest.TestCase):
+    def setUp(self):
+        self.wire = Wire()
+        self.runner = self.wire.runner
+        self.runner._FLUSH_SECONDS = 3600
+        self.runner._STARTED_SECONDS = 3600
+
+    def tearDown(self):
+        self.wire.close()
+
+    def test_lines_of_one_stream_become_one_frame(self):
+        for i in range(100):
+            print("line", i, file=self.runner._stdout)
+        self.assertEqual(self.wire.os.writes, [])
+        self.runner._flush_streams()
+        self.assertEqual(self.wire.streams(), [("stdout", "".join("line %d\n" % i for i in range(100)))])
+
+    def test_size_flush_sends_whole_chunks_at_once_and_keeps_the_tail(self):
+        chunk = self.runner.CHUNK_CHARS
+        line = "x" * 999 + "\n"
+        count = chunk // len(line) + 2
+        for _ in range(count):
+            self.runner._stdout.write(line)
+        sent = self.wire.streams()
+        self.assertEqual(len(sent), 1)
+        self.assertEqual(len(sent[0][1]), chunk)
+        self.runner._flush_streams()
+        sent = self.wire.streams()
+        self.assertEqual("".join(data for _, data in sent), line * count)
+        self.assertEqual(len(sent[1][1]), count * len(line) - chunk)
+
+    def test_a_long_write_without_newline_streams_in_bounded_chunks(self):
+        chunk = self.runner.CHUNK_CHARS
+        text = "ab" * (5 * chunk) + "tail"
+        self.runner._stdout.write(text)
+        sizes = [len(data) for _, data in self.wire.streams()]
+        self.assertEqual(sizes, [chunk] * 10)
+        self.runner._flush_streams()
+        self.assertEqual("".join(data for _, data in self.wire.streams()), text)
+
+    def test_timer_sends_queued_output_without_a_flush(self):
+        self.runner._FLUSH_SECONDS = 0.2
+        self.runner._stdout.write("progress\n")
+        self.assertEqual(self.wire.os.writes, [])
+        self.assertEqual(self.wire.wait_for_writes(1), 1)
+        self.assertEqual(self.wire.streams(), [("stdout", "progress\n")])
+
+    def test_queued_output_leaves_before_any_other_frame(self):
+        self.runner._stdout.write("before status\n")
+        self.runner.emit_status("find", count=1)
+        self.runner._stdout.write("before display\n")
+        self.runner.display({"text/plain": "shown"}, raw=True)
+        self.runner._stderr.write("before done\n")
+        self.runner._send_raw('{"type":"done","id":"r1","status":"ok","executionCount":1,"cancelled":false}\n')
+        self.assertEqual([(f["type"], f.get("data")) for f in self.wire.frames()], [
+            ("stdout", "before status\n"), ("display", None), ("stdout", "before display\n"), ("display", None),
+            ("stderr", "before done\n"), ("done", None)])
+
+    def test_stdout_and_stderr_keep_the_order_they_were_written_in(self):
+        out, err = self.runner._stdout, self.runner._stderr
+        out.write("o1\n")
+        out.write("o2\n")
+        err.write("e1\n")
+        out.write("o3")
+        err.write("e2\n")
+        err.write("e3\n")
+        self.runner._flush_streams()
+        self.assertEqual(self.wire.streams(), [
+            ("stdout", "o1\no2\n"), ("stderr", "e1\n"), ("stdout", "o3"), ("stderr", "e2\ne3\n")])
+
+    def test_output_of_the_previous_request_is_sent_under_its_own_id(self):
+        self.runner._stdout.write("first\n")
+        self.runner._state.current_id = "r2"
+        self.runner._stdout.write("second\n")
+        self.runner._flush_streams()
+        self.assertEqual([(f["id"], f["data"]) for f in self.wire.frames()], [("r1", "first\n"), ("r2", "second\n")])
+
+    def test_lone_surrogates_and_non_ascii_stay_valid_frames(self):
+        self.runner._stdout.write("é€😀 lone:\ud800: end\n")
+        self.runner._stdout.buffer.write(b"bad:\xff\xfe:\n")
+        self.runner._flush_streams()
+        self.assertEqual(self.wire.streams(), [("stdout", "é€😀 lone:\ud800: end\nbad:\ufffd\ufffd:\n")])
+
+    def test_writes_from_threads_never_interleave_inside_a_frame(self):
+        def writer(n):
+            for i in range(2000):
+                self.runner._stdout.write("t%d-%d\n" % (n, i))
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.runner._flush_streams()
+        lines = "".join(data for _, data in self.wire.streams()).splitlines()
+        self.assertEqual(len(lines), 8000)
+        for n in range(4):
+            self.assertEqual([line for line in lines if line.startswith("t%d-" % n)],
+                             ["t%d-%d" % (n, i) for i in range(2000)])
+
+    def test_fd_1_output_keeps_its_place_once_the_pump_has_seen_data(self):
+        fd1 = self.wire.attach_fd_pump()
+        self.runner._stdout.write("a\n")
+        os.write(fd1, b"b\n")
+        self.runner._flush_streams()
+        self.assertTrue(self.runner._fd_pump.seen)
+        self.runner._stdout.write("c\n")
+        os.write(fd1, b"d\n")
+        self.runner._stdout.write("e\n")
+        os.write(fd1, b"\xc3")
+        self.runner._flush_all_output()
+        self.assertEqual("".join(data for _, data in self.wire.streams()), "a\nb\nc\nd\ne\n\ufffd")
+
+    @unittest.skipUnless(hasattr(os, "fork"), "needs os.fork")
+    def test_a_forked_child_sends_each_line_at_once_and_not_the_parents_queue(self):
+        read_end, write_end = os.pipe()
+        self.runner._frame_fd = write_end
+        self.runner._stdout.write("parent\n")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.runner._stdout.write("child ")
+                self.runner._stdout.write("line\n")
+                self.runner._stdout.write("unterminated")
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        self.runner._frame_fd = self.wire.fd
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            frames = [json.loads(line) for line in pipe.read().splitlines()]
+        self.assertEqual([f["data"] for f in frames], ["parent\n", "child line\n"])
+
+
+class StartedTest(unittest.TestCase):
+    def setUp(self):
+        self.wire = Wire()
+        self.runner = self.wire.runner
+
+    def tearDown(self):
+        self.wire.close()
+
+    def test_a_trivial_cell_writes_started_and_done_at_once(self):
+        self.runner._STARTED_SECONDS = 3600
+        self.runner._defer_started("r1")
+        self.runner._send_raw('{"type":"done","id":"r1","status":"ok","executionCount":1,"cancelled":false}\n')
+        self.assertEqual(len(self.wire.os.writes), 1)
+        self.assertEqual([f["type"] for f in self.wire.frames()], ["started", "done"])
+
+    def test_started_leaves_with_the_first_frame(self):
+        self.runner._STARTED_SECONDS = 3600
+        self.runner._FLUSH_SECONDS = 3600
+        self.runner._defer_started("r1")
+        self.runner._stdout.write("hi\n")
+        self.runner._flush_streams()
+        self.assertEqual(len(self.wire.os.writes), 1)
+        self.assertEqual([f["type"] for f in self.wire.frames()], ["started", "stdout"])
+
+    def test_started_is_sent_by_the_timer_when_the_cell_stays_silent(self):
+        self.runner._STARTED_SECONDS = 0.001
+        self.runner._defer_started("r1")
+        self.assertEqual(self.wire.wait_for_writes(1), 1)
+        self.assertEqual(self.wire.frames(), [{"type": "started", "id": "r1"}])
+        self.runner._send_raw('{"type":"done","id":"r1","status":"ok","executionCount":1,"cancelled":false}\n')
+        self.assertEqual([f["type"] for f in self.wire.frames()], ["started", "done"])
+
+    def test_the_timer_thread_goes_idle_when_nothing_waits(self):
+        self.runner._IDLE_TICKS = 2
+        self.runner._STARTED_SECONDS = 0.001
+        self.runner._defer_started("r1")
+        self.wire.wait_for_writes(1)
+        deadline = time.monotonic() + 10
+        while self.runner._ticker_awake and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertFalse(self.runner._ticker_awake)
+        self.runner._FLUSH_SECONDS = 0.001
+        self.runner._stdout.write("again\n")
+        self.assertEqual(self.wire.wait_for_writes(2), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
