@@ -1,8 +1,13 @@
 /**
  * Puts the runner scripts where kernels can spawn them:
- * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.py,prelude.py}` for Python and
- * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.mjs,prelude.mjs}` for Node (each pair
+ * `<os tmpdir>/veyyon-python-runner/<hash>/{boot.py,runner.py,prelude.py}` for Python and
+ * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.mjs,prelude.mjs}` for Node (each set
  * in the directory named by its own hash, so one changing leaves the other's cache alone).
+ *
+ * Python kernels spawn `boot.py`, which runs `runner.py` from a code object it caches
+ * beside it per interpreter (`runner.<cache_tag>.pyc`), and lets the runner cache the
+ * prelude's compiled code the same way (`prelude.<cache_tag>.pyc`), so neither is compiled
+ * from source at every kernel start. Those files are written by the kernels, not here.
  *
  * The sources are read from the package's `runner/` directory on every call (they
  * are small), hashed together, and written only when the cached copy is missing or
@@ -29,13 +34,13 @@ export const RUNNER_CACHE_DIR_NAME = "veyyon-python-runner"
 export interface RunnerFiles {
   /** `<cache root>/<hash>`. */
   readonly dir: string
-  /** The script to spawn: `<python> -u <runnerPath>`. */
+  /** The script to spawn: `<python> -u <runnerPath>`; it is `boot.py`, which runs `runner.py` beside it. */
   readonly runnerPath: string
-  /** The prelude's cached copy (the kernel is sent `preludeSource` itself). */
+  /** The prelude's cached copy (the kernel is sent `preludeSource` itself, and caches its code when it matches). */
   readonly preludePath: string
   /** Prelude source, sent to a new kernel as one silent request. */
   readonly preludeSource: string
-  /** Short hex sha256 over both sources. */
+  /** Short hex sha256 over the three sources. */
   readonly hash: string
   /** Whether this call wrote anything (false when the cache was reused). */
   readonly wrote: boolean
@@ -89,9 +94,9 @@ export const filesHash = (files: ReadonlyArray<readonly [name: string, source: s
   return hash.digest("hex").slice(0, 16)
 }
 
-/** The content hash of a Python runner and prelude pair. */
-export const runnerHash = (runnerSource: string, preludeSource: string): string =>
-  filesHash([["runner.py", runnerSource], ["prelude.py", preludeSource]])
+/** The content hash of a Python runner, its prelude and its boot script. */
+export const runnerHash = (runnerSource: string, preludeSource: string, bootSource: string): string =>
+  filesHash([["runner.py", runnerSource], ["prelude.py", preludeSource], ["boot.py", bootSource]])
 
 /** The content hash of a Node runner and prelude pair. */
 export const jsRunnerHash = (runnerSource: string, preludeSource: string): string =>
@@ -130,7 +135,7 @@ export const findPackageRoot = (
 
 /** Where the cache and the sources are. */
 export interface RunnerCacheOptions {
-  /** Directory holding runner.py, (optionally) prelude.py, and runner.mjs with prelude.mjs. */
+  /** Directory holding runner.py with boot.py, (optionally) prelude.py, and runner.mjs with prelude.mjs. */
   readonly sourceDir: string
   /** Directory the `<hash>` directories go in. */
   readonly cacheRoot: string
@@ -189,20 +194,22 @@ export const makeRunnerCache = (
     const ensure = Effect.gen(function*() {
       const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.py"), false)
       const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.py"), true)
-      const hash = runnerHash(runnerSource, preludeSource)
+      const bootSource = yield* readSource(path.join(options.sourceDir, "boot.py"), false)
+      const hash = runnerHash(runnerSource, preludeSource, bootSource)
       const dir = path.join(options.cacheRoot, hash)
       yield* fs.makeDirectory(dir, { recursive: true }).pipe(
         Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
       )
       const wrotePrelude = yield* writeAtomically(dir, "prelude.py", preludeSource)
       const wroteRunner = yield* writeAtomically(dir, "runner.py", runnerSource)
+      const wroteBoot = yield* writeAtomically(dir, "boot.py", bootSource)
       return {
         dir,
-        runnerPath: path.join(dir, "runner.py"),
+        runnerPath: path.join(dir, "boot.py"),
         preludePath: path.join(dir, "prelude.py"),
         preludeSource,
         hash,
-        wrote: wrotePrelude || wroteRunner
+        wrote: wrotePrelude || wroteRunner || wroteBoot
       }
     })
 

@@ -1,6 +1,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -14,6 +15,7 @@ import {
   runnerHash,
   RunnerSourceMissing
 } from "../../src/services/RunnerCache.ts"
+import { findPython, integrationEnabled } from "../support/python.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -26,26 +28,30 @@ const tempDir = (): string => {
   return dir
 }
 
-const sources = (runner: string | undefined, prelude: string | undefined): string => {
+const RUNNER = "import sys\nprint('runner')\n"
+const PRELUDE = "def helper():\n    return 'é'\n"
+const BOOT = "exec(open('runner.py').read())\n"
+
+/** A source directory; boot.py is written unless `boot` is null. */
+const sources = (runner: string | undefined, prelude: string | undefined, boot: string | null = BOOT): string => {
   const dir = tempDir()
   if (runner !== undefined) fs.writeFileSync(path.join(dir, "runner.py"), runner)
   if (prelude !== undefined) fs.writeFileSync(path.join(dir, "prelude.py"), prelude)
+  if (boot !== null) fs.writeFileSync(path.join(dir, "boot.py"), boot)
   return dir
 }
 
 const cacheFor = (sourceDir: string, cacheRoot: string) =>
   makeRunnerCache({ sourceDir, cacheRoot }).pipe(Effect.provide(NodeContext.layer))
 
-const RUNNER = "import sys\nprint('runner')\n"
-const PRELUDE = "def helper():\n    return 'é'\n"
-
 describe("runnerHash", () => {
-  it("is 16 hex chars and depends on both sources", () => {
-    const hash = runnerHash(RUNNER, PRELUDE)
+  it("is 16 hex chars and depends on all three sources", () => {
+    const hash = runnerHash(RUNNER, PRELUDE, BOOT)
     expect(hash).toMatch(/^[0-9a-f]{16}$/)
-    expect(runnerHash(RUNNER, PRELUDE)).toBe(hash)
-    expect(runnerHash(RUNNER, "")).not.toBe(hash)
-    expect(runnerHash(RUNNER + " ", PRELUDE)).not.toBe(hash)
+    expect(runnerHash(RUNNER, PRELUDE, BOOT)).toBe(hash)
+    expect(runnerHash(RUNNER, "", BOOT)).not.toBe(hash)
+    expect(runnerHash(RUNNER + " ", PRELUDE, BOOT)).not.toBe(hash)
+    expect(runnerHash(RUNNER, PRELUDE, BOOT + " ")).not.toBe(hash)
   })
 
   it.prop("does not confuse where one source ends and the other begins", {
@@ -55,28 +61,29 @@ describe("runnerHash", () => {
   }, ({ a, b, cut }) => {
     const joined = a + b
     const at = cut % (joined.length + 1)
-    if (at !== a.length) expect(runnerHash(joined.slice(0, at), joined.slice(at))).not.toBe(runnerHash(a, b))
+    if (at !== a.length) expect(runnerHash(joined.slice(0, at), joined.slice(at), BOOT)).not.toBe(runnerHash(a, b, BOOT))
   })
 })
 
 describe("RunnerCache", () => {
-  it.effect("writes runner.py and prelude.py under <root>/<hash>/", () =>
+  it.effect("writes boot.py, runner.py and prelude.py under <root>/<hash>/, and boot.py is the script to spawn", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const cache = yield* cacheFor(sources(RUNNER, PRELUDE), root)
       const files = yield* cache.ensure
-      const hash = runnerHash(RUNNER, PRELUDE)
+      const hash = runnerHash(RUNNER, PRELUDE, BOOT)
       expect(files).toEqual({
         dir: path.join(root, hash),
-        runnerPath: path.join(root, hash, "runner.py"),
+        runnerPath: path.join(root, hash, "boot.py"),
         preludePath: path.join(root, hash, "prelude.py"),
         preludeSource: PRELUDE,
         hash,
         wrote: true
       })
-      expect(fs.readFileSync(files.runnerPath, "utf8")).toBe(RUNNER)
+      expect(fs.readFileSync(files.runnerPath, "utf8")).toBe(BOOT)
+      expect(fs.readFileSync(path.join(files.dir, "runner.py"), "utf8")).toBe(RUNNER)
       expect(fs.readFileSync(files.preludePath, "utf8")).toBe(PRELUDE)
-      expect(fs.readdirSync(files.dir).sort()).toEqual(["prelude.py", "runner.py"])
+      expect(fs.readdirSync(files.dir).sort()).toEqual(["boot.py", "prelude.py", "runner.py"])
     }))
 
   it.effect("reuses the cached copy without writing again", () =>
@@ -84,20 +91,23 @@ describe("RunnerCache", () => {
       const root = tempDir()
       const source = sources(RUNNER, PRELUDE)
       const first = yield* (yield* cacheFor(source, root)).ensure
-      const before = fs.statSync(first.runnerPath).mtimeMs
-      const beforeIno = fs.statSync(first.runnerPath).ino
+      const stats = (dir: string) =>
+        ["boot.py", "runner.py", "prelude.py"].map((name) => {
+          const stat = fs.statSync(path.join(dir, name))
+          return [name, stat.mtimeMs, stat.ino]
+        })
+      const before = stats(first.dir)
       const again = yield* (yield* cacheFor(source, root)).ensure
       expect(again.wrote).toBe(false)
       expect(again.runnerPath).toBe(first.runnerPath)
-      expect(fs.statSync(again.runnerPath).mtimeMs).toBe(before)
-      expect(fs.statSync(again.runnerPath).ino).toBe(beforeIno)
+      expect(stats(again.dir)).toEqual(before)
     }))
 
   it.effect("treats a missing prelude.py as empty", () =>
     Effect.gen(function*() {
       const files = yield* (yield* cacheFor(sources(RUNNER, undefined), tempDir())).ensure
       expect(files.preludeSource).toBe("")
-      expect(files.hash).toBe(runnerHash(RUNNER, ""))
+      expect(files.hash).toBe(runnerHash(RUNNER, "", BOOT))
       expect(fs.readFileSync(files.preludePath, "utf8")).toBe("")
     }))
 
@@ -110,6 +120,40 @@ describe("RunnerCache", () => {
       expect(error.message).toContain("reinstall")
     }))
 
+  it.effect("fails with an actionable error when boot.py is missing", () =>
+    Effect.gen(function*() {
+      const source = sources(RUNNER, PRELUDE, null)
+      const error = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure)
+      expect(error).toBeInstanceOf(RunnerSourceMissing)
+      expect(error.message).toContain(path.join(source, "boot.py"))
+      expect(error.message).toContain("runner/boot.py")
+    }))
+
+  it.effect("an edited boot.py gets a new directory too", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const source = sources(RUNNER, PRELUDE)
+      const cache = yield* cacheFor(source, root)
+      const first = yield* cache.ensure
+      fs.writeFileSync(path.join(source, "boot.py"), BOOT + "# v2\n")
+      const second = yield* cache.ensure
+      expect(second.dir).not.toBe(first.dir)
+      expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(BOOT + "# v2\n")
+      expect(fs.readFileSync(first.runnerPath, "utf8")).toBe(BOOT)
+    }))
+
+  it.effect("leaves the code caches the kernels write beside the scripts alone", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const source = sources(RUNNER, PRELUDE)
+      const first = yield* (yield* cacheFor(source, root)).ensure
+      const pyc = path.join(first.dir, "runner.cpython-311.pyc")
+      fs.writeFileSync(pyc, "cached")
+      const again = yield* (yield* cacheFor(source, root)).ensure
+      expect(again.wrote).toBe(false)
+      expect(fs.readFileSync(pyc, "utf8")).toBe("cached")
+    }))
+
   it.effect("reads the sources on every call, so an edited runner gets a new directory", () =>
     Effect.gen(function*() {
       const root = tempDir()
@@ -120,8 +164,8 @@ describe("RunnerCache", () => {
       const second = yield* cache.ensure
       expect(second.hash).not.toBe(first.hash)
       expect(second.wrote).toBe(true)
-      expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(RUNNER + "# v2\n")
-      expect(fs.readFileSync(first.runnerPath, "utf8")).toBe(RUNNER)
+      expect(fs.readFileSync(path.join(second.dir, "runner.py"), "utf8")).toBe(RUNNER + "# v2\n")
+      expect(fs.readFileSync(path.join(first.dir, "runner.py"), "utf8")).toBe(RUNNER)
     }))
 
   it.effect("replaces a cached file whose content does not match its hash", () =>
@@ -129,22 +173,24 @@ describe("RunnerCache", () => {
       const root = tempDir()
       const cache = yield* cacheFor(sources(RUNNER, PRELUDE), root)
       const first = yield* cache.ensure
-      fs.writeFileSync(first.runnerPath, "import os; os.system('evil')\n")
+      for (const name of ["runner.py", "boot.py"]) fs.writeFileSync(path.join(first.dir, name), "import os; os.system('evil')\n")
       const second = yield* cache.ensure
       expect(second.wrote).toBe(true)
-      expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(RUNNER)
+      expect(fs.readFileSync(path.join(second.dir, "runner.py"), "utf8")).toBe(RUNNER)
+      expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(BOOT)
     }))
 
   it.live("is safe when many hosts race on the same hash", () =>
     Effect.gen(function*() {
       const root = tempDir()
-      const source = sources(RUNNER.repeat(2000), PRELUDE.repeat(2000))
+      const source = sources(RUNNER.repeat(2000), PRELUDE.repeat(2000), BOOT.repeat(2000))
       const hosts = yield* Effect.all(Array.from({ length: 16 }, () => cacheFor(source, root)))
       const results = yield* Effect.all(hosts.map((host) => host.ensure), { concurrency: "unbounded" })
       expect(new Set(results.map((r) => r.runnerPath)).size).toBe(1)
       expect(results.some((r) => r.wrote)).toBe(true)
       const dir = results[0]!.dir
-      expect(fs.readdirSync(dir).sort()).toEqual(["prelude.py", "runner.py"])
+      expect(fs.readdirSync(dir).sort()).toEqual(["boot.py", "prelude.py", "runner.py"])
+      expect(fs.readFileSync(path.join(dir, "boot.py"), "utf8")).toBe(BOOT.repeat(2000))
       expect(fs.readFileSync(path.join(dir, "runner.py"), "utf8")).toBe(RUNNER.repeat(2000))
       expect(fs.readFileSync(path.join(dir, "prelude.py"), "utf8")).toBe(PRELUDE.repeat(2000))
       const later = yield* hosts[0]!.ensure
@@ -186,7 +232,7 @@ describe("RunnerCache.ensureJs", () => {
       })
       expect(fs.readdirSync(js.dir).sort()).toEqual(["prelude.mjs", "runner.mjs"])
       expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(JS_RUNNER)
-      expect(hash).not.toBe(runnerHash(RUNNER, PRELUDE))
+      expect(hash).not.toBe(runnerHash(RUNNER, PRELUDE, BOOT))
       const py = yield* cache.ensure
       expect(py.dir).not.toBe(js.dir)
       expect((yield* cache.ensureJs).wrote).toBe(false)
@@ -224,7 +270,9 @@ describe("RunnerCache.Live", () => {
       const runnerFile = path.join(packageRoot, "runner", "runner.py")
       if (result._tag === "Right") {
         expect(path.dirname(result.right.dir)).toBe(path.join(os.tmpdir(), "veyyon-python-runner"))
-        expect(fs.readFileSync(result.right.runnerPath, "utf8")).toBe(fs.readFileSync(runnerFile, "utf8"))
+        expect(result.right.runnerPath).toBe(path.join(result.right.dir, "boot.py"))
+        expect(fs.readFileSync(result.right.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "boot.py"), "utf8"))
+        expect(fs.readFileSync(path.join(result.right.dir, "runner.py"), "utf8")).toBe(fs.readFileSync(runnerFile, "utf8"))
         const js = yield* cache.ensureJs
         expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "runner.mjs"), "utf8"))
         expect(fs.readFileSync(js.preludePath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "prelude.mjs"), "utf8"))
@@ -233,6 +281,39 @@ describe("RunnerCache.Live", () => {
         expect(result.left._tag).toBe("RunnerSourceMissing")
       }
     }).pipe(Effect.provide(RunnerCache.Live), Effect.provide(NodeContext.layer)))
+})
+
+describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", () => {
+  const packageRunner = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "runner")
+  const start = (runnerPath: string, preludeSource: string) => {
+    const requests = [
+      { id: "init", code: "", silent: true, storeHistory: false },
+      { id: "prelude", code: preludeSource, silent: true, storeHistory: false },
+      { id: "cell", code: "1 + 1", silent: false, storeHistory: true }
+    ]
+    const run = spawnSync(findPython()!, ["-u", runnerPath], {
+      input: requests.map((r) => JSON.stringify(r) + "\n").join(""),
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    expect(run.status, run.stderr).toBe(0)
+    const frames = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as { type: string; id: string; bundle?: Record<string, unknown> })
+    expect(frames.filter((f) => f.type === "error")).toEqual([])
+    return frames.find((f) => f.type === "result" && f.id === "cell")?.bundle?.["text/plain"]
+  }
+
+  it.effect("the spawned boot.py serves cells and leaves the runner's and the prelude's compiled code beside it", () =>
+    Effect.gen(function*() {
+      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure
+      expect(start(files.runnerPath, files.preludeSource)).toBe("2")
+      const compiled = fs.readdirSync(files.dir).filter((name) => name.endsWith(".pyc")).sort()
+      expect(compiled).toHaveLength(2)
+      expect(compiled[0]).toMatch(/^prelude\.[\w-]+\.pyc$/)
+      expect(compiled[1]).toBe(compiled[0]!.replace(/^prelude/, "runner"))
+      const stamps = compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)
+      expect(start(files.runnerPath, files.preludeSource)).toBe("2")
+      expect(compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)).toEqual(stamps)
+    }))
 })
 
 describe("RunnerCache.fixed", () => {
