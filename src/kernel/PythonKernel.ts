@@ -245,7 +245,10 @@ export const make = (
     let lifecycle: LifecycleState = LifecycleState.Starting()
     const deadSignal = yield* Deferred.make<DeathCause>()
     const stderrTail = new StderrTail()
-    let active: ActiveRequest | undefined
+    /** Requests sent and not finished, by id: the start-up requests go out together, cells one at a time. */
+    const open = new Map<string, ActiveRequest>()
+    /** The newest open request: raw output of the process belongs to it. */
+    let current: ActiveRequest | undefined
     let nextId = 0
 
     const write = (frame: HostFrame): Effect.Effect<void, KernelClosed> => {
@@ -258,8 +261,8 @@ export const make = (
 
     const failActive = (requestId: string, cause: DeathCause) =>
       Effect.suspend(() => {
-        const request = active
-        if (request === undefined || request.id !== requestId) return Effect.void
+        const request = open.get(requestId)
+        if (request === undefined) return Effect.void
         return DeathCause.$match(cause, {
           Exited: ({ exit }) => failRequest(request, new KernelDied({ exit, stderr: stderrTail.text() })),
           Shutdown: () => failRequest(request, new KernelClosed({ reason: "it was shut down while the cell ran" })),
@@ -353,11 +356,11 @@ export const make = (
       })
 
     const route = (frame: RunnerFrame): Effect.Effect<void> => {
-      const request = active
       if (frame.type === "error" && (frame.id === undefined || frame.id === null)) {
         return Effect.logWarning(`runner reported an error outside any request: ${frame.ename}: ${frame.evalue}`)
       }
-      if (request === undefined || frame.id !== request.id) {
+      const request = typeof frame.id === "string" ? open.get(frame.id) : undefined
+      if (request === undefined) {
         return frame.type === "started"
           ? Effect.void
           : Effect.logDebug(`dropped a ${frame.type} frame for request ${frame.id}, which is not running`)
@@ -415,7 +418,7 @@ export const make = (
         Stream.decodeText(),
         Stream.runForEach((text) => {
           if (tail) stderrTail.push(text)
-          const request = active
+          const request = current
           return request === undefined ? Effect.void : request.emit(toOutput(text))
         }),
         Effect.forkScoped
@@ -440,43 +443,35 @@ export const make = (
           bridges: undefined,
           watchdog: undefined
         }
-        active = request
+        open.set(request.id, request)
+        current = request
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => {
-            if (active === request) active = undefined
+            open.delete(request.id)
+            if (current === request) current = undefined
           })
         )
         return request
       })
 
-    const startRequest = (code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
-      Effect.scoped(
-        Effect.gen(function*() {
-          const errors: Array<string> = []
-          const request = yield* begin(yield* Deferred.make<FirstEvent, KernelError>(), (output) =>
-            Effect.sync(() => {
-              if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
-            })
-          )
-          yield* write(
-            new ExecuteRequestFrame({
-              id: request.id,
-              code,
-              silent: true,
-              storeHistory: false,
-              ...(extra.cwd === undefined ? {} : { cwd: extra.cwd }),
-              ...(extra.env === undefined ? {} : { env: { ...extra.env } })
-            })
-          )
-          const done = yield* Deferred.await(request.done)
-          if (done.status === "error") {
-            return yield* new KernelStartError({
+    /** Sends one silent start-up request; the returned effect awaits its end. */
+    const sendStartRequest = (code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
+      Effect.gen(function*() {
+        const errors: Array<string> = []
+        const request = yield* begin(yield* Deferred.make<FirstEvent, KernelError>(), (output) =>
+          Effect.sync(() => {
+            if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
+          })
+        )
+        yield* write(executeFrame(request.id, { code, silent: true, storeHistory: false, ...extra }))
+        return Effect.flatMap(Deferred.await(request.done), (done) =>
+          done.status === "error"
+            ? new KernelStartError({
               reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
               stderr: stderrTail.text()
             })
-          }
-        })
-      )
+            : Effect.void)
+      })
 
     const startError = (error: unknown): KernelStartError =>
       error instanceof KernelStartError
@@ -498,10 +493,12 @@ export const make = (
       )
     )
 
-    yield* Effect.gen(function*() {
-      yield* startRequest("", { cwd: spec.cwd, ...(spec.initEnv === undefined ? {} : { env: spec.initEnv }) })
-      if (spec.prelude !== undefined && spec.prelude.length > 0) yield* startRequest(spec.prelude, {})
-    }).pipe(
+    yield* Effect.scoped(Effect.gen(function*() {
+      const init = yield* sendStartRequest("", { cwd: spec.cwd, ...(spec.initEnv === undefined ? {} : { env: spec.initEnv }) })
+      const prelude = spec.prelude !== undefined && spec.prelude.length > 0 ? yield* sendStartRequest(spec.prelude, {}) : Effect.void
+      yield* init
+      yield* prelude
+    })).pipe(
       Effect.mapError(startError),
       Effect.raceFirst(deathDuringStart),
       Effect.timeoutFail({
