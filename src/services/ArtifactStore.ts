@@ -23,7 +23,7 @@ import { Settings } from "./Settings.ts"
 export const ARTIFACT_SCHEME = "artifact://"
 
 /** How many bytes a writer buffers before writing them to its file. */
-export const WRITE_BUFFER_BYTES = 64 * 1024
+export const WRITE_BUFFER_BYTES = 256 * 1024
 
 const ID_PATTERN = /^[a-z][a-z0-9]{0,15}-[a-z0-9]{1,16}-[0-9a-f]{8}(?:\.[a-z0-9]{1,10})?$/
 const KIND_PATTERN = /^[a-z][a-z0-9]{0,15}$/
