@@ -7,8 +7,9 @@
  * that does not match that shape (a `/`, `..`, an absolute path, ...) is rejected
  * before the file system is touched.
  *
- * Writers buffer up to `WRITE_BUFFER_BYTES` and then write through one open file
- * handle, so appending a large output holds at most one buffer in memory. Their data
+ * Writers copy what they are given into one `WRITE_BUFFER_BYTES` buffer (so the caller's
+ * strings die young) and write it through one open file handle when it fills; a chunk
+ * larger than the buffer goes out on its own after what is buffered. Their data
  * is complete on disk once `close` returns (or their scope closes).
  */
 import { FileSystem } from "@effect/platform"
@@ -175,20 +176,6 @@ const newId = (kind: string, extension: string | undefined): Effect.Effect<strin
     `${kind}-${now.toString(36)}-${randomBytes(4).toString("hex")}${extension === undefined ? "" : `.${extension}`}`)
 
 /** Encodes the pending chunks into `into` (or a new buffer when they do not fit), each as `Buffer.byteLength` counted it. */
-const encode = (chunks: ReadonlyArray<string | Uint8Array>, size: number, into: Buffer): Uint8Array => {
-  if (chunks.length === 1 && typeof chunks[0] !== "string") return chunks[0]!
-  const buffer = size <= into.length ? into : Buffer.allocUnsafe(size)
-  let offset = 0
-  for (const chunk of chunks) {
-    if (typeof chunk === "string") offset += buffer.write(chunk, offset, "utf8")
-    else {
-      buffer.set(chunk, offset)
-      offset += chunk.length
-    }
-  }
-  return buffer.subarray(0, size)
-}
-
 /** Builds a store over `dir`, creating the directory when it is missing. */
 export const makeArtifactStore = (
   dir: string
@@ -208,19 +195,20 @@ export const makeArtifactStore = (
         const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
         const handle = yield* fs.open(file, { flag: "wx" }).pipe(Scope.extend(scope))
         const lock = yield* Effect.makeSemaphore(1)
-        const scratch = Buffer.allocUnsafe(2 * WRITE_BUFFER_BYTES)
-        let pending: Array<string | Uint8Array> = []
-        let pendingBytes = 0
+        const buffer = Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+        let filled = 0
         let written = 0
         let closed = false
 
+        const writeOut = (data: Uint8Array) =>
+          handle.writeAll(data).pipe(Effect.mapError((error) => fail(describeError(error))))
+
         const flush = Effect.suspend(() => {
-          if (pendingBytes === 0) return Effect.void
-          const data = encode(pending, pendingBytes, scratch)
-          pending = []
-          pendingBytes = 0
-          return handle.writeAll(data)
-        }).pipe(Effect.mapError((error) => fail(describeError(error))))
+          if (filled === 0) return Effect.void
+          const data = buffer.subarray(0, filled)
+          filled = 0
+          return writeOut(data)
+        })
 
         yield* Scope.addFinalizer(
           scope,
@@ -236,9 +224,15 @@ export const makeArtifactStore = (
             const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
             if (size === 0) return Effect.void
             written += size
-            pending.push(chunk)
-            pendingBytes += size
-            return pendingBytes >= WRITE_BUFFER_BYTES ? flush : Effect.void
+            const copyIn = Effect.suspend(() => {
+              if (typeof chunk === "string") buffer.write(chunk, filled, "utf8")
+              else buffer.set(chunk, filled)
+              filled += size
+              return filled === buffer.length ? flush : Effect.void
+            })
+            if (filled + size <= buffer.length) return copyIn
+            if (size <= buffer.length) return Effect.zipRight(flush, copyIn)
+            return Effect.zipRight(flush, writeOut(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk))
           }))
 
         const close = lock.withPermits(1)(Effect.suspend(() => {

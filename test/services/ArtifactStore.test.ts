@@ -78,6 +78,24 @@ describe("ArtifactStore", () => {
       yield* writer.close
     }))
 
+  it.scoped("keeps the order and bytes of mixed appends: small, multi-byte, raw bytes and larger than the buffer", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out", "txt")
+      const parts = [
+        "a".repeat(WRITE_BUFFER_BYTES - 3),
+        "é✓",
+        new TextEncoder().encode("bytes|"),
+        "€".repeat(WRITE_BUFFER_BYTES),
+        "tail"
+      ]
+      for (const part of parts) yield* writer.append(part)
+      yield* writer.close
+      const expected = parts.map((part) => (typeof part === "string" ? part : new TextDecoder().decode(part))).join("")
+      expect(fs.readFileSync(writer.path, "utf8")).toBe(expected)
+      expect(yield* writer.size).toBe(Buffer.byteLength(expected, "utf8"))
+    }))
+
   it.scoped("counts exactly the bytes it writes, even for a surrogate pair split across appends", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
