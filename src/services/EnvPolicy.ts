@@ -2,9 +2,10 @@
  * Which host environment variables reach the Python runner.
  *
  * A variable passes when its name is on the allowlist or starts with an allowed
- * prefix, and is not a secret. The secret rule wins over everything, including
- * the caller's own extra entries: a kernel never sees an API key or token from
- * the host. Names are compared case-insensitively (Windows spells `Path`).
+ * prefix, and is not a secret: neither named like one nor holding a URL with
+ * credentials in it (`https://user:password@host`, `https://token@host`). The secret
+ * rule wins over everything, including the caller's own extra entries: a kernel never
+ * sees an API key or token from the host. Names are compared case-insensitively (Windows spells `Path`).
  */
 import * as path from "node:path"
 
@@ -70,6 +71,11 @@ export const isSecretEnvName = (name: string): boolean => {
   )
 }
 
+const URL_WITH_CREDENTIALS = /[a-z][a-z0-9+.-]*:\/\/[^/\s@]+@/i
+
+/** Whether a value embeds credentials in a URL, as a private package index or a proxy may. */
+export const hasUrlCredentials = (value: string): boolean => URL_WITH_CREDENTIALS.test(value)
+
 /** Whether a host variable may be passed to the runner: allowlisted (by name or prefix) and not a secret. */
 export const isAllowedEnvName = (name: string): boolean => {
   const upper = name.toUpperCase()
@@ -81,7 +87,7 @@ export const isAllowedEnvName = (name: string): boolean => {
 export const filterHostEnv = (hostEnv: EnvRecord): Record<string, string> => {
   const kept: Record<string, string> = {}
   for (const [name, value] of Object.entries(hostEnv)) {
-    if (value !== undefined && isAllowedEnvName(name)) kept[name] = value
+    if (value !== undefined && isAllowedEnvName(name) && !hasUrlCredentials(value)) kept[name] = value
   }
   return kept
 }
@@ -132,7 +138,7 @@ export const runnerEnv = (hostEnv: EnvRecord, options: RunnerEnvOptions = {}): R
   const platform = options.platform ?? process.platform
   let env: Record<string, string> = filterHostEnv(hostEnv)
   for (const [name, value] of Object.entries(options.extra ?? {})) {
-    if (value !== undefined && !isSecretEnvName(name)) env[name] = value
+    if (value !== undefined && !isSecretEnvName(name) && !hasUrlCredentials(value)) env[name] = value
   }
   Object.assign(env, RUNNER_FIXED_ENV)
   if (options.artifactsDir !== undefined) env["VEYYON_ARTIFACTS_DIR"] = options.artifactsDir

@@ -4,6 +4,7 @@ import {
   ALLOWED_ENV_NAMES,
   DENIED_ENV_NAMES,
   filterHostEnv,
+  hasUrlCredentials,
   isAllowedEnvName,
   isSecretEnvName,
   pathEnvKey,
@@ -59,6 +60,19 @@ describe("EnvPolicy", () => {
   it("keeps the allowed prefix families", () => {
     const host = { LC_ALL: "C", XDG_CACHE_HOME: "/c", VEYYON_PY: "1", PIP_INDEX_URL: "https://pypi.example" }
     expect(filterHostEnv(host)).toEqual(host)
+  })
+
+  it("drops allowed variables whose value is a URL carrying credentials", () => {
+    const host = {
+      PIP_INDEX_URL: "https://deploy:s3cret@pypi.corp.example/simple",
+      PIP_EXTRA_INDEX_URL: "https://pypi.example/simple https://ghp_abc123@git.example/simple",
+      HTTPS_PROXY: "http://me:pw@proxy:3128",
+      HTTP_PROXY: "http://proxy:3128",
+      PIP_TRUSTED_HOST: "pypi.corp.example"
+    }
+    expect(filterHostEnv(host)).toEqual({ HTTP_PROXY: "http://proxy:3128", PIP_TRUSTED_HOST: "pypi.corp.example" })
+    expect(hasUrlCredentials("git@github.com:o/r.git")).toBe(false)
+    expect(hasUrlCredentials("mailto:someone@example.com")).toBe(false)
   })
 
   it("drops everything else, including PYTHONSTARTUP, PWD and the ssh agent socket", () => {
