@@ -431,14 +431,14 @@ export const make = (
       Effect.forkScoped
     )
 
-    const begin = (first: Deferred.Deferred<FirstEvent, KernelError>, emit: (output: KernelOutput) => Effect.Effect<void>) =>
+    const begin = (emit: (output: KernelOutput) => Effect.Effect<void>) =>
       Effect.gen(function*() {
         const request: ActiveRequest = {
           id: `r${++nextId}`,
           emit,
           started: yield* Deferred.make<void>(),
           done: yield* Deferred.make<DoneFrame, KernelError>(),
-          first,
+          first: yield* Deferred.make<FirstEvent, KernelError>(),
           scope: yield* Effect.scope,
           bridges: undefined,
           watchdog: undefined
@@ -458,7 +458,7 @@ export const make = (
     const sendStartRequest = (code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
       Effect.gen(function*() {
         const errors: Array<string> = []
-        const request = yield* begin(yield* Deferred.make<FirstEvent, KernelError>(), (output) =>
+        const request = yield* begin((output) =>
           Effect.sync(() => {
             if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
           })
@@ -551,12 +551,11 @@ export const make = (
           }
           if (isTerminal(state)) return yield* new KernelClosed({ reason: "it was shut down" })
           const bytes = { count: 0 }
-          const first = yield* Deferred.make<FirstEvent, KernelError>()
-          const request = yield* begin(first, (output) => {
+          const request: ActiveRequest = yield* begin((output) => {
             if (output._tag === "Stdout" || output._tag === "Stderr") bytes.count += output.text.length
             return Effect.catchAllCause(
               Effect.suspend(() => onOutput(output)),
-              (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : Deferred.failCause(first, cause)
+              (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : Deferred.failCause(request.first, cause)
             )
           })
           yield* Effect.addFinalizer(() =>
@@ -579,7 +578,7 @@ export const make = (
             Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
             Effect.ignore
           )
-          const ended = yield* Deferred.await(first)
+          const ended = yield* Deferred.await(request.first)
           const { frame, notice } =
             ended._tag === "finished"
               ? { frame: ended.frame, notice: undefined }
