@@ -173,11 +173,11 @@ const makeRegistry = Effect.gen(function*() {
     Effect.suspend(() => {
       if (settings.python.kernelMode === "per-call") return resolveKey(request)
       const id = `${request.language ?? "py"}\u0000${request.sessionId}\u0000${request.cwd}`
-      const fresh = Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
+      const fresh = () => Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
       const known = request.reset === true ? undefined : knownKeys.get(id)
-      if (known === undefined) return fresh
+      if (known === undefined) return fresh()
       const kernel = startedKernels.get(known)
-      return kernel === undefined ? Effect.succeed(known) : Effect.flatMap(kernel.isAlive, (alive) => (alive ? Effect.succeed(known) : fresh))
+      return kernel === undefined ? Effect.succeed(known) : Effect.flatMap(kernel.isAlive, (alive) => (alive ? Effect.succeed(known) : fresh()))
     })
 
   const liveKernel = (key: KernelKey) =>
