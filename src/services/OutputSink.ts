@@ -671,28 +671,21 @@ export interface OutputSinkService {
 const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputSinkService => {
   const open = (options: OpenOptions = {}) =>
     makeCellSink(options.store ?? store, { ...limits, ...options.limits })
+  const throughSink = <E, R>(options: OpenOptions, fill: (push: CellSink["push"]) => Effect.Effect<void, E, R>) =>
+    Effect.scoped(Effect.flatMap(open(options), (sink) => Effect.zipRight(fill(sink.push), sink.finish)))
   return {
     limits,
     open,
-    collect: (outputs, options = {}) =>
-      Effect.scoped(Effect.gen(function*() {
-        const sink = yield* open(options)
-        const onEvent = options.onEvent
-        yield* Stream.runForEach(
-          outputs,
-          onEvent === undefined ? sink.push : (output) => Effect.zipRight(onEvent(output), sink.push(output))
-        )
-        return yield* sink.finish
-      })),
-    collectPushed: (produce, options = {}) =>
-      Effect.scoped(Effect.gen(function*() {
-        const sink = yield* open(options)
-        const onEvent = options.onEvent
-        yield* produce(
-          onEvent === undefined ? sink.push : (output) => Effect.zipRight(Effect.sync(() => onEvent(output)), sink.push(output))
-        )
-        return yield* sink.finish
-      }))
+    collect: (outputs, options = {}) => {
+      const onEvent = options.onEvent
+      return throughSink(options, (push) =>
+        Stream.runForEach(outputs, onEvent === undefined ? push : (output) => Effect.zipRight(onEvent(output), push(output))))
+    },
+    collectPushed: (produce, options = {}) => {
+      const onEvent = options.onEvent
+      return throughSink(options, (push) =>
+        produce(onEvent === undefined ? push : (output) => Effect.zipRight(Effect.sync(() => onEvent(output)), push(output))))
+    }
   }
 }
 
