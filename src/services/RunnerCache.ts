@@ -191,25 +191,32 @@ export const makeRunnerCache = (
         Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
       )
 
+    const writeFiles = (hash: string, files: ReadonlyArray<readonly [name: string, source: string]>) =>
+      Effect.gen(function*() {
+        const dir = path.join(options.cacheRoot, hash)
+        yield* fs.makeDirectory(dir, { recursive: true }).pipe(
+          Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
+        )
+        let wrote = false
+        for (const [name, source] of files) {
+          if (yield* writeAtomically(dir, name, source)) wrote = true
+        }
+        return { dir, wrote }
+      })
+
     const ensure = Effect.gen(function*() {
       const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.py"), false)
       const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.py"), true)
       const bootSource = yield* readSource(path.join(options.sourceDir, "boot.py"), false)
       const hash = runnerHash(runnerSource, preludeSource, bootSource)
-      const dir = path.join(options.cacheRoot, hash)
-      yield* fs.makeDirectory(dir, { recursive: true }).pipe(
-        Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
-      )
-      const wrotePrelude = yield* writeAtomically(dir, "prelude.py", preludeSource)
-      const wroteRunner = yield* writeAtomically(dir, "runner.py", runnerSource)
-      const wroteBoot = yield* writeAtomically(dir, "boot.py", bootSource)
+      const { dir, wrote } = yield* writeFiles(hash, [["prelude.py", preludeSource], ["runner.py", runnerSource], ["boot.py", bootSource]])
       return {
         dir,
         runnerPath: path.join(dir, "boot.py"),
         preludePath: path.join(dir, "prelude.py"),
         preludeSource,
         hash,
-        wrote: wrotePrelude || wroteRunner || wroteBoot
+        wrote
       }
     })
 
@@ -217,18 +224,13 @@ export const makeRunnerCache = (
       const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.mjs"), false)
       const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.mjs"), false)
       const hash = jsRunnerHash(runnerSource, preludeSource)
-      const dir = path.join(options.cacheRoot, hash)
-      yield* fs.makeDirectory(dir, { recursive: true }).pipe(
-        Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
-      )
-      const wrotePrelude = yield* writeAtomically(dir, "prelude.mjs", preludeSource)
-      const wroteRunner = yield* writeAtomically(dir, "runner.mjs", runnerSource)
+      const { dir, wrote } = yield* writeFiles(hash, [["prelude.mjs", preludeSource], ["runner.mjs", runnerSource]])
       return {
         dir,
         runnerPath: path.join(dir, "runner.mjs"),
         preludePath: path.join(dir, "prelude.mjs"),
         hash,
-        wrote: wrotePrelude || wroteRunner
+        wrote
       }
     })
 
