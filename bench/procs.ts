@@ -71,6 +71,10 @@ export const descendants = (root: number = process.pid): Array<number> => {
 export const withEnvironment = (marker: string): Array<number> =>
   pids().filter((pid) => pid !== process.pid && !isZombie(pid) && (readText(`/proc/${pid}/environ`)?.includes(marker) ?? false))
 
+/** Python processes below this one, plus every process whose environment holds `marker`: what a run must not leave behind. */
+export const ourPythons = (marker?: string): Array<number> =>
+  [...new Set([...descendants().filter(isPython), ...(marker === undefined ? [] : withEnvironment(marker))])]
+
 /** The command line of a process, space-separated, or "" when it is gone. */
 export const commandOf = (pid: number): string => readText(`/proc/${pid}/cmdline`)?.replaceAll("\0", " ").trim() ?? ""
 

@@ -17,7 +17,7 @@ import { roundtrip } from "./figures/roundtrip.ts"
 import { scale } from "./figures/scale.ts"
 import { stream } from "./figures/stream.ts"
 import { RUN_MARKER_VARIABLE } from "./jupyter.ts"
-import { descendants, isPython, killAll, withEnvironment } from "./procs.ts"
+import { killAll, ourPythons, withEnvironment } from "./procs.ts"
 import { benchInterpreter, jupyterInterpreter, type Interpreter } from "./python.ts"
 import { markdownTable, textTable, type Row } from "./table.ts"
 import { makeVeyyon } from "./veyyon.ts"
@@ -198,7 +198,7 @@ const main = async () => {
 const stopOnSignal = (signal: NodeJS.Signals) =>
   process.once(signal, () => {
     const run = process.env[RUN_MARKER_VARIABLE]
-    killAll([...new Set([...descendants().filter(isPython), ...(run === undefined ? [] : withEnvironment(`${RUN_MARKER_VARIABLE}=${run}`))])])
+    killAll(ourPythons(run === undefined ? undefined : `${RUN_MARKER_VARIABLE}=${run}`))
     process.exit(130)
   })
 

@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Either } from "effect"
 import type { EvalError, EvalResult } from "../src/services/EvalTool.ts"
-import { commandOf, descendants, hostRss, isPython, killAll, withEnvironment } from "./procs.ts"
+import { commandOf, descendants, hostRss, isPython, killAll, ourPythons } from "./procs.ts"
 import { benchInterpreter } from "./python.ts"
 import { mib } from "./stats.ts"
 import { makeVeyyon, runCell, type VeyyonRuntime } from "./veyyon.ts"
@@ -283,15 +283,13 @@ export const soak = async (options: { readonly seconds: number; readonly seed: n
     disposed = true
     rss = { ...rss, afterShutdown: await hostRss() }
     record(tally, "rss-after-shutdown", rss.afterShutdown - rss.start <= RSS_SLACK_BYTES ? undefined : `host RSS grew ${mib(rss.afterShutdown - rss.start).toFixed(1)} MiB`)
-    const children = descendants().filter(isPython)
-    const runners = withEnvironment(marker)
-    const left = [...new Set([...children, ...runners])]
+    const left = ourPythons(marker)
     record(tally, "no-python-left", left.length === 0 ? undefined : `${left.length} Python process(es) left: ${left.map(commandOf).join("; ").slice(0, 300)}`)
     killAll(left)
     return { ...tally, seed: options.seed, calls, kv, rss }
   } finally {
     if (!disposed) await veyyon.dispose().catch(() => undefined)
-    killAll([...new Set([...descendants().filter(isPython), ...withEnvironment(marker)])])
+    killAll(ourPythons(marker))
     fs.rmSync(scratch, { recursive: true, force: true })
   }
 }
@@ -318,7 +316,7 @@ const main = async () => {
 
 const stopOnSignal = (signal: NodeJS.Signals) =>
   process.once(signal, () => {
-    killAll([...new Set([...descendants().filter(isPython), ...(activeMarker === undefined ? [] : withEnvironment(activeMarker))])])
+    killAll(ourPythons(activeMarker))
     console.log("soak: 0 passed, 1 failed")
     process.exit(130)
   })
