@@ -150,7 +150,9 @@ const codePointAt = (text: string, at: number): readonly [units: number, bytes: 
 /** The longest prefix, in code units, of at most `limit` bytes that ends on a code point. */
 const prefixWithin = (text: string, limit: number): number => {
   if (limit <= 0) return 0
-  if (utf8Length(text) <= limit) return text.length
+  const total = utf8Length(text)
+  if (total <= limit) return text.length
+  if (total === text.length) return limit
   let at = 0
   let bytes = 0
   while (at < text.length) {
@@ -162,8 +164,10 @@ const prefixWithin = (text: string, limit: number): number => {
   return at
 }
 
-/** The shortest prefix, in code units, of at least `need` bytes that ends on a code point. */
-const prefixReaching = (text: string, need: number): number => {
+/** The shortest prefix, in code units, of at least `need` of the text's `bytes` that ends on a code point. */
+const prefixReaching = (text: string, need: number, total: number): number => {
+  if (need >= total) return text.length
+  if (total === text.length) return need
   let at = 0
   let bytes = 0
   while (at < text.length && bytes < need) {
@@ -291,7 +295,7 @@ export const makeCellSink = (
           continue
         }
         let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
-        if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes))
+        if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes, front.bytes))
         if (cut >= front.text.length) {
           omit(front.text, front.bytes, front.newlines)
           tail.bytes -= front.bytes
