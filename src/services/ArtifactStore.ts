@@ -11,13 +11,22 @@
  * strings die young) and write it through one open file handle when it fills; a chunk
  * larger than the buffer goes out on its own after what is buffered. Their data
  * is complete on disk once `close` returns (or their scope closes).
+ *
+ * The directories are private (`PrivateDir`: ours, 0700, checked before use), files are
+ * created exclusively with mode 0600, and a read opens the file without following a
+ * symbolic link and refuses anything that is not a regular file owned by us. Retention:
+ * `prune` deletes a session's artifacts older than the age limit, then the oldest ones
+ * until the rest fit the size budget; a root store prunes every session below it by age
+ * when it opens, and removes session directories left with nothing in them.
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { NodeFileSystem } from "@effect/platform-node"
 import { Clock, Context, Effect, ExecutionStrategy, Exit, Layer, Schema, Scope } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import * as NodeFs from "node:fs"
 import * as path from "node:path"
+import { ensurePrivateDir, ownDirProblem, ownFileProblem, PRIVATE_FILE_MODE } from "./PrivateDir.ts"
 import { Settings } from "./Settings.ts"
 
 /** The URI scheme of artifacts. */
@@ -133,8 +142,58 @@ export interface ArtifactStoreService {
   readonly resolve: (
     uri: string
   ) => Effect.Effect<string, InvalidArtifactUri | InvalidArtifactId | ArtifactNotFound>
-  /** A store on the directory of one session below this one (see `sessionArtifactsDir`). */
+  /** A store on the directory of one session below this one (see `sessionArtifactsDir`), pruned as it opens. */
   readonly forSession: (sessionId: string) => Effect.Effect<ArtifactStoreService, ArtifactDirUnavailable>
+  /** Applies the retention policy to this directory's artifacts; says what it removed. */
+  readonly prune: Effect.Effect<PruneReport>
+}
+
+/** How long artifacts live and how much of them one session keeps. */
+export interface ArtifactRetention {
+  /** Bytes of artifacts one session directory keeps; the oldest go first past it. */
+  readonly maxSessionBytes: number
+  /** Milliseconds an artifact is kept after its last write. */
+  readonly maxAgeMs: number
+}
+
+/** Retention when none is given: no limit at all (tests and explicit stores). */
+export const KEEP_EVERYTHING: ArtifactRetention = { maxSessionBytes: Number.POSITIVE_INFINITY, maxAgeMs: Number.POSITIVE_INFINITY }
+
+/** The retention the settings ask for. */
+export const retentionOf = (settings: { readonly artifacts: { readonly maxSessionMb: number; readonly maxAgeHours: number } }): ArtifactRetention => ({
+  maxSessionBytes: settings.artifacts.maxSessionMb * 1024 * 1024,
+  maxAgeMs: settings.artifacts.maxAgeHours * 60 * 60 * 1000
+})
+
+/** One artifact file as retention sees it. */
+export interface ArtifactFileInfo {
+  readonly id: string
+  readonly size: number
+  readonly mtimeMs: number
+}
+
+/** What a prune removed. */
+export interface PruneReport {
+  readonly removed: ReadonlyArray<string>
+  readonly keptBytes: number
+}
+
+/** The ids retention removes from `files` at `now`: too old first, then the oldest until the rest fit; the newest file always stays. */
+export const idsToPrune = (files: ReadonlyArray<ArtifactFileInfo>, retention: ArtifactRetention, now: number): ReadonlyArray<string> => {
+  const byAge = [...files].sort((a, b) => a.mtimeMs - b.mtimeMs || (a.id < b.id ? -1 : 1))
+  const removed: Array<string> = []
+  let total = byAge.reduce((sum, file) => sum + file.size, 0)
+  byAge.forEach((file, index) => {
+    const newest = index === byAge.length - 1
+    if (newest) return
+    if (now - file.mtimeMs > retention.maxAgeMs || total > retention.maxSessionBytes) {
+      removed.push(file.id)
+      total -= file.size
+    }
+  })
+  const newest = byAge[byAge.length - 1]
+  if (newest !== undefined && now - newest.mtimeMs > retention.maxAgeMs) removed.push(newest.id)
+  return removed
 }
 
 /** Why `id` is not an artifact id, or undefined when it is one. */
@@ -176,15 +235,94 @@ const newId = (kind: string, extension: string | undefined): Effect.Effect<strin
     `${kind}-${now.toString(36)}-${randomBytes(4).toString("hex")}${extension === undefined ? "" : `.${extension}`}`)
 
 /** Encodes the pending chunks into `into` (or a new buffer when they do not fit), each as `Buffer.byteLength` counted it. */
-/** Builds a store over `dir`, creating the directory when it is missing. */
+const artifactFiles = (dir: string): Array<ArtifactFileInfo> => {
+  let names: Array<string>
+  try {
+    names = NodeFs.readdirSync(dir)
+  } catch {
+    return []
+  }
+  const files: Array<ArtifactFileInfo> = []
+  for (const name of names) {
+    if (artifactIdProblem(name) !== undefined) continue
+    try {
+      const stats = NodeFs.lstatSync(path.join(dir, name))
+      if (ownFileProblem(stats) === undefined) files.push({ id: name, size: stats.size, mtimeMs: stats.mtimeMs })
+    } catch {
+      continue
+    }
+  }
+  return files
+}
+
+const pruneDir = (dir: string, retention: ArtifactRetention, now: number): PruneReport => {
+  const files = artifactFiles(dir)
+  const removed: Array<string> = []
+  for (const id of idsToPrune(files, retention, now)) {
+    try {
+      NodeFs.unlinkSync(path.join(dir, id))
+      removed.push(id)
+    } catch {
+      continue
+    }
+  }
+  const keptBytes = files.reduce((sum, file) => (removed.includes(file.id) ? sum : sum + file.size), 0)
+  return { removed, keptBytes }
+}
+
+/** Prunes every session directory below `root` and removes those left holding nothing (no artifacts, no kv entries). */
+const pruneSessions = (root: string, retention: ArtifactRetention, now: number): void => {
+  let names: Array<string>
+  try {
+    names = NodeFs.readdirSync(root)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const dir = path.join(root, name)
+    try {
+      const stats = NodeFs.lstatSync(dir)
+      if (ownDirProblem(stats) !== undefined) continue
+      pruneDir(dir, retention, now)
+      if (now - stats.mtimeMs <= retention.maxAgeMs) continue
+      const kvDir = path.join(dir, "kv")
+      if (NodeFs.existsSync(kvDir)) {
+        if (NodeFs.readdirSync(kvDir).length > 0) continue
+        NodeFs.rmdirSync(kvDir)
+      }
+      NodeFs.rmdirSync(dir)
+    } catch {
+      continue
+    }
+  }
+}
+
+const readOwnFile = (file: string): Promise<Buffer> =>
+  NodeFs.promises.open(file, NodeFs.constants.O_RDONLY | (NodeFs.constants.O_NOFOLLOW ?? 0)).then(async (handle) => {
+    try {
+      const problem = ownFileProblem(await handle.stat())
+      if (problem !== undefined) throw Object.assign(new Error(problem), { code: "EREFUSED" })
+      return await handle.readFile()
+    } finally {
+      await handle.close()
+    }
+  })
+
+const refusalOf = (error: unknown): string => {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === "ELOOP") return "it is a symbolic link"
+  return code === "EREFUSED" ? (error as Error).message : `${code ?? "Error"}: ${(error as Error).message}`
+}
+
+/** Builds a store over `dir`, creating the directory (private, checked) when it is missing. */
 export const makeArtifactStore = (
-  dir: string
+  dir: string,
+  retention: ArtifactRetention = KEEP_EVERYTHING
 ): Effect.Effect<ArtifactStoreService, ArtifactDirUnavailable, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const root = path.resolve(dir)
-    yield* fs.makeDirectory(root, { recursive: true }).pipe(
-      Effect.mapError((error) => new ArtifactDirUnavailable({ dir: root, reason: describeError(error) }))
+    const root = yield* ensurePrivateDir(dir).pipe(
+      Effect.mapError((refused) => new ArtifactDirUnavailable({ dir: refused.path, reason: refused.problem }))
     )
 
     const fileOf = (id: string) => path.join(root, id)
@@ -193,7 +331,7 @@ export const makeArtifactStore = (
       Effect.gen(function*() {
         const file = fileOf(id)
         const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
-        const handle = yield* fs.open(file, { flag: "wx" }).pipe(Scope.extend(scope))
+        const handle = yield* fs.open(file, { flag: "wx", mode: PRIVATE_FILE_MODE }).pipe(Scope.extend(scope))
         const lock = yield* Effect.makeSemaphore(1)
         const buffer = Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
         let filled = 0
@@ -275,15 +413,15 @@ export const makeArtifactStore = (
         }
       })
 
-    const readWith = <A>(id: string, read: (file: string) => Effect.Effect<A, PlatformError>) =>
+    const readBytes = (id: string) =>
       Effect.flatMap(checkedId(id), (valid) =>
-        read(fileOf(valid)).pipe(
-          Effect.mapError((error) =>
-            isSystemReason(error, "NotFound")
+        Effect.tryPromise({
+          try: () => readOwnFile(fileOf(valid)),
+          catch: (error) =>
+            (error as NodeJS.ErrnoException).code === "ENOENT"
               ? new ArtifactNotFound({ id: valid, dir: root })
-              : new ArtifactReadFailed({ id: valid, path: fileOf(valid), reason: describeError(error) })
-          )
-        ))
+              : new ArtifactReadFailed({ id: valid, path: fileOf(valid), reason: refusalOf(error) })
+        }))
 
     const resolve = (uri: string) =>
       Effect.gen(function*() {
@@ -291,24 +429,44 @@ export const makeArtifactStore = (
         if (id === undefined) return yield* new InvalidArtifactUri({ uri })
         const valid = yield* checkedId(id)
         const file = fileOf(valid)
-        const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
-        if (!exists) return yield* new ArtifactNotFound({ id: valid, dir: root })
+        const usable = yield* Effect.sync(() => {
+          try {
+            return ownFileProblem(NodeFs.lstatSync(file)) === undefined
+          } catch {
+            return false
+          }
+        })
+        if (!usable) return yield* new ArtifactNotFound({ id: valid, dir: root })
         return file
       })
+
+    const prune = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => pruneDir(root, retention, now)))
 
     const service: ArtifactStoreService = {
       dir: root,
       create,
-      read: (id) => readWith(id, (file) => fs.readFileString(file, "utf8")),
-      readBytes: (id) => readWith(id, (file) => fs.readFile(file)),
+      read: (id) => Effect.map(readBytes(id), (bytes) => Buffer.from(bytes).toString("utf8")),
+      readBytes: (id) => Effect.map(readBytes(id), (bytes) => new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length)),
       path: (id) => Effect.map(checkedId(id), fileOf),
       uri: artifactUri,
       resolve,
       forSession: (sessionId) =>
-        makeArtifactStore(sessionArtifactsDir(root, sessionId)).pipe(Effect.provideService(FileSystem.FileSystem, fs))
+        makeArtifactStore(sessionArtifactsDir(root, sessionId), retention).pipe(
+          Effect.tap((store) => store.prune),
+          Effect.provideService(FileSystem.FileSystem, fs)
+        ),
+      prune
     }
     return service
   })
+
+/** A root store whose session directories are pruned by age as it opens. */
+export const openArtifactRoot = (
+  dir: string,
+  retention: ArtifactRetention
+): Effect.Effect<ArtifactStoreService, ArtifactDirUnavailable, FileSystem.FileSystem> =>
+  Effect.tap(makeArtifactStore(dir, retention), (store) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => pruneSessions(store.dir, retention, now))))
 
 /** The artifacts directory of the running session. */
 export class ArtifactStore extends Context.Tag("veyyon-eval/ArtifactStore")<ArtifactStore, ArtifactStoreService>() {
@@ -320,6 +478,6 @@ export class ArtifactStore extends Context.Tag("veyyon-eval/ArtifactStore")<Arti
   /** A store over the `artifactsDir` setting, on the Node file system. */
   static readonly Live: Layer.Layer<ArtifactStore, ArtifactDirUnavailable, Settings> = Layer.effect(
     ArtifactStore,
-    Effect.flatMap(Settings, (settings) => makeArtifactStore(settings.artifactsDir))
+    Effect.flatMap(Settings, (settings) => openArtifactRoot(settings.artifactsDir, retentionOf(settings)))
   ).pipe(Layer.provide(NodeFileSystem.layer))
 }

@@ -15,13 +15,14 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { Context, Data, Duration, Effect, Equal, Layer, RcMap, type Scope, type Stream } from "effect"
-import type { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
+import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { KernelSpawner } from "../kernel/KernelProcess.ts"
 import { KernelTimings } from "../kernel/KernelTimings.ts"
 import * as PythonKernel from "../kernel/PythonKernel.ts"
 import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
+import { ensurePrivateDir } from "./PrivateDir.ts"
 import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
 import { Settings } from "./Settings.ts"
@@ -126,8 +127,9 @@ const makeRegistry = Effect.gen(function*() {
   const startKernel = (key: KernelKey): Effect.Effect<PythonKernel.PythonKernel, RegistryError, Scope.Scope> =>
     Effect.gen(function*() {
       yield* Effect.addFinalizer(() => forgetKey(key))
-      const artifactsDir = sessionArtifactsDir(settings.artifactsDir, key.sessionId)
-      yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
+      const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
+        Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
+      )
       const common = {
         cwd: key.cwd,
         env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),

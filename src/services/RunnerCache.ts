@@ -1,8 +1,10 @@
 /**
  * Puts the runner scripts where kernels can spawn them:
- * `<os tmpdir>/veyyon-python-runner/<hash>/{boot.py,runner.py,prelude.py}` for Python and
- * `<os tmpdir>/veyyon-python-runner/<hash>/{runner.mjs,prelude.mjs}` for Node (each set
- * in the directory named by its own hash, so one changing leaves the other's cache alone).
+ * `<cache root>/<hash>/{boot.py,runner.py,prelude.py}` for Python and
+ * `<cache root>/<hash>/{runner.mjs,prelude.mjs}` for Node (each set in the directory named
+ * by its own hash, so one changing leaves the other's cache alone). The cache root is
+ * `runner` below the per-user cache directory (`$XDG_CACHE_HOME/veyyon`, `~/.cache/veyyon`,
+ * see `PrivateDir`); it and every `<hash>` directory are private and checked before use.
  *
  * Python kernels spawn `boot.py`, which runs `runner.py` from a code object it caches
  * beside it per interpreter (`runner.<cache_tag>.pyc`), and lets the runner cache the
@@ -11,8 +13,8 @@
  *
  * The sources are read from the package's `runner/` directory on every call (they
  * are small), hashed together, and written only when the cached copy is missing or
- * differs. Each file is written to a unique temp name in the same directory and
- * renamed into place, so a reader never sees a partial file and two hosts racing
+ * differs. Each file is created exclusively (never through a symbolic link, mode 0600)
+ * under a unique temp name in the same directory and renamed into place, so a reader never sees a partial file and two hosts racing
  * on the same hash both end up with the same, complete content. A missing
  * `prelude.py` counts as empty; the Node runner needs both of its files.
  */
@@ -20,15 +22,16 @@ import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import * as os from "node:os"
+import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { ensurePrivateDir, PRIVATE_FILE_MODE, processUserDirsContext, userCacheDir } from "./PrivateDir.ts"
 
 /** The package name looked for when walking up to the package root. */
 export const PACKAGE_NAME = "veyyon-eval"
 
-/** Where runners are cached below the OS temp directory. */
-export const RUNNER_CACHE_DIR_NAME = "veyyon-python-runner"
+/** Where runners are cached below the per-user cache directory. */
+export const RUNNER_CACHE_DIR_NAME = "runner"
 
 /** The runner as written to the cache. */
 export interface RunnerFiles {
@@ -77,8 +80,8 @@ export class RunnerCacheWriteFailed extends Schema.TaggedError<RunnerCacheWriteF
   reason: Schema.String
 }) {
   override get message(): string {
-    return `Could not write the Python runner to ${this.dir} (${this.reason}). ` +
-      `Make sure the temp directory is writable, or point TMPDIR at one that is.`
+    return `Could not write the runner to ${this.dir} (${this.reason}). ` +
+      `Make sure it is a private directory of yours that can be written, or point XDG_CACHE_HOME at one.`
   }
 }
 
@@ -154,6 +157,19 @@ const isNotFound = (error: PlatformError): boolean => error._tag === "SystemErro
 const describeError = (error: PlatformError): string =>
   error._tag === "SystemError" ? `${error.reason}: ${error.message}` : error.message
 
+const EXCLUSIVE_WRITE = NodeFs.constants.O_WRONLY | NodeFs.constants.O_CREAT | NodeFs.constants.O_EXCL |
+  (NodeFs.constants.O_NOFOLLOW ?? 0)
+
+/** Writes a new file (never an existing one, never through a symbolic link), mode 0600. */
+const writeExclusive = async (file: string, content: string): Promise<void> => {
+  const handle = await NodeFs.promises.open(file, EXCLUSIVE_WRITE, PRIVATE_FILE_MODE)
+  try {
+    await handle.writeFile(content, "utf8")
+  } finally {
+    await handle.close()
+  }
+}
+
 /** Builds the service over explicit directories. */
 export const makeRunnerCache = (
   options: RunnerCacheOptions
@@ -176,7 +192,10 @@ export const makeRunnerCache = (
         const current = yield* fs.readFileString(target, "utf8").pipe(Effect.orElseSucceed(() => undefined))
         if (current === content) return false
         const temp = path.join(dir, `.${name}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
-        yield* fs.writeFileString(temp, content, { mode: 0o644 })
+        yield* Effect.tryPromise({
+          try: () => writeExclusive(temp, content),
+          catch: (error) => new RunnerCacheWriteFailed({ dir, reason: (error as Error).message })
+        })
         yield* fs.rename(temp, target).pipe(
           Effect.catchAll((error) =>
             fs.readFileString(target, "utf8").pipe(
@@ -188,14 +207,14 @@ export const makeRunnerCache = (
         )
         return true
       }).pipe(
-        Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
+        Effect.mapError((error) => error._tag === "RunnerCacheWriteFailed" ? error : new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
       )
 
     const writeFiles = (hash: string, files: ReadonlyArray<readonly [name: string, source: string]>) =>
       Effect.gen(function*() {
         const dir = path.join(options.cacheRoot, hash)
-        yield* fs.makeDirectory(dir, { recursive: true }).pipe(
-          Effect.mapError((error) => new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
+        yield* ensurePrivateDir(dir).pipe(
+          Effect.mapError((refused) => new RunnerCacheWriteFailed({ dir: refused.path, reason: refused.problem }))
         )
         let wrote = false
         for (const [name, source] of files) {
@@ -237,8 +256,8 @@ export const makeRunnerCache = (
     return { ensure, ensureJs }
   })
 
-/** The default cache root: `<os tmpdir>/veyyon-python-runner`. */
-export const defaultRunnerCacheRoot = (): string => path.join(os.tmpdir(), RUNNER_CACHE_DIR_NAME)
+/** The default cache root: `runner` below the per-user cache directory. */
+export const defaultRunnerCacheRoot = (): string => path.join(userCacheDir(processUserDirsContext()), RUNNER_CACHE_DIR_NAME)
 
 /** Caches the runner scripts for kernels to spawn. */
 export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCache, RunnerCacheService>() {
@@ -257,7 +276,7 @@ export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCa
     return Layer.succeed(RunnerCache, { ensure: settle(answer), ensureJs: settle(js) })
   }
 
-  /** Sources from this package's `runner/` directory, cache under the OS temp directory. */
+  /** Sources from this package's `runner/` directory, cache under the per-user cache directory. */
   static readonly Live: Layer.Layer<RunnerCache, never, FileSystem.FileSystem> = Layer.effect(
     RunnerCache,
     Effect.gen(function*() {

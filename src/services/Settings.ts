@@ -11,16 +11,19 @@
  *   VEYYON_PYTHON_KERNEL_MODE                    python.kernelMode: session | per-call
  *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
+ *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
+ *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
  *
- * The default artifacts dir is `<os tmpdir>/veyyon-artifacts/<pid>`: one root per host
- * process, so concurrent hosts never share session artifacts. Session directories
- * live below it.
+ * The default artifacts dir is `sessions` below the per-user state directory
+ * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
+ * session id below it, so a session keeps its kv and artifacts across host processes.
  */
 import { Context, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
+import { userStateDir } from "./PrivateDir.ts"
 
 /** Languages of the eval tool, in the order they are listed. */
 export const EVAL_LANGUAGES = ["py", "js", "rb", "jl"] as const
@@ -40,6 +43,10 @@ export const DEFAULT_IDLE_TTL_MS = 10 * 60 * 1000
 export const DEFAULT_OUTPUT_MAX_BYTES = 100 * 1024
 /** Lines of output kept in one tool result. */
 export const DEFAULT_OUTPUT_MAX_LINES = 2000
+/** Megabytes of artifacts one session keeps; the oldest go first past it. */
+export const DEFAULT_ARTIFACTS_MAX_SESSION_MB = 256
+/** Hours an artifact is kept (7 days). */
+export const DEFAULT_ARTIFACTS_MAX_AGE_HOURS = 7 * 24
 
 /** The resolved settings every service reads. */
 export interface SettingsValues {
@@ -57,6 +64,10 @@ export interface SettingsValues {
     readonly skipCheck: boolean
   }
   readonly artifactsDir: string
+  readonly artifacts: {
+    readonly maxSessionMb: number
+    readonly maxAgeHours: number
+  }
   readonly output: {
     readonly maxBytes: number
     readonly maxLines: number
@@ -83,6 +94,10 @@ export const SettingsInput = Schema.Struct({
     skipCheck: optional(Schema.Boolean)
   })),
   artifactsDir: optional(Schema.NonEmptyTrimmedString),
+  artifacts: optional(Schema.Struct({
+    maxSessionMb: optional(PositiveInt),
+    maxAgeHours: optional(PositiveInt)
+  })),
   output: optional(Schema.Struct({
     maxBytes: optional(PositiveInt),
     maxLines: optional(PositiveInt)
@@ -105,20 +120,26 @@ export class InvalidSettings extends Schema.TaggedError<InvalidSettings>()("Inva
 /** Process facts the defaults depend on, injectable for tests. */
 export interface SettingsContext {
   readonly tmpdir: string
-  readonly pid: number
   readonly cwd: string
+  /** The user's home directory, when there is one. */
+  readonly home: string | undefined
+  readonly uid: number
 }
 
 /** The facts of the running process. */
-export const processSettingsContext = (): SettingsContext => ({
-  tmpdir: os.tmpdir(),
-  pid: process.pid,
-  cwd: process.cwd()
-})
+export const processSettingsContext = (): SettingsContext => {
+  let home: string | undefined
+  try {
+    home = os.homedir() || undefined
+  } catch {
+    home = undefined
+  }
+  return { tmpdir: os.tmpdir(), cwd: process.cwd(), home, uid: typeof process.getuid === "function" ? process.getuid() : 0 }
+}
 
-/** The default artifacts root for a process: `<tmpdir>/veyyon-artifacts/<pid>`. */
-export const defaultArtifactsDir = (context: SettingsContext): string =>
-  path.join(context.tmpdir, "veyyon-artifacts", String(context.pid))
+/** The default artifacts root: `sessions` below the per-user state directory (XDG variables read from `env`). */
+export const defaultArtifactsDir = (context: SettingsContext, env: EnvRecord = {}): string =>
+  path.join(userStateDir({ env, home: context.home, tmpdir: context.tmpdir, uid: context.uid }), "sessions")
 
 const LANGUAGE_FLAGS: ReadonlyArray<readonly [EvalLanguage, string]> = [
   ["py", "VEYYON_PY"],
@@ -161,6 +182,15 @@ const envKernelMode = (env: EnvRecord): Either.Either<KernelMode | undefined, In
     )
 }
 
+const envPositiveInt = (env: EnvRecord, name: string): Either.Either<number | undefined, InvalidSettings> => {
+  const raw = envString(env, name)
+  if (raw === undefined) return Either.right(undefined)
+  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
+  return Number.isSafeInteger(value) && value > 0
+    ? Either.right(value)
+    : Either.left(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number; unset it for the default.` }))
+}
+
 const describeParseError = (error: ParseResult.ParseError): string =>
   ParseResult.ArrayFormatter.formatErrorSync(error)
     .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
@@ -191,6 +221,8 @@ export const resolveSettings = (
     const kernelMode = yield* envKernelMode(env)
     const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
     const artifactsDir = envArtifacts ?? given.artifactsDir
+    const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
+    const maxAgeHours = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_AGE_HOURS")
     return {
       eval: {
         py: flags.py ?? given.eval?.py ?? true,
@@ -206,8 +238,12 @@ export const resolveSettings = (
         skipCheck: skipCheck ?? given.python?.skipCheck ?? false
       },
       artifactsDir: artifactsDir === undefined
-        ? defaultArtifactsDir(context)
+        ? defaultArtifactsDir(context, env)
         : path.resolve(context.cwd, artifactsDir),
+      artifacts: {
+        maxSessionMb: maxSessionMb ?? given.artifacts?.maxSessionMb ?? DEFAULT_ARTIFACTS_MAX_SESSION_MB,
+        maxAgeHours: maxAgeHours ?? given.artifacts?.maxAgeHours ?? DEFAULT_ARTIFACTS_MAX_AGE_HOURS
+      },
       output: {
         maxBytes: given.output?.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES,
         maxLines: given.output?.maxLines ?? DEFAULT_OUTPUT_MAX_LINES

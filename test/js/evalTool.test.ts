@@ -49,7 +49,7 @@ describe("EvalTool with JavaScript cells", () => {
 
   it("VEYYON_PY=0 VEYYON_JS=1 narrows the language enum to js", async () => {
     const env = { VEYYON_PY: "0", VEYYON_JS: "1" }
-    const settings = Either.getOrThrow(resolveSettings({}, env, { tmpdir: os.tmpdir(), pid: 1, cwd: "/" }))
+    const settings = Either.getOrThrow(resolveSettings({}, env, { tmpdir: os.tmpdir(), cwd: "/", home: undefined, uid: 0 }))
     expect(settings.eval).toMatchObject({ py: false, js: true })
     const tool = makeRuntime({ env, settings: { artifactsDir } })
     const definition = await tool.definition()

@@ -16,7 +16,7 @@ import {
   sessionArtifactsDir,
   WRITE_BUFFER_BYTES
 } from "../../src/services/ArtifactStore.ts"
-import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../../src/services/Settings.ts"
+import { DEFAULT_ARTIFACTS_MAX_AGE_HOURS, DEFAULT_ARTIFACTS_MAX_SESSION_MB, DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../../src/services/Settings.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -222,7 +222,8 @@ describe("ArtifactStore", () => {
         eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
         python: { kernelMode: "session", interpreter: undefined, idleTtlMs: 1000, skipCheck: true },
         artifactsDir: dir,
-        output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
+        artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
+      output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
       })
       const store = yield* Effect.provide(ArtifactStore, ArtifactStore.Live.pipe(Layer.provide(settings)))
       expect(store.dir).toBe(dir)

@@ -15,7 +15,7 @@ import {
   SinkOutput,
   type SinkResult
 } from "../../src/services/OutputSink.ts"
-import { Settings } from "../../src/services/Settings.ts"
+import { DEFAULT_ARTIFACTS_MAX_AGE_HOURS, DEFAULT_ARTIFACTS_MAX_SESSION_MB, Settings } from "../../src/services/Settings.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -450,6 +450,7 @@ describe("OutputSink service", () => {
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
       python: { kernelMode: "session", interpreter: undefined, idleTtlMs: 1000, skipCheck: true },
       artifactsDir,
+      artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes, maxLines: 7 }
     })
 

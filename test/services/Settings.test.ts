@@ -2,6 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, FastCheck as fc, Layer } from "effect"
 import * as path from "node:path"
 import {
+  DEFAULT_ARTIFACTS_MAX_AGE_HOURS,
+  DEFAULT_ARTIFACTS_MAX_SESSION_MB,
   DEFAULT_IDLE_TTL_MS,
   DEFAULT_OUTPUT_MAX_BYTES,
   DEFAULT_OUTPUT_MAX_LINES,
@@ -14,7 +16,7 @@ import {
   type SettingsValues
 } from "../../src/services/Settings.ts"
 
-const context: SettingsContext = { tmpdir: "/tmp", pid: 4242, cwd: "/work/project" }
+const context: SettingsContext = { tmpdir: "/tmp", cwd: "/work/project", home: "/home/ada", uid: 1000 }
 
 const resolve = (input: unknown, env: Record<string, string | undefined> = {}): SettingsValues =>
   Either.getOrThrowWith(resolveSettings(input, env, context), (e) => e)
@@ -30,15 +32,28 @@ describe("Settings defaults", () => {
     expect(resolve({})).toEqual({
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
       python: { kernelMode: "session", interpreter: undefined, idleTtlMs: DEFAULT_IDLE_TTL_MS, skipCheck: false },
-      artifactsDir: path.join("/tmp", "veyyon-artifacts", "4242"),
+      artifactsDir: path.join("/home/ada", ".local", "state", "veyyon", "sessions"),
+      artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
     })
     expect(DEFAULT_IDLE_TTL_MS).toBe(600_000)
     expect(DEFAULT_OUTPUT_MAX_BYTES).toBe(102_400)
   })
 
-  it("give each process its own artifacts root", () => {
-    expect(defaultArtifactsDir({ ...context, pid: 1 })).not.toBe(defaultArtifactsDir({ ...context, pid: 2 }))
+  it("keep session state in the per-user state directory, the same for every process", () => {
+    expect(defaultArtifactsDir(context, { XDG_STATE_HOME: "/xdg/state" })).toBe(path.join("/xdg/state", "veyyon", "sessions"))
+    expect(resolve({}, { XDG_STATE_HOME: "/xdg/state" }).artifactsDir).toBe(path.join("/xdg/state", "veyyon", "sessions"))
+    expect(defaultArtifactsDir(context, { XDG_STATE_HOME: "relative/state" })).toBe(path.join("/home/ada", ".local", "state", "veyyon", "sessions"))
+    expect(defaultArtifactsDir({ ...context, home: undefined })).toBe(path.join("/tmp", "veyyon-1000", "state", "sessions"))
+  })
+
+  it("read the artifact retention from the object and VEYYON_ARTIFACTS_MAX_MB / _MAX_AGE_HOURS", () => {
+    expect(resolve({ artifacts: { maxSessionMb: 5 } }).artifacts).toEqual({ maxSessionMb: 5, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS })
+    expect(resolve({ artifacts: { maxSessionMb: 5 } }, { VEYYON_ARTIFACTS_MAX_MB: "9", VEYYON_ARTIFACTS_MAX_AGE_HOURS: " 2 " }).artifacts)
+      .toEqual({ maxSessionMb: 9, maxAgeHours: 2 })
+    expect(failure({}, { VEYYON_ARTIFACTS_MAX_MB: "0" }).source).toBe("VEYYON_ARTIFACTS_MAX_MB")
+    expect(failure({}, { VEYYON_ARTIFACTS_MAX_AGE_HOURS: "1.5" }).message).toContain("positive whole number")
+    expect(failure({ artifacts: { maxAgeHours: 0 } }).message).toContain("maxAgeHours")
   })
 })
 

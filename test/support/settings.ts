@@ -12,6 +12,6 @@ export const testSettings = (input: SettingsInput = {}): SettingsValues =>
     resolveSettings(
       { artifactsDir: path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`), ...input },
       {},
-      { tmpdir: os.tmpdir(), pid: process.pid, cwd: process.cwd() }
+      { tmpdir: os.tmpdir(), cwd: process.cwd(), home: os.homedir(), uid: process.getuid?.() ?? 0 }
     )
   )
