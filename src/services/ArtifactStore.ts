@@ -47,7 +47,7 @@ export class ArtifactDirUnavailable extends Schema.TaggedError<ArtifactDirUnavai
 }) {
   override get message(): string {
     return `Cannot use the artifacts directory ${this.dir} (${this.reason}). ` +
-      `Point VEYYON_ARTIFACTS_DIR (or the artifactsDir setting) at a writable directory.`
+      `Point VEYYON_ARTIFACTS_DIR (or the artifactsDir setting) at a writable directory of yours that no other user can write.`
   }
 }
 

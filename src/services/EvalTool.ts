@@ -268,6 +268,7 @@ const makeEvalTool = Effect.gen(function*() {
         store,
         ...(onEvent === undefined ? {} : { onEvent })
       })
+      if (result.artifactIds.length > 0) yield* store.prune
       const outcome = result.outcome ?? {
         status: "error" as const,
         executionCount: 0,

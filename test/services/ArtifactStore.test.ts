@@ -9,10 +9,13 @@ import {
   artifactIdProblem,
   ArtifactNotFound,
   ArtifactStore,
+  ArtifactReadFailed,
   ArtifactWriteFailed,
+  idsToPrune,
   InvalidArtifactId,
   InvalidArtifactUri,
   makeArtifactStore,
+  openArtifactRoot,
   sessionArtifactsDir,
   WRITE_BUFFER_BYTES
 } from "../../src/services/ArtifactStore.ts"
@@ -228,5 +231,120 @@ describe("ArtifactStore", () => {
       const store = yield* Effect.provide(ArtifactStore, ArtifactStore.Live.pipe(Layer.provide(settings)))
       expect(store.dir).toBe(dir)
       expect(fs.statSync(dir).isDirectory()).toBe(true)
+    }))
+})
+
+const posix = process.platform !== "win32"
+
+describe.skipIf(!posix)("ArtifactStore: only files it wrote", () => {
+  it.scoped("creates private files in a private directory", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(path.join(tempDir(), "root"))
+      const session = yield* store.forSession("s")
+      const writer = yield* session.create("out", "txt")
+      yield* writer.close
+      expect(fs.statSync(store.dir).mode & 0o777).toBe(0o700)
+      expect(fs.statSync(session.dir).mode & 0o777).toBe(0o700)
+      expect(fs.statSync(writer.path).mode & 0o777).toBe(0o600)
+    }))
+
+  it.effect("refuses an artifact name that is a symbolic link (to /etc/shadow or anything else)", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const id = "out-m2x1k3a-9f3a2b1c.txt"
+      const secret = path.join(tempDir(), "secret")
+      fs.writeFileSync(secret, "host secret")
+      fs.symlinkSync(secret, path.join(store.dir, id))
+      const error = yield* Effect.flip(store.read(id))
+      expect(error).toBeInstanceOf(ArtifactReadFailed)
+      expect(error.message).toContain("symbolic link")
+      expect((yield* Effect.flip(store.readBytes(id)))._tag).toBe("ArtifactReadFailed")
+      expect((yield* Effect.flip(store.resolve(`artifact://${id}`)))._tag).toBe("ArtifactNotFound")
+      fs.symlinkSync("/etc/shadow", path.join(store.dir, "out-m2x1k3a-00000000.txt"))
+      expect((yield* Effect.flip(store.read("out-m2x1k3a-00000000.txt"))).message).not.toContain("root:")
+    }))
+
+  it.effect("refuses a directory or a file owned by another user under an artifact's name", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      fs.mkdirSync(path.join(store.dir, "out-m2x1k3a-11111111.txt"))
+      expect((yield* Effect.flip(store.read("out-m2x1k3a-11111111.txt"))).message).toContain("not a regular file")
+      if (process.getuid?.() !== 0) return
+      const foreign = path.join(store.dir, "out-m2x1k3a-22222222.txt")
+      fs.writeFileSync(foreign, "planted")
+      fs.chownSync(foreign, 65534, 65534)
+      expect((yield* Effect.flip(store.read("out-m2x1k3a-22222222.txt"))).message).toContain("owned by uid 65534")
+    }))
+})
+
+describe("artifact retention", () => {
+  const HOUR = 3_600_000
+  const file = (id: string, size: number, ageHours: number, now: number) => ({ id, size, mtimeMs: now - ageHours * HOUR })
+
+  it("removes what is too old, then the oldest until the rest fit, and keeps the newest while it is young", () => {
+    const now = 1_000 * HOUR
+    const files = [file("a", 10, 5, now), file("b", 10, 4, now), file("c", 10, 3, now), file("d", 100, 0, now)]
+    expect(idsToPrune(files, { maxSessionBytes: 1000, maxAgeMs: 4.5 * HOUR }, now)).toEqual(["a"])
+    expect(idsToPrune(files, { maxSessionBytes: 115, maxAgeMs: 100 * HOUR }, now)).toEqual(["a", "b"])
+    expect(idsToPrune(files, { maxSessionBytes: 50, maxAgeMs: 100 * HOUR }, now)).toEqual(["a", "b", "c"])
+    expect(idsToPrune([file("old", 1, 9, now)], { maxSessionBytes: 1000, maxAgeMs: HOUR }, now)).toEqual(["old"])
+  })
+
+  it.prop("leaves files within both limits, or only the newest", {
+    files: fc.uniqueArray(fc.record({ id: fc.string({ minLength: 1, maxLength: 6 }), size: fc.nat(1000), age: fc.nat(100) }), { selector: (f) => f.id, maxLength: 30 }),
+    budget: fc.nat(5000),
+    maxAge: fc.nat(120)
+  }, ({ files, budget, maxAge }) => {
+    const now = 10_000
+    const infos = files.map((f) => ({ id: f.id, size: f.size, mtimeMs: now - f.age }))
+    const removed = new Set(idsToPrune(infos, { maxSessionBytes: budget, maxAgeMs: maxAge }, now))
+    const kept = infos.filter((f) => !removed.has(f.id))
+    for (const f of kept) expect(now - f.mtimeMs).toBeLessThanOrEqual(maxAge)
+    const total = kept.reduce((sum, f) => sum + f.size, 0)
+    expect(total <= budget || kept.length === 1).toBe(true)
+    const removedAges = infos.filter((f) => removed.has(f.id) && now - f.mtimeMs <= maxAge).map((f) => f.mtimeMs)
+    for (const f of kept) for (const t of removedAges) expect(t).toBeLessThanOrEqual(f.mtimeMs)
+  })
+
+  it.live("prunes a session's files on disk by age and size, leaving other files and kv alone", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const retention = { maxSessionBytes: 250, maxAgeMs: 48 * 3_600_000 }
+      const session = yield* makeArtifactStore(root, retention).pipe(
+        Effect.flatMap((store) => store.forSession("s")),
+        Effect.provide(NodeFileSystem.layer)
+      )
+      const now = Date.now()
+      const put = (id: string, size: number, ageHours: number) => {
+        const file = path.join(session.dir, id)
+        fs.writeFileSync(file, "x".repeat(size))
+        const at = new Date(now - ageHours * 3_600_000)
+        fs.utimesSync(file, at, at)
+      }
+      put("out-aaaaaaa-00000001.txt", 10, 72)
+      put("out-aaaaaaa-00000002.txt", 100, 3)
+      put("out-aaaaaaa-00000003.txt", 100, 2)
+      put("out-aaaaaaa-00000004.txt", 100, 1)
+      put("notes.txt", 5000, 100)
+      fs.mkdirSync(path.join(session.dir, "kv"))
+      const report = yield* session.prune
+      expect([...report.removed].sort()).toEqual(["out-aaaaaaa-00000001.txt", "out-aaaaaaa-00000002.txt"])
+      expect(report.keptBytes).toBe(200)
+      expect(fs.readdirSync(session.dir).sort()).toEqual(["kv", "notes.txt", "out-aaaaaaa-00000003.txt", "out-aaaaaaa-00000004.txt"])
+    }))
+
+  it.live("a root opened with retention removes expired artifacts and emptied old session directories", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const old = new Date(Date.now() - 10 * 3_600_000)
+      const stale = path.join(root, "stale-00000000")
+      const keep = path.join(root, "withkv-00000000")
+      for (const dir of [stale, keep]) fs.mkdirSync(path.join(dir, "kv"), { recursive: true, mode: 0o700 })
+      fs.writeFileSync(path.join(keep, "kv", "entry.json"), "{}")
+      fs.writeFileSync(path.join(stale, "out-aaaaaaa-00000001.txt"), "old")
+      fs.utimesSync(path.join(stale, "out-aaaaaaa-00000001.txt"), old, old)
+      for (const dir of [stale, keep]) fs.utimesSync(dir, old, old)
+      yield* openArtifactRoot(root, { maxSessionBytes: 1 << 20, maxAgeMs: 3_600_000 }).pipe(Effect.provide(NodeFileSystem.layer))
+      expect(fs.readdirSync(root)).toEqual(["withkv-00000000"])
     }))
 })
