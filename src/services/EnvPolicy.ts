@@ -2,10 +2,13 @@
  * Which host environment variables reach the Python runner.
  *
  * A variable passes when its name is on the allowlist or starts with an allowed
- * prefix, and is not a secret: neither named like one nor holding a URL with
- * credentials in it (`https://user:password@host`, `https://token@host`). The secret
- * rule wins over everything, including the caller's own extra entries: a kernel never
- * sees an API key or token from the host. Names are compared case-insensitively (Windows spells `Path`).
+ * prefix, and is not a secret: neither named like one (`*_API_KEY`, `*_TOKEN`, `*_KEY`,
+ * `*_PAT`, `*_PASSWORD`, `*_CREDENTIALS`, `*_AUTH`, ...) nor holding a credential-shaped
+ * value (`sk-...`, `ghp_...`, `github_pat_...`, `xoxb-...`, `AKIA...`, a PEM private key, a
+ * JWT, `Bearer ...`, a URL with credentials in it). The secret rule wins over everything,
+ * the allowed prefixes and the caller's own extra entries included: a kernel never sees
+ * an API key or token from the host through its environment. (Outside a sandbox a kernel
+ * running as the same user can still read the host's own `/proc/<pid>/environ`.) Names are compared case-insensitively (Windows spells `Path`).
  */
 import * as path from "node:path"
 
@@ -58,7 +61,7 @@ export const DENIED_ENV_NAMES: ReadonlySet<string> = new Set([
 const SECRET_SEGMENT =
   /(^|_)(API_?KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|(ACCESS|SECRET|PRIVATE|AUTH)_KEY)(_|$)/
 
-const SECRET_ENDING = /(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)S?$/
+const SECRET_ENDING = /(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)S?$|_(KEY|PAT|AUTH|CREDENTIALS?)S?$/
 
 const VENDOR_KEY =
   /^(OPENAI|AZURE_OPENAI|AZURE|ANTHROPIC|CLAUDE|GEMINI|GOOGLE|MISTRAL|COHERE|GROQ|XAI|DEEPSEEK|OPENROUTER|HF|HUGGINGFACE|HUGGING_FACE|GITHUB|GH|GITLAB|GL|AWS)_(.*_)?(KEY|PAT)(_|$)/
@@ -76,6 +79,22 @@ const URL_WITH_CREDENTIALS = /[a-z][a-z0-9+.-]*:\/\/[^/\s@]+@/i
 /** Whether a value embeds credentials in a URL, as a private package index or a proxy may. */
 export const hasUrlCredentials = (value: string): boolean => URL_WITH_CREDENTIALS.test(value)
 
+/** Shapes of credentials by value, each named for the error-free reading of the list. */
+export const SECRET_VALUE_PATTERNS: ReadonlyArray<readonly [name: string, pattern: RegExp]> = [
+  ["OpenAI-style key (sk-...)", /(^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}/],
+  ["GitHub token (ghp_, gho_, ghu_, ghs_, ghr_)", /(^|[^A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}/],
+  ["GitHub fine-grained token (github_pat_...)", /(^|[^A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}/],
+  ["Slack token (xox?-...)", /(^|[^A-Za-z0-9])xox[a-z]-[A-Za-z0-9-]{10,}/],
+  ["AWS access key id (AKIA..., ASIA...)", /(^|[^A-Z0-9])(AKIA|ASIA)[A-Z0-9]{16}([^A-Z0-9]|$)/],
+  ["PEM private key", /-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/],
+  ["JWT", /(^|[^A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/],
+  ["HTTP authorization (Bearer/Basic ...)", /(^|[^A-Za-z])(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}/i]
+]
+
+/** Whether a value looks like a credential (see `SECRET_VALUE_PATTERNS`) or embeds one in a URL. */
+export const isSecretEnvValue = (value: string): boolean =>
+  hasUrlCredentials(value) || SECRET_VALUE_PATTERNS.some(([, pattern]) => pattern.test(value))
+
 /** Whether a host variable may be passed to the runner: allowlisted (by name or prefix) and not a secret. */
 export const isAllowedEnvName = (name: string): boolean => {
   const upper = name.toUpperCase()
@@ -87,7 +106,7 @@ export const isAllowedEnvName = (name: string): boolean => {
 export const filterHostEnv = (hostEnv: EnvRecord): Record<string, string> => {
   const kept: Record<string, string> = {}
   for (const [name, value] of Object.entries(hostEnv)) {
-    if (value !== undefined && isAllowedEnvName(name) && !hasUrlCredentials(value)) kept[name] = value
+    if (value !== undefined && isAllowedEnvName(name) && !isSecretEnvValue(value)) kept[name] = value
   }
   return kept
 }
@@ -138,7 +157,7 @@ export const runnerEnv = (hostEnv: EnvRecord, options: RunnerEnvOptions = {}): R
   const platform = options.platform ?? process.platform
   let env: Record<string, string> = filterHostEnv(hostEnv)
   for (const [name, value] of Object.entries(options.extra ?? {})) {
-    if (value !== undefined && !isSecretEnvName(name) && !hasUrlCredentials(value)) env[name] = value
+    if (value !== undefined && !isSecretEnvName(name) && !isSecretEnvValue(value)) env[name] = value
   }
   Object.assign(env, RUNNER_FIXED_ENV)
   if (options.artifactsDir !== undefined) env["VEYYON_ARTIFACTS_DIR"] = options.artifactsDir

@@ -7,6 +7,7 @@ import {
   hasUrlCredentials,
   isAllowedEnvName,
   isSecretEnvName,
+  isSecretEnvValue,
   pathEnvKey,
   prependToPath,
   RUNNER_FIXED_ENV,
@@ -178,5 +179,83 @@ describe("EnvPolicy", () => {
         expect(isAllowedEnvName(name)).toBe(true)
       }
     }
+  })
+})
+
+describe("EnvPolicy: credential-shaped names and values", () => {
+  const alnum = (min: number, max: number) => fc.stringMatching(new RegExp(`^[A-Za-z0-9]{${min},${max}}$`))
+  const upper = (n: number) => fc.stringMatching(new RegExp(`^[A-Z0-9]{${n}}$`))
+  const credential = fc.oneof(
+    alnum(20, 60).map((rest) => `sk-${rest}`),
+    alnum(20, 60).map((rest) => `sk-proj-${rest}`),
+    fc.tuple(fc.constantFrom("ghp", "gho", "ghu", "ghs", "ghr"), alnum(36, 36)).map(([kind, rest]) => `${kind}_${rest}`),
+    alnum(22, 82).map((rest) => `github_pat_${rest}`),
+    fc.tuple(fc.constantFrom("b", "p", "a", "o", "r", "s"), alnum(10, 40)).map(([kind, rest]) => `xox${kind}-${rest}`),
+    fc.tuple(fc.constantFrom("AKIA", "ASIA"), upper(16)).map(([head, rest]) => head + rest),
+    fc.tuple(fc.constantFrom("RSA ", "EC ", "OPENSSH ", ""), alnum(20, 80)).map(([kind, body]) =>
+      `-----BEGIN ${kind}PRIVATE KEY-----\n${body}\n-----END ${kind}PRIVATE KEY-----`),
+    fc.tuple(alnum(10, 40), alnum(10, 80), alnum(10, 40)).map(([a, b, c]) => `eyJ${a}.eyJ${b}.${c}`),
+    fc.tuple(fc.constantFrom("Bearer", "bearer", "Basic", "Token"), alnum(8, 60)).map(([scheme, token]) => `${scheme} ${token}`)
+  )
+  const surroundings = fc.constantFrom(["", ""], ["Authorization: ", ""], ["key=", ";other=1"], ["'", "'"], ["x ", "\n"])
+  const allowedName = fc.oneof(
+    fc.constantFrom(...ALLOWED_ENV_NAMES),
+    fc.tuple(fc.constantFrom("LC_", "XDG_", "VEYYON_", "PIP_"), fc.stringMatching(/^[A-Z][A-Z0-9]{0,10}$/)).map(([p, w]) => p + w)
+  )
+
+  it.prop("a credential-shaped value never reaches the runner, whatever name or prefix it hides under", {
+    name: allowedName,
+    secret: credential,
+    around: surroundings
+  }, ({ name, secret, around }) => {
+    const value = around[0] + secret + around[1]
+    expect(filterHostEnv({ [name]: value })).toEqual({})
+    expect(runnerEnv({}, { extra: { [name]: value } })[name]).toBeUndefined()
+  })
+
+  it.prop("names ending in _KEY, _PAT, _PASSWORD, _CREDENTIALS or _AUTH are secrets even under an allowed prefix", {
+    prefix: fc.constantFrom("", "LC_", "XDG_", "VEYYON_", "PIP_", "MY_"),
+    middle: fc.stringMatching(/^[A-Za-z0-9]{1,10}$/),
+    suffix: fc.constantFrom("_KEY", "_PAT", "_PASSWORD", "_CREDENTIALS", "_AUTH", "_KEYS", "_key", "_Auth")
+  }, ({ prefix, middle, suffix }) => {
+    const name = prefix + middle + suffix
+    expect(isSecretEnvName(name)).toBe(true)
+    expect(filterHostEnv({ [name]: "harmless" })).toEqual({})
+  })
+
+  it("drops the examples of the issue and keeps ordinary values", () => {
+    const host = {
+      VEYYON_OPENAI_KEY: "x",
+      VEYYON_GH_PAT: "x",
+      XDG_AUTH: "Bearer abcdefghijklmnop",
+      XDG_RUNTIME_DIR: "/run/user/1000",
+      LC_ALL: "C.UTF-8",
+      VEYYON_PY: "1",
+      PATH: "/home/desk-tools/bin:/opt/sk-learn/bin:/usr/bin",
+      PIP_INDEX_URL: "https://pypi.org/simple",
+      HOME: "/home/ada"
+    }
+    expect(filterHostEnv(host)).toEqual({
+      XDG_RUNTIME_DIR: "/run/user/1000",
+      LC_ALL: "C.UTF-8",
+      VEYYON_PY: "1",
+      PATH: "/home/desk-tools/bin:/opt/sk-learn/bin:/usr/bin",
+      PIP_INDEX_URL: "https://pypi.org/simple",
+      HOME: "/home/ada"
+    })
+    expect(isSecretEnvValue("sk-" + "a".repeat(40))).toBe(true)
+    expect(isSecretEnvValue("task-" + "a".repeat(40))).toBe(false)
+    expect(isSecretEnvValue("AKIAIOSFODNN7EXAMPLE")).toBe(true)
+  })
+
+  it.prop("ordinary values (paths, locales, numbers, words) pass", {
+    value: fc.oneof(
+      fc.stringMatching(/^(\/[a-z0-9._-]{1,12}){1,6}$/),
+      fc.constantFrom("C.UTF-8", "en_US.UTF-8", "xterm-256color", "Haswell", "1", "0", "true", "Agg"),
+      fc.integer().map(String)
+    )
+  }, ({ value }) => {
+    expect(isSecretEnvValue(value)).toBe(false)
+    expect(filterHostEnv({ LANG: value })).toEqual({ LANG: value })
   })
 })
