@@ -16,6 +16,10 @@ export interface CellOutcome {
   readonly killed: boolean
   /** A sentence for the caller when the cell did not end normally. */
   readonly notice?: string
+  /** The kernel died during the cell and the cell ran again in a fresh one (its side effects may have happened twice). */
+  readonly retried?: boolean
+  /** How the kernel ended when it died during the cell's last attempt (the cell then has no result of its own). */
+  readonly kernelExit?: { readonly code: number | null; readonly signal: string | null }
 }
 
 /** One event of a running cell. */

@@ -109,12 +109,17 @@ const renderFind = ({ fields }: StatusEvent): string | undefined =>
 
 const renderGeneric = ({ fields, op }: StatusEvent): string => line([op], keyValues(fields, []))
 
+const renderKernelRestart = ({ fields }: StatusEvent): string =>
+  `── the kernel died (${words(fields.exit) ?? "unexpectedly"}); the output above is from the first attempt; ` +
+  `the cell runs again in a fresh kernel ──`
+
 const RENDERERS: Readonly<Record<string, (event: StatusEvent) => string | undefined>> = {
   cd: renderCd,
   time: renderTime,
   timeit: renderTimeit,
   pip: renderPip,
-  find: renderFind
+  find: renderFind,
+  "kernel-restart": renderKernelRestart
 }
 
 /** Whether an event only steers the cell watchdog (`timeout` pause/resume). */

@@ -60,8 +60,12 @@ export interface EvalResult {
   /** Present when the text was cut; the full text is in the artifact. */
   readonly truncation?: Truncation
   readonly artifactIds: ReadonlyArray<string>
-  /** Why the cell did not end normally (timeout, kill), when it did not. */
+  /** Why the cell did not end normally (timeout, kill, a kernel death and retry), when it did not. */
   readonly notice?: string
+  /** Present when the kernel died during the cell and the cell ran again: side effects may have happened twice. */
+  readonly retried?: true
+  /** How the kernel ended when it died during the cell's last attempt too (the `error` is then `KernelDied`). */
+  readonly kernelExit?: { readonly code: number | null; readonly signal: string | null }
   readonly durationMs: number
 }
 
@@ -296,6 +300,8 @@ const makeEvalTool = Effect.gen(function*() {
         ...(result.truncation === undefined ? {} : { truncation: result.truncation }),
         artifactIds: result.artifactIds,
         ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
+        ...(outcome.retried === true ? { retried: true as const } : {}),
+        ...(outcome.kernelExit === undefined ? {} : { kernelExit: outcome.kernelExit }),
         durationMs: Date.now() - started
       } satisfies EvalResult
     }).pipe(

@@ -4,7 +4,9 @@
  * Node, so it needs no Python at all). In `session`
  * mode kernels are reference-counted and retained (shut down after an idle time-to-live
  * nobody holds them); a dead kernel is replaced before the next cell, and a kernel that
- * dies during a cell is replaced and the cell retried once. In `per-call` mode every
+ * dies during a cell is replaced and the cell retried once (the outcome says `retried`, with
+ * a notice that side effects may have happened twice; a second death ends the cell with a
+ * `KernelDied` error output and `kernelExit`, not a failure). In `per-call` mode every
  * request gets a fresh kernel that is shut down after it.
  *
  * A session's key (the real cwd and the interpreter resolved for it) is worked out at its
@@ -17,7 +19,7 @@ import * as NodePath from "node:path"
 import { Context, Data, Duration, Effect, Equal, Layer, RcMap, type Scope, type Stream } from "effect"
 import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
-import { KernelSpawner } from "../kernel/KernelProcess.ts"
+import { describeExit, KernelSpawner } from "../kernel/KernelProcess.ts"
 import { KernelTimings } from "../kernel/KernelTimings.ts"
 import * as PythonKernel from "../kernel/PythonKernel.ts"
 import { AgentBridge } from "./AgentBridge.ts"
@@ -109,6 +111,37 @@ export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
       })
   })
 
+/** The notice of a cell that ran twice because its kernel died during the first attempt. */
+export const retriedNotice = (died: KernelDied): string =>
+  `the kernel died during this cell (${describeExit(died.exit)}) and the cell ran again in a fresh kernel: ` +
+  `its side effects (files written, requests sent) may have happened twice, and earlier state is gone. ` +
+  `Output before the kernel-restart line is from the first attempt.`
+
+const joinNotices = (first: string, second: string | undefined): string =>
+  second === undefined ? first : `${first}\n${second}`
+
+const STDERR_LINES_KEPT = 20
+
+/** The error output of a kernel death: the exit, and its last stderr lines as the traceback. */
+const diedError = (died: KernelDied): KernelOutput =>
+  KernelOutput.Error({
+    ename: "KernelDied",
+    evalue: `the kernel exited unexpectedly (${describeExit(died.exit)})`,
+    traceback: died.stderr.trimEnd().split("\n").filter((line) => line.length > 0).slice(-STDERR_LINES_KEPT)
+  })
+
+const diedTwiceOutcome = (first: KernelDied, second: KernelDied): CellOutcome => ({
+  status: "error",
+  executionCount: 0,
+  cancelled: false,
+  timedOut: false,
+  killed: false,
+  retried: true,
+  kernelExit: second.exit,
+  notice: `the kernel died during this cell twice (${describeExit(first.exit)}, then ${describeExit(second.exit)}); ` +
+    `the cell ran twice, so its side effects may have happened twice. The next call starts a fresh kernel.`
+})
+
 const makeRegistry = Effect.gen(function*() {
   const settings = yield* Settings
   const runtime = yield* PythonRuntime
@@ -198,10 +231,16 @@ const makeRegistry = Effect.gen(function*() {
     replace: Effect.Effect<void>,
     onOutput: PythonKernel.OutputHandler
   ): Effect.Effect<CellOutcome, RegistryError> =>
-    Effect.catchTag(run, "KernelDied", (died) =>
+    Effect.catchTag(run, "KernelDied", (first) =>
       replace.pipe(
-        Effect.zipRight(onOutput(KernelOutput.Status({ op: RESTART_STATUS_OP, fields: { reason: died.message } }))),
-        Effect.zipRight(run)
+        Effect.zipRight(onOutput(KernelOutput.Status({
+          op: RESTART_STATUS_OP,
+          fields: { reason: first.message, exit: describeExit(first.exit) }
+        }))),
+        Effect.zipRight(run),
+        Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first), outcome.notice) })),
+        Effect.catchTag("KernelDied", (second) =>
+          Effect.zipRight(replace, Effect.as(onOutput(diedError(second)), diedTwiceOutcome(first, second))))
       ))
 
   const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>

@@ -65,27 +65,49 @@ describe("KernelRegistry (session mode)", () => {
     }).pipe(Effect.provide(layer))
   })
 
-  it.live("a kernel that died mid-cell is replaced and the cell retried once", () => {
+  it.live("a kernel that died mid-cell is replaced and the cell retried once, saying so and keeping the first attempt's output", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const outputs = yield* run({ code: "crash-once 9;print ok" })
-      expect(outputs.map((o) => o._tag)).toEqual(["Status", "Stdout", "Done"])
-      const status = outputs[0]!
+      const outputs = yield* run({ code: "print first;crash-once 9;print ok" })
+      expect(outputs.map((o) => o._tag)).toEqual(["Stdout", "Status", "Stdout", "Stdout", "Done"])
+      expect(outputs[0]!._tag === "Stdout" && outputs[0]!.text).toContain("first")
+      const status = outputs[1]!
       expect(status._tag === "Status" && status.op).toBe(RESTART_STATUS_OP)
       expect(status._tag === "Status" && String(status.fields.reason)).toContain("exit code 9")
+      expect(status._tag === "Status" && status.fields.exit).toBe("exit code 9")
+      const outcome = done(outputs)
+      expect(outcome.status).toBe("ok")
+      expect(outcome.retried).toBe(true)
+      expect(outcome.notice).toContain("ran again in a fresh kernel")
+      expect(outcome.notice).toContain("may have happened twice")
       expect(spawns.records).toHaveLength(2)
+      expect(done(yield* run({ code: "print later" })).retried).toBeUndefined()
     }).pipe(Effect.provide(layer))
   })
 
-  it.live("a second death is reported with the exit code", () => {
+  it.live("a second death ends the cell with an error outcome holding the exit, not a failure", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const exit = yield* Effect.exit(run({ code: "exit 4" }))
-      expect(Exit.isFailure(exit)).toBe(true)
-      if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("exit code 4")
+      const outputs = yield* run({ code: "exit 4" })
+      expect(outputs.map((o) => o._tag)).toEqual(["Status", "Error", "Done"])
+      const error = outputs[1]!
+      expect(error._tag === "Error" && error.ename).toBe("KernelDied")
+      expect(error._tag === "Error" && error.evalue).toContain("exit code 4")
+      const outcome = done(outputs)
+      expect(outcome).toMatchObject({ status: "error", retried: true, kernelExit: { code: 4, signal: null } })
+      expect(outcome.notice).toContain("twice")
       expect(spawns.records).toHaveLength(2)
       expect(done(yield* run({ code: "print fine" })).status).toBe("ok")
       expect(spawns.records).toHaveLength(3)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("per-call mode retries and reports the same way", () => {
+    const { spawns, layer } = setup({ python: { kernelMode: "per-call" } })
+    return Effect.gen(function*() {
+      expect(done(yield* run({ code: "crash-once 9;print ok" })).retried).toBe(true)
+      expect(done(yield* run({ code: "exit 5" }))).toMatchObject({ status: "error", kernelExit: { code: 5, signal: null } })
+      expect(spawns.records).toHaveLength(4)
     }).pipe(Effect.provide(layer))
   })
 
