@@ -3,11 +3,12 @@
  *
  * Plain ESM, Node 20, no dependencies. runner.mjs imports it and binds the public names
  * into the cells' global scope; imported any other way it only defines things (kv then
- * works without a kernel, the bridge helpers need the runtime runner.mjs passes in).
+ * works without a kernel, writing the files itself; the bridge helpers need the runtime
+ * runner.mjs passes in).
  *
  * Public names (globals in a kernel):
- *   kv.set(key, value), kv.get(key, fallback?) -> value | fallback | undefined,
- *   kv.has(key), kv.list() -> string[], kv.delete(key) -> boolean
+ *   kv.set(key, value) -> Promise<void>, kv.get(key, fallback?) -> value | fallback | undefined,
+ *   kv.has(key), kv.list() -> string[], kv.delete(key) -> Promise<boolean>
  *   defs() -> Definitions                       name -> shape, sorted, at most 200
  *   env(key?, value?)                           all variables, one, or set one (printing it)
  *   agent(prompt, {agent, model, label, schema, handle, isolated, apply, merge}?) -> Promise
@@ -23,7 +24,12 @@
  * kv files are the Python prelude's, so either runtime reads what the other wrote:
  *   $VEYYON_ARTIFACTS_DIR/kv/<lowercase hex SHA-256 of the key's UTF-8>.json holding
  *   {"key": <key>, "value": <value>} as compact UTF-8 JSON, written to a ".<name>.<unique>.tmp"
- *   file in the same directory and renamed into place. Keys have 1-256 code points without
+ *   file in the same directory (created exclusively, mode 0600) and renamed into place. In a
+ *   kernel the host does the writing: kv.set and kv.delete send one "kv" bridge call
+ *   ({op: "set", key, value: <the value's JSON text>} or {op: "delete", key}), the host checks
+ *   the limits for the whole store, and the returned Promise settles with its answer (await
+ *   it to read the new value back in the same cell; the cell does not end before it settles).
+ *   Reads come straight from the files. Keys have 1-256 code points without
  *   "/", "\" or NUL; one value's JSON is at most 256 KiB, all entries together at most 4 MiB.
  *   Values must be plain JSON: objects, arrays, strings, finite numbers, booleans, null.
  */
@@ -116,16 +122,20 @@ export const checkKvKey = (key) => {
 /** The file name that holds key: hex SHA-256 of its UTF-8 bytes plus ".json". */
 export const kvFileName = (key) => createHash("sha256").update(key, "utf8").digest("hex") + ".json"
 
-/** The bytes of key's file: {"key":key,"value":value} as compact UTF-8 JSON; throws when value is not JSON or too big. */
-export const encodeKvEntry = (key, value) => {
+/** The compact UTF-8 JSON of value; throws when it is not JSON or over 256 KiB. */
+export const encodeKvValue = (key, value) => {
   const problem = jsonProblem(value)
   if (problem !== undefined) throw new TypeError(`kv values must be JSON (objects, arrays, strings, finite numbers, booleans, null): ${problem}`)
   const data = Buffer.from(JSON.stringify(value), "utf8")
   if (data.length > KV_VALUE_MAX) {
     throw new RangeError(`kv value for ${JSON.stringify(clip(key, 60))} encodes to ${data.length} bytes; one value may have at most ${KV_VALUE_MAX} (256 KiB)`)
   }
-  return Buffer.concat([Buffer.from(`{"key":${JSON.stringify(key)},"value":`, "utf8"), data, Buffer.from("}")])
+  return data
 }
+
+/** The bytes of key's file: {"key":key,"value":value} as compact UTF-8 JSON; throws when value is not JSON or too big. */
+export const encodeKvEntry = (key, value) =>
+  Buffer.concat([Buffer.from(`{"key":${JSON.stringify(key)},"value":`, "utf8"), encodeKvValue(key, value), Buffer.from("}")])
 
 /** The [key, value] a kv file holds; throws when it is not an entry (for key, when given). */
 export const decodeKvEntry = (data, key) => {
@@ -176,7 +186,7 @@ const storeSize = (directory, skip) => {
 const writeAtomically = (directory, name, data) => {
   const temp = path.join(directory, `.${name}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`)
   try {
-    fs.writeFileSync(temp, data, { flag: "wx", mode: 0o666 })
+    fs.writeFileSync(temp, data, { flag: fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (fs.constants.O_NOFOLLOW ?? 0), mode: 0o600 })
     fs.renameSync(temp, path.join(directory, name))
   } catch (error) {
     fs.rmSync(temp, { force: true })
@@ -203,12 +213,23 @@ const readEntry = (file, key) => {
 
 /** JSON values under $VEYYON_ARTIFACTS_DIR/kv/, one file per key: they outlive the kernel and are shared with Python cells. */
 export class KvStore {
-  /** Stores value (JSON) under key, replacing what was there. */
+  #host
+
+  /** host(params) -> Promise: sends a write to the host; without it the store writes the files itself. */
+  constructor(host) {
+    this.#host = host
+  }
+
+  /** Stores value (JSON) under key, replacing what was there; in a kernel, a Promise of the host's write. */
   set(key, value) {
     checkKvKey(key)
+    if (this.#host !== undefined) {
+      const json = encodeKvValue(key, value).toString("utf8")
+      return this.#host({ op: "set", key, value: json }).then(() => undefined)
+    }
     const data = encodeKvEntry(key, value)
     const directory = kvDirectory()
-    fs.mkdirSync(directory, { recursive: true })
+    fs.mkdirSync(directory, { recursive: true, mode: 0o700 })
     const name = kvFileName(key)
     const used = storeSize(directory, name)
     if (used + data.length > KV_STORE_MAX) {
@@ -244,9 +265,10 @@ export class KvStore {
     return keys.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
   }
 
-  /** Removes key; true when it was stored. */
+  /** Removes key; true when it was stored (in a kernel, a Promise of that answer). */
   delete(key) {
     checkKvKey(key)
+    if (this.#host !== undefined) return this.#host({ op: "delete", key }).then((answer) => answer === true)
     try {
       fs.unlinkSync(path.join(kvDirectory(), kvFileName(key)))
       return true
@@ -489,7 +511,16 @@ export const createPrelude = (runtime) => {
     runtime.print(`env: ${key}=${value}\n`)
   }
 
-  return { kv: new KvStore(), defs, env, agent, completion }
+  const kvWrite = (params) => {
+    const write = runtime.bridgeCall("kv", params).catch((error) => {
+      if (error?.code === "KvInvalid" || error?.code === "KvStoreFull") throw new RangeError(error.reason)
+      throw error
+    })
+    runtime.settleBeforeDone(write)
+    return write.then((answer) => answer)
+  }
+
+  return { kv: new KvStore(kvWrite), defs, env, agent, completion }
 }
 
 // ---------------------------------------------------------------------------

@@ -6,7 +6,8 @@ as the module ``veyyon_prelude``, so the helpers never look names up in the user
 namespace, then restores the namespace and binds only the public names into it. A second
 run finds the module in ``sys.modules`` and rebinds the same objects: it changes nothing.
 Loaded any other way (``importlib``, ``exec`` into a fresh dict) it only defines things;
-``kv`` then works without a kernel, the bridge helpers need ``veyyon_runtime``.
+``kv`` then works without a kernel (writing the files itself), the bridge helpers need
+``veyyon_runtime``.
 
 Public names:
     agent(prompt, *, agent="deep", model=None, label=None, schema=None, handle=False,
@@ -42,9 +43,13 @@ kv files, shared with any other runtime of the session:
                every legal key fits a file name and case-insensitive file systems are safe)
     content    UTF-8 JSON {"key": <key>, "value": <value>}; the key is kept in the file
                because a 256-character key cannot be spelled in a file name
-    writes     to ".<file name>.<unique>.tmp" in the same directory, then rename(2) over the
-               file name, so readers see the old or the new entry, never a torn one; other
-               names in the directory are ignored
+    writes     in a kernel, kv.set and kv.delete go to the host as one "kv" bridge call
+               ({"op": "set", "key": key, "value": <the value's JSON text>} or
+               {"op": "delete", "key": key}); the host checks the limits for the whole store
+               and writes. Without a kernel the prelude writes itself. Either way an entry
+               goes to ".<file name>.<unique>.tmp" (created exclusively, mode 0600) in the same
+               directory, then rename(2) over the file name, so readers see the old or the new
+               entry, never a torn one; other names in the directory are ignored
     limits     keys 1-256 code points, no "/", "\\" or NUL, valid UTF-8; a value's compact
                JSON (ensure_ascii off, NaN refused) at most 256 KiB; the entry files together
                at most 4 MiB (checked before each write)
@@ -537,7 +542,7 @@ def _store_size(directory, skip):
 
 def _write_atomically(directory, name, data):
     temp = os.path.join(directory, ".%s.%d-%d-%s.tmp" % (name, os.getpid(), threading.get_ident(), os.urandom(4).hex()))
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -562,15 +567,31 @@ def _read_entry(path, key):
         raise ValueError("kv entry for %r is damaged (%s)" % (_clip(key, 60), exc)) from None
 
 
+def _host_kv(op, key, **params):
+    """The host's answer to a kv write, or _MISSING outside a kernel; the host's refusals raise ValueError."""
+    runtime = sys.modules.get("veyyon_runtime")
+    if runtime is None:
+        return _MISSING
+    params.update(op=op, key=key)
+    try:
+        return runtime.bridge_call("kv", params)
+    except runtime.BridgeError as exc:
+        if exc.name in ("KvInvalid", "KvStoreFull"):
+            raise ValueError(exc.message) from None
+        raise
+
+
 class KvStore:
     """JSON values under $VEYYON_ARTIFACTS_DIR/kv/, one file per key: they outlive %reset and the kernel."""
 
     def set(self, key, value):
         """Store value (JSON) under key, replacing what was there."""
         check_kv_key(key)
+        if _host_kv("set", key, value=encode_kv_value(key, value).decode("utf-8")) is not _MISSING:
+            return
         data = encode_kv_entry(key, value)
         directory = kv_directory()
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
         name = kv_file_name(key)
         used = _store_size(directory, name)
         if used + len(data) > KV_STORE_MAX:
@@ -599,6 +620,9 @@ class KvStore:
     def delete(self, key):
         """Remove key; True when it was stored."""
         check_kv_key(key)
+        answer = _host_kv("delete", key)
+        if answer is not _MISSING:
+            return answer is True
         try:
             os.unlink(os.path.join(kv_directory(), kv_file_name(key)))
         except FileNotFoundError:

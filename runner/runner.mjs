@@ -455,6 +455,18 @@ const resolveBridge = (message) => {
   }
 }
 
+/** Promises a cell started that must settle before its done frame (kv writes the cell may not await). */
+const cellWrites = new Set()
+
+const settleBeforeDone = (promise) => {
+  cellWrites.add(promise)
+  promise.then(() => cellWrites.delete(promise), () => cellWrites.delete(promise))
+}
+
+const settleCellWrites = async () => {
+  while (cellWrites.size > 0) await Promise.allSettled([...cellWrites])
+}
+
 const abandonBridgeCalls = (requestId) => {
   for (const [callId, call] of bridgeCalls) {
     if (call.requestId !== requestId) continue
@@ -1001,6 +1013,7 @@ export class KernelExit extends Error {
 const installGlobals = () => {
   const prelude = createPrelude({
     bridgeCall,
+    settleBeforeDone,
     bridgeError: (name, message) => new BridgeError(name, message),
     userNames,
     userValue,
@@ -1252,6 +1265,7 @@ const handleRequest = async (request) => {
       failure = errorFields(error)
     }
   } finally {
+    await settleCellWrites()
     state.active = null
   }
   try {

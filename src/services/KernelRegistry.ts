@@ -9,6 +9,9 @@
  * `KernelDied` error output and `kernelExit`, not a failure). In `per-call` mode every
  * request gets a fresh kernel that is shut down after it.
  *
+ * Kernels' `kv` writes are answered by the `KvStore` on the session's directory; every other
+ * bridge call goes to the embedder's `AgentBridge`.
+ *
  * A session's key (the real cwd and the interpreter resolved for it) is worked out at its
  * first cell and kept while its kernel lives, so a cell costs no filesystem probes; a
  * `reset: true`, a reset, or the kernel ending (idle, death) makes the next cell resolve
@@ -24,6 +27,7 @@ import { KernelTimings } from "../kernel/KernelTimings.ts"
 import * as PythonKernel from "../kernel/PythonKernel.ts"
 import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
+import { kvDirOf, KvStore, withKvWrites } from "./KvStore.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
 import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
@@ -149,6 +153,7 @@ const makeRegistry = Effect.gen(function*() {
   const spawner = yield* KernelSpawner
   const bridge = yield* AgentBridge
   const timings = yield* KernelTimings
+  const kv = yield* KvStore
 
   const knownKeys = new Map<string, KernelKey>()
   const startedKernels = new WeakMap<KernelKey, PythonKernel.PythonKernel>()
@@ -163,6 +168,7 @@ const makeRegistry = Effect.gen(function*() {
       const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
         Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
       )
+      const kernelBridge = withKvWrites(bridge, kv, kvDirOf(artifactsDir))
       const common = {
         cwd: key.cwd,
         env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
@@ -172,14 +178,17 @@ const makeRegistry = Effect.gen(function*() {
       }
       if (key.language === "js") {
         const files = yield* runners.ensureJs
-        return yield* PythonKernel.make({ command: key.interpreter, args: [files.runnerPath], channel: "fd3", ...common })
+        return yield* PythonKernel.make({ command: key.interpreter, args: [files.runnerPath], channel: "fd3", ...common }).pipe(
+          Effect.provideService(AgentBridge, kernelBridge)
+        )
       }
       const files = yield* runners.ensure
-      return yield* PythonKernel.make({ python: key.interpreter, runnerPath: files.runnerPath, prelude: files.preludeSource, ...common })
+      return yield* PythonKernel.make({ python: key.interpreter, runnerPath: files.runnerPath, prelude: files.preludeSource, ...common }).pipe(
+        Effect.provideService(AgentBridge, kernelBridge)
+      )
     }).pipe(
       Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),
       Effect.provideService(KernelSpawner, spawner),
-      Effect.provideService(AgentBridge, bridge),
       Effect.provideService(KernelTimings, timings)
     )
 
@@ -289,5 +298,5 @@ export class KernelRegistry extends Context.Tag("veyyon-eval/KernelRegistry")<Ke
     KernelRegistry,
     never,
     Settings | PythonRuntime | RunnerCache | KernelSpawner | AgentBridge
-  > = Layer.scoped(KernelRegistry, makeRegistry)
+  > = Layer.scoped(KernelRegistry, makeRegistry).pipe(Layer.provide(KvStore.Live))
 }

@@ -32,7 +32,7 @@ describe("JavaScript prelude", () => {
       expect(NodeFs.readFileSync(file, "utf8")).toBe('{"key":"cursor","value":{"id":"callback-17","n":1.5,"ok":[true,null]}}')
       expect(resultOf(yield* run(kernel, "[kv.get('cursor').id, kv.get('missing'), kv.get('missing', 7), kv.has('cursor'), kv.list()]")))
         .toBe("[ 'callback-17', undefined, 7, true, [ 'cursor', 'é-ü' ] ]")
-      expect(resultOf(yield* run(kernel, "[kv.delete('cursor'), kv.delete('cursor'), kv.list().length]"))).toBe("[ true, false, 1 ]")
+      expect(resultOf(yield* run(kernel, "[await kv.delete('cursor'), await kv.delete('cursor'), kv.list().length]"))).toBe("[ true, false, 1 ]")
       expect(NodeFs.readdirSync(path.join(artifactsDir, "kv")).filter((name) => name.endsWith(".tmp"))).toEqual([])
 
       const refused = (code: string) => Effect.map(run(kernel, code), (outputs) => errorOf(outputs)?.evalue)

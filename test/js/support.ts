@@ -11,6 +11,7 @@ import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
+import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
 import { AgentBridge, AgentBridgeNotConfigured, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
 
 export const jsRunnerPath = path.resolve(import.meta.dirname, "../../runner/runner.mjs")
@@ -47,16 +48,17 @@ export const tempDir = (prefix: string) =>
 
 /** A JavaScript kernel in `cwd` with VEYYON_ARTIFACTS_DIR set; shut down with its scope. */
 export const startJsKernel = (options: { readonly cwd?: string; readonly artifactsDir?: string } = {}) =>
-  PythonKernel.make({
-    command: process.execPath,
-    args: [jsRunnerPath],
-    channel: "fd3",
-    cwd: options.cwd ?? process.cwd(),
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      ...(options.artifactsDir === undefined ? {} : { VEYYON_ARTIFACTS_DIR: options.artifactsDir })
-    }
-  })
+  Effect.flatMap(AgentBridge, (bridge) =>
+    PythonKernel.make({
+      command: process.execPath,
+      args: [jsRunnerPath],
+      channel: "fd3",
+      cwd: options.cwd ?? process.cwd(),
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        ...(options.artifactsDir === undefined ? {} : { VEYYON_ARTIFACTS_DIR: options.artifactsDir })
+      }
+    }).pipe(Effect.provideService(AgentBridge, withKvWrites(bridge, makeKvStore(), kvDirOf(options.artifactsDir ?? "/nonexistent")))))
 
 /** Runs one cell and collects its outputs. */
 export const run = (kernel: PythonKernel.PythonKernel, code: string, extra: Partial<PythonKernel.ExecuteRequest> = {}) =>

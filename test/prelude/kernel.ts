@@ -11,6 +11,7 @@ import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { AgentBridge, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
+import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
 import { findPython } from "../support/python.ts"
 
 export const python = findPython()
@@ -41,18 +42,19 @@ export const tempDir = (prefix: string) =>
 
 /** A kernel with the prelude loaded and VEYYON_ARTIFACTS_DIR set; shut down with its scope. */
 export const startKernel = (artifactsDir: string) =>
-  PythonKernel.make({
-    python: python!,
-    runnerPath,
-    cwd: process.cwd(),
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      PYTHONUNBUFFERED: "1",
-      PYTHONIOENCODING: "utf-8",
-      VEYYON_ARTIFACTS_DIR: artifactsDir
-    },
-    prelude: preludeSource
-  })
+  Effect.flatMap(AgentBridge, (bridge) =>
+    PythonKernel.make({
+      python: python!,
+      runnerPath,
+      cwd: process.cwd(),
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        PYTHONUNBUFFERED: "1",
+        PYTHONIOENCODING: "utf-8",
+        VEYYON_ARTIFACTS_DIR: artifactsDir
+      },
+      prelude: preludeSource
+    }).pipe(Effect.provideService(AgentBridge, withKvWrites(bridge, makeKvStore(), kvDirOf(artifactsDir)))))
 
 /** Runs one cell and collects its outputs. */
 export const run = (kernel: PythonKernel.PythonKernel, code: string, timeoutSeconds?: number) =>
