@@ -245,7 +245,11 @@ class JsonAnswerTest(unittest.TestCase):
 
 
 class TempArtifactsMixin:
+    """A temporary VEYYON_ARTIFACTS_DIR and no kernel runtime, so kv writes the files itself."""
+
     def setUp(self):
+        sys.modules.pop("veyyon_runtime", None)
+        self.addCleanup(sys.modules.__setitem__, "veyyon_runtime", runtime)
         self.root = tempfile.mkdtemp(prefix="prelude-kv-")
         self.addCleanup(shutil.rmtree, self.root, True)
         previous = os.environ.get("VEYYON_ARTIFACTS_DIR")
@@ -282,6 +286,45 @@ class KvFormatTest(TempArtifactsMixin, unittest.TestCase):
             handle.write(entry)
         self.assertEqual(self.kv.get("from-js"), [1, {"a": "b"}])
         self.assertEqual(self.kv.list(), ["from-js"])
+
+
+class KvInKernelTest(unittest.TestCase):
+    """In a kernel, writes go to the host as "kv" bridge calls; reads stay with the files."""
+
+    def setUp(self):
+        runtime.reset()
+        self.kv = prelude.KvStore()
+
+    def test_set_and_delete_are_bridge_calls_with_the_value_as_json_text(self):
+        runtime.answer = lambda method, params: None if params["op"] == "set" else True
+        self.kv.set("cursor", {"n": [1, 2.5, None], "\u00e9": 10 ** 30})
+        self.assertTrue(self.kv.delete("cursor"))
+        self.assertEqual(runtime.calls, [
+            ("kv", {"op": "set", "key": "cursor", "value": '{"n":[1,2.5,null],"\u00e9":1000000000000000000000000000000}'}),
+            ("kv", {"op": "delete", "key": "cursor"}),
+        ])
+
+    def test_local_checks_come_first_and_host_refusals_are_value_errors(self):
+        with self.assertRaises(ValueError):
+            self.kv.set("a/b", 1)
+        with self.assertRaises(TypeError):
+            self.kv.set("k", object())
+        self.assertEqual(runtime.calls, [])
+
+        def full(method, params):
+            raise BridgeError("KvStoreFull", "kv store is full: 4194300 bytes stored")
+
+        runtime.answer = full
+        with self.assertRaises(ValueError) as caught:
+            self.kv.set("k", "v")
+        self.assertEqual(str(caught.exception), "kv store is full: 4194300 bytes stored")
+
+        def broken(method, params):
+            raise BridgeError("BridgeCancelled", "the cell has ended")
+
+        runtime.answer = broken
+        with self.assertRaises(BridgeError):
+            self.kv.set("k", "v")
 
 
 class KvBehaviourTest(TempArtifactsMixin, unittest.TestCase):
