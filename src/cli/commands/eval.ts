@@ -39,7 +39,7 @@ const cwd = Options.text("cwd").pipe(
 )
 const session = Options.text("session").pipe(
   Options.withPseudoName("ID"),
-  Options.withDescription("The session id; it names the artifacts directory (and kv store) the cell uses."),
+  Options.withDescription("The session id; it names the artifacts directory (and kv store) the cell uses, kept across runs (default: cli)."),
   Options.withDefault(DEFAULT_EVAL_SESSION)
 )
 const json = Options.boolean("json").pipe(

@@ -1,0 +1,42 @@
+/**
+ * `veyyon eval --session ID` keeps kv (and artifacts) across separate `veyyon eval`
+ * processes, in the per-user state directory, one private directory per session id.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
+import { findPython, integrationEnabled } from "../support/python.ts"
+import { childEnv, runCli, stopAll, tempDir } from "./support.ts"
+
+const python = findPython()
+const SPAWN_TIMEOUT = 240_000
+
+describe.skipIf(!integrationEnabled() || python === undefined)("veyyon eval --session", () => {
+  const state = fs.realpathSync(tempDir("veyyon-cli-state-"))
+  const { VEYYON_ARTIFACTS_DIR: _unused, ...inherited } = childEnv(state)
+  const env = { ...inherited, XDG_STATE_HOME: state }
+  afterAll(() => {
+    stopAll()
+    fs.rmSync(state, { recursive: true, force: true })
+  })
+
+  it("keeps kv across runs of the same session id, in Python and JavaScript, and not across ids", async () => {
+    const first = await runCli(["eval", "--session", "keep-me", "kv.set('n', 41)\nprint('stored')"], { env })
+    expect(first.stderr).toBe("")
+    expect(first.stdout).toContain("stored")
+    const second = await runCli(["eval", "--session", "keep-me", "print(kv.get('n') + 1)"], { env })
+    expect(second.stderr).toBe("")
+    expect(second.stdout).toMatch(/^42$/m)
+    const js = await runCli(["eval", "--language", "js", "--session", "keep-me", "console.log('js sees', kv.get('n'))"], { env })
+    expect(js.stdout).toContain("js sees 41")
+    const other = await runCli(["eval", "--session", "someone-else", "print(kv.get('n', 'absent'))"], { env })
+    expect(other.stdout).toMatch(/^absent$/m)
+
+    const sessionDir = sessionArtifactsDir(path.join(state, "veyyon", "sessions"), "keep-me")
+    expect(fs.readdirSync(path.join(sessionDir, "kv"))).toHaveLength(1)
+    for (const dir of [path.join(state, "veyyon"), path.join(state, "veyyon", "sessions"), sessionDir, path.join(sessionDir, "kv")]) {
+      expect(fs.statSync(dir).mode & 0o777).toBe(0o700)
+    }
+  }, SPAWN_TIMEOUT)
+})
