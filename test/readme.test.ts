@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { findPython, integrationEnabled } from "./support/python.ts"
@@ -20,12 +21,17 @@ describe("README", () => {
   })
 
   it.skipIf(!integrationEnabled() || findPython() === undefined)("embedding example runs and prints the area", () => {
-    const out = execFileSync(process.execPath, ["--import", "tsx", "examples/embed.ts"], {
-      cwd: root,
-      encoding: "utf8",
-      env: { ...process.env, VEYYON_PYTHON_INTERPRETER: findPython()! },
-      timeout: 60_000
-    })
-    expect(out.trim()).toBe("12.566370614359172")
+    const state = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-readme-state-"))
+    try {
+      const out = execFileSync(process.execPath, ["--import", "tsx", "examples/embed.ts"], {
+        cwd: root,
+        encoding: "utf8",
+        env: { ...process.env, VEYYON_PYTHON_INTERPRETER: findPython()!, XDG_STATE_HOME: state },
+        timeout: 60_000
+      })
+      expect(out.trim()).toBe("12.566370614359172")
+    } finally {
+      fs.rmSync(state, { recursive: true, force: true })
+    }
   })
 })
