@@ -4,9 +4,10 @@
  * `ensurePrivateDir` walks a path from `/`: every directory it creates is made with mode
  * 0700 and every one it ends on must be ours: owned by the running uid, not a symbolic
  * link (lstat), no group or other write bit. The directories above (ones we did not
- * create, like `/home` or `/tmp`) must be owned by us or root and not writable by group
- * or others, unless they are root-owned and sticky (`/tmp`); a symbolic link among them
- * must itself be owned by us or root. A directory that fails is refused with an error
+ * create, like `/home` or `/tmp`) must be owned by us or root and not writable by others
+ * unless they are root-owned and sticky (`/tmp`); group write is accepted only for our own
+ * primary group (a user-private group, as with a umask of 002); a symbolic link among
+ * them must itself be owned by us or root. A directory that fails is refused with an error
  * naming it and what is wrong; it is never chmod-ed or reused anyway.
  *
  * Per-user locations: the runner cache under `$XDG_CACHE_HOME/veyyon` (or
@@ -40,6 +41,8 @@ const checksApply = (): boolean => process.platform !== "win32" && typeof proces
 
 const currentUid = (): number => (typeof process.geteuid === "function" ? process.geteuid() : -1)
 
+const currentGid = (): number => (typeof process.getegid === "function" ? process.getegid() : -1)
+
 const describeMode = (mode: number): string => `mode ${(mode & 0o7777).toString(8).padStart(4, "0")}`
 
 /** Why a directory's lstat makes it unfit to be ours, or undefined when it is fit. */
@@ -52,12 +55,21 @@ export const ownDirProblem = (stats: NodeFs.Stats, uid: number = currentUid()): 
 }
 
 /** Why a directory above ours (stat, symlinks followed) lets someone else swap what is below it, or undefined. */
-export const parentDirProblem = (stats: NodeFs.Stats, uid: number = currentUid()): string | undefined => {
+export const parentDirProblem = (
+  stats: NodeFs.Stats,
+  uid: number = currentUid(),
+  gid: number = currentGid()
+): string | undefined => {
   if (!stats.isDirectory()) return "it is not a directory"
   if (stats.uid !== uid && stats.uid !== 0) return `it is owned by uid ${stats.uid}, neither the running user nor root`
-  if ((stats.mode & 0o022) === 0) return undefined
   if (stats.uid === 0 && (stats.mode & 0o1000) !== 0) return undefined
-  return `it is writable by group or others and not a root-owned sticky directory (${describeMode(stats.mode)})`
+  if ((stats.mode & 0o002) !== 0) {
+    return `it is writable by others and not a root-owned sticky directory (${describeMode(stats.mode)})`
+  }
+  if ((stats.mode & 0o020) !== 0 && stats.gid !== gid) {
+    return `it is writable by group ${stats.gid}, which is not the running user's own group (${describeMode(stats.mode)})`
+  }
+  return undefined
 }
 
 /** Why a file's lstat (or fstat) makes it not one we wrote, or undefined when it is a regular file of ours. */
@@ -84,7 +96,7 @@ const checkAncestor = (dir: string, uid: number): string | undefined => {
   if (link.isSymbolicLink() && link.uid !== uid && link.uid !== 0) {
     return `it is a symbolic link owned by uid ${link.uid}, neither the running user nor root`
   }
-  return parentDirProblem(link.isSymbolicLink() ? NodeFs.statSync(dir) : link, uid)
+  return parentDirProblem(link.isSymbolicLink() ? NodeFs.statSync(dir) : link, uid, currentGid())
 }
 
 const ensureSync = (target: string): string => {

@@ -88,6 +88,22 @@ describe.skipIf(!posix)("ensurePrivateDir", () => {
       expect(fs.existsSync(path.join(open, "mine"))).toBe(false)
     }))
 
+  it.effect("accepts a parent that only our own group can write (umask 002), and refuses one another group can write", () =>
+    Effect.gen(function*() {
+      const parent = path.join(tempDir(), "group")
+      fs.mkdirSync(parent)
+      fs.chmodSync(parent, 0o775)
+      expect(yield* ensurePrivateDir(path.join(parent, "state"))).toBe(path.join(parent, "state"))
+      if (process.getuid?.() !== 0) return
+      const shared = path.join(tempDir(), "shared-group")
+      fs.mkdirSync(shared)
+      fs.chmodSync(shared, 0o775)
+      fs.chownSync(shared, 0, 65534)
+      const error = yield* refusal(path.join(shared, "state"))
+      expect(error.path).toBe(shared)
+      expect(error.problem).toContain("writable by group 65534")
+    }))
+
   it.effect("accepts the system temp directory (root's, sticky) and a link of ours among the parents", () =>
     Effect.gen(function*() {
       const root = tempDir()
