@@ -314,6 +314,20 @@ describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", ()
       const stamps = compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)
       expect(start(files.runnerPath, files.preludeSource)).toBe("2")
       expect(compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)).toEqual(stamps)
+      if (process.platform !== "win32") {
+        expect(fs.statSync(files.dir).mode & 0o777).toBe(0o700)
+        for (const name of fs.readdirSync(files.dir)) expect(fs.statSync(path.join(files.dir, name)).mode & 0o777).toBe(0o600)
+      }
+    }))
+
+  it.effect.skipIf(process.platform === "win32")("boot.py refuses a cache directory others can write, and loads no planted code from it", () =>
+    Effect.gen(function*() {
+      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure
+      expect(start(files.runnerPath, files.preludeSource)).toBe("2")
+      fs.chmodSync(files.dir, 0o777)
+      const run = spawnSync(findPython()!, ["-u", files.runnerPath], { encoding: "utf8", input: "" })
+      expect(run.status).not.toBe(0)
+      expect(run.stderr).toContain(`refusing to load code from ${files.dir}: it is writable by group or others (mode 0777)`)
     }))
 })
 
