@@ -234,7 +234,6 @@ const newId = (kind: string, extension: string | undefined): Effect.Effect<strin
   Effect.map(Clock.currentTimeMillis, (now) =>
     `${kind}-${now.toString(36)}-${randomBytes(4).toString("hex")}${extension === undefined ? "" : `.${extension}`}`)
 
-/** Encodes the pending chunks into `into` (or a new buffer when they do not fit), each as `Buffer.byteLength` counted it. */
 const artifactFiles = (dir: string): Array<ArtifactFileInfo> => {
   let names: Array<string>
   try {
@@ -270,6 +269,8 @@ const pruneDir = (dir: string, retention: ArtifactRetention, now: number): Prune
   return { removed, keptBytes }
 }
 
+const SESSION_DIR_PATTERN = /^[A-Za-z0-9_-]{1,40}-[0-9a-f]{8}$/
+
 /** Prunes every session directory below `root` and removes those left holding nothing (no artifacts, no kv entries). */
 const pruneSessions = (root: string, retention: ArtifactRetention, now: number): void => {
   let names: Array<string>
@@ -279,6 +280,7 @@ const pruneSessions = (root: string, retention: ArtifactRetention, now: number):
     return
   }
   for (const name of names) {
+    if (!SESSION_DIR_PATTERN.test(name)) continue
     const dir = path.join(root, name)
     try {
       const stats = NodeFs.lstatSync(dir)
