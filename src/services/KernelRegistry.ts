@@ -14,7 +14,7 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Data, Duration, Effect, Equal, Layer, RcMap, type Scope, type Stream } from "effect"
+import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, type Scope, type Stream } from "effect"
 import type { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { KernelSpawner } from "../kernel/KernelProcess.ts"
@@ -24,6 +24,7 @@ import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
+import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable } from "./Sandbox.ts"
 import { Settings } from "./Settings.ts"
 
 /** The languages the registry starts kernels for. */
@@ -61,6 +62,8 @@ export type RegistryError =
   | PythonUnavailable
   | RunnerCacheError
   | KernelStartError
+  | SandboxUnavailable
+  | LimitsUnavailable
   | KernelDied
   | KernelClosed
 
@@ -91,6 +94,15 @@ export interface KernelRegistryService {
   readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
 }
 
+/** The installation an interpreter runs from (`<prefix>/bin/<exe>`), for binding it into a sandbox. */
+export const interpreterPrefix = (executable: string): string => {
+  try {
+    return NodePath.dirname(NodePath.dirname(NodeFs.realpathSync(executable)))
+  } catch {
+    return NodePath.dirname(NodePath.dirname(executable))
+  }
+}
+
 /** Resolves a cwd to its real path, checking that it is a directory. */
 export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
   Effect.try({
@@ -115,6 +127,10 @@ const makeRegistry = Effect.gen(function*() {
   const spawner = yield* KernelSpawner
   const bridge = yield* AgentBridge
   const timings = yield* KernelTimings
+  const sandbox = yield* Effect.flatMap(
+    Effect.serviceOption(Sandbox),
+    Option.match({ onNone: () => makeSandbox(settings.sandbox, settings.limits), onSome: Effect.succeed })
+  )
 
   const knownKeys = new Map<string, KernelKey>()
   const startedKernels = new WeakMap<KernelKey, PythonKernel.PythonKernel>()
@@ -128,6 +144,13 @@ const makeRegistry = Effect.gen(function*() {
       yield* Effect.addFinalizer(() => forgetKey(key))
       const artifactsDir = sessionArtifactsDir(settings.artifactsDir, key.sessionId)
       yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
+      const js = key.language === "js" ? yield* runners.ensureJs : undefined
+      const py = key.language === "js" ? undefined : yield* runners.ensure
+      const confine = yield* sandbox.confine({
+        language: key.language,
+        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), (js ?? py)!.dir, artifactsDir],
+        readWrite: [key.cwd]
+      })
       const common = {
         cwd: key.cwd,
         env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
@@ -135,15 +158,12 @@ const makeRegistry = Effect.gen(function*() {
         skipCheck: true,
         trace: process.env.VEYYON_PYTHON_IPC_TRACE === "1"
       }
-      if (key.language === "js") {
-        const files = yield* runners.ensureJs
-        return yield* PythonKernel.make({ command: key.interpreter, args: [files.runnerPath], channel: "fd3", ...common })
-      }
-      const files = yield* runners.ensure
-      return yield* PythonKernel.make({ python: key.interpreter, runnerPath: files.runnerPath, prelude: files.preludeSource, ...common })
+      const start = py === undefined
+        ? PythonKernel.make({ command: key.interpreter, args: [js!.runnerPath], channel: "fd3", ...common })
+        : PythonKernel.make({ python: key.interpreter, runnerPath: py.runnerPath, prelude: py.preludeSource, ...common })
+      return yield* Effect.provideService(start, KernelSpawner, { spawn: (spec) => spawner.spawn(confine(spec)) })
     }).pipe(
       Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),
-      Effect.provideService(KernelSpawner, spawner),
       Effect.provideService(AgentBridge, bridge),
       Effect.provideService(KernelTimings, timings)
     )

@@ -11,6 +11,8 @@
  *   VEYYON_PYTHON_KERNEL_MODE                    python.kernelMode: session | per-call
  *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
+ *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network
+ *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
  *
  * The default artifacts dir is `<os tmpdir>/veyyon-artifacts/<pid>`: one root per host
  * process, so concurrent hosts never share session artifacts. Session directories
@@ -21,6 +23,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
+import { type KernelLimits, LimitsInput, resolveLimits, resolveSandbox, SandboxInput, type SandboxSettings } from "./SandboxSettings.ts"
 
 /** Languages of the eval tool, in the order they are listed. */
 export const EVAL_LANGUAGES = ["py", "js", "rb", "jl"] as const
@@ -61,6 +64,8 @@ export interface SettingsValues {
     readonly maxBytes: number
     readonly maxLines: number
   }
+  readonly sandbox: SandboxSettings
+  readonly limits: KernelLimits
 }
 
 const PositiveInt = Schema.Int.pipe(Schema.positive())
@@ -86,7 +91,9 @@ export const SettingsInput = Schema.Struct({
   output: optional(Schema.Struct({
     maxBytes: optional(PositiveInt),
     maxLines: optional(PositiveInt)
-  }))
+  })),
+  sandbox: optional(SandboxInput),
+  limits: optional(LimitsInput)
 }).annotations({ identifier: "a settings object" })
 
 /** A partial settings object; every field may be left out. */
@@ -191,6 +198,8 @@ export const resolveSettings = (
     const kernelMode = yield* envKernelMode(env)
     const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
     const artifactsDir = envArtifacts ?? given.artifactsDir
+    const sandbox = yield* Either.mapLeft(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
+    const limits = yield* Either.mapLeft(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
     return {
       eval: {
         py: flags.py ?? given.eval?.py ?? true,
@@ -211,7 +220,9 @@ export const resolveSettings = (
       output: {
         maxBytes: given.output?.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES,
         maxLines: given.output?.maxLines ?? DEFAULT_OUTPUT_MAX_LINES
-      }
+      },
+      sandbox,
+      limits
     }
   })
 

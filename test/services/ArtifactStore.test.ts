@@ -222,7 +222,9 @@ describe("ArtifactStore", () => {
         eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
         python: { kernelMode: "session", interpreter: undefined, idleTtlMs: 1000, skipCheck: true },
         artifactsDir: dir,
-        output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
+        output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
+        sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+        limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
       })
       const store = yield* Effect.provide(ArtifactStore, ArtifactStore.Live.pipe(Layer.provide(settings)))
       expect(store.dir).toBe(dir)

@@ -450,7 +450,9 @@ describe("OutputSink service", () => {
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
       python: { kernelMode: "session", interpreter: undefined, idleTtlMs: 1000, skipCheck: true },
       artifactsDir,
-      output: { maxBytes, maxLines: 7 }
+      output: { maxBytes, maxLines: 7 },
+      sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
     })
 
   it.effect("Live takes its budgets from the settings", () =>
