@@ -31,7 +31,9 @@ describe("Settings defaults", () => {
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
       python: { kernelMode: "session", interpreter: undefined, idleTtlMs: DEFAULT_IDLE_TTL_MS, skipCheck: false },
       artifactsDir: path.join("/tmp", "veyyon-artifacts", "4242"),
-      output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
+      output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
+      sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
     })
     expect(DEFAULT_IDLE_TTL_MS).toBe(600_000)
     expect(DEFAULT_OUTPUT_MAX_BYTES).toBe(102_400)
