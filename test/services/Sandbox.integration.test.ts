@@ -200,6 +200,10 @@ describe.skipIf(!enabled)("kernel limits", () => {
       expect(result.status).toBe("error")
       expect(result.text).toContain("File too large")
       expect((await run({ language: "py", code: "1 + 1" })).text).toBe("2")
+      const js = await run({ language: "js", code: "require('fs').writeFileSync('big.js.bin', Buffer.alloc(2 * 1024 * 1024))" })
+      expect(js.status).toBe("error")
+      expect(js.text).toContain("EFBIG")
+      expect((await run({ language: "js", code: "1 + 1" })).text).toBe("2")
     } finally {
       await runtime.dispose()
     }
