@@ -24,7 +24,7 @@ import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
-import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable } from "./Sandbox.ts"
+import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable, warmRunnerCache } from "./Sandbox.ts"
 import { Settings } from "./Settings.ts"
 
 /** The languages the registry starts kernels for. */
@@ -146,11 +146,12 @@ const makeRegistry = Effect.gen(function*() {
       yield* Effect.sync(() => NodeFs.mkdirSync(artifactsDir, { recursive: true }))
       const js = key.language === "js" ? yield* runners.ensureJs : undefined
       const py = key.language === "js" ? undefined : yield* runners.ensure
-      const confine = yield* sandbox.confine({
+      const confinement = yield* sandbox.confine({
         language: key.language,
         readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), (js ?? py)!.dir, artifactsDir],
         readWrite: [key.cwd]
       })
+      if (confinement.sandboxed && py !== undefined) yield* warmRunnerCache(key.interpreter, py.runnerPath)
       const common = {
         cwd: key.cwd,
         env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
@@ -161,7 +162,7 @@ const makeRegistry = Effect.gen(function*() {
       const start = py === undefined
         ? PythonKernel.make({ command: key.interpreter, args: [js!.runnerPath], channel: "fd3", ...common })
         : PythonKernel.make({ python: key.interpreter, runnerPath: py.runnerPath, prelude: py.preludeSource, ...common })
-      return yield* Effect.provideService(start, KernelSpawner, { spawn: (spec) => spawner.spawn(confine(spec)) })
+      return yield* Effect.provideService(start, KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) })
     }).pipe(
       Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),
       Effect.provideService(AgentBridge, bridge),

@@ -65,6 +65,14 @@ export interface SandboxRequest {
   readonly readWrite: ReadonlyArray<string>
 }
 
+/** How one kernel's spawns are confined. */
+export interface Confinement {
+  /** Whether the kernel runs in the sandbox. */
+  readonly sandboxed: boolean
+  /** The spawn as it must happen. */
+  readonly apply: (spec: SpawnSpec) => SpawnSpec
+}
+
 /** The service. */
 export interface SandboxService {
   readonly settings: SandboxSettings
@@ -75,7 +83,7 @@ export interface SandboxService {
    * How to confine the spawns of a kernel making `request`: limits always, bubblewrap in
    * `auto` (when it works) and `required`; fails when `required` cannot be met.
    */
-  readonly confine: (request: SandboxRequest) => Effect.Effect<(spec: SpawnSpec) => SpawnSpec, SandboxUnavailable | LimitsUnavailable>
+  readonly confine: (request: SandboxRequest) => Effect.Effect<Confinement, SandboxUnavailable | LimitsUnavailable>
 }
 
 /** System directories visible read-only inside the sandbox (those that exist; symlinks stay symlinks). */
@@ -201,6 +209,27 @@ export const probeBwrap = (bwrap: string): Effect.Effect<string | undefined> =>
     })
   })
 
+/**
+ * Writes `boot.py`'s compiled runner beside it when no interpreter has yet: a sandboxed
+ * kernel sees the runner cache read-only, so it could not, and would compile the runner
+ * at every start. Runs our own runner once, outside the sandbox, with no input (it exits
+ * at end of input) and only PATH in its environment; no cell code is involved.
+ */
+export const warmRunnerCache = (python: string, runnerPath: string): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const dir = NodePath.dirname(runnerPath)
+    let cached = false
+    try {
+      cached = NodeFs.readdirSync(dir).some((name) => /^runner\..+\.pyc$/.test(name))
+    } catch {
+      cached = false
+    }
+    if (cached) return resume(Effect.void)
+    const child = execFile(python, ["-u", runnerPath], { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 60_000 }, () =>
+      resume(Effect.void))
+    child.stdin?.end()
+  })
+
 /** How the service finds its tools: by default `bwrap` and `prlimit` on the process's PATH. */
 export interface SandboxTools {
   readonly bwrap?: string
@@ -260,11 +289,14 @@ export const makeSandbox = (
             yield* Effect.logWarning(`sandbox.mode is auto and the sandbox cannot run here (${found.reason}); kernels run unsandboxed.`)
           }
         }
-        return (spec: SpawnSpec) => {
-          const heapLimited = withHeapLimit(spec, request.language, limits)
-          const confined = bwrap === undefined ? heapLimited : sandboxed(heapLimited, request, bwrap)
-          return withRlimits(confined, request.language, limits, prlimit ?? "prlimit")
-        }
+        return {
+          sandboxed: bwrap !== undefined,
+          apply: (spec: SpawnSpec) => {
+            const heapLimited = withHeapLimit(spec, request.language, limits)
+            const confined = bwrap === undefined ? heapLimited : sandboxed(heapLimited, request, bwrap)
+            return withRlimits(confined, request.language, limits, prlimit ?? "prlimit")
+          }
+        } satisfies Confinement
       })
     return { settings, limits, probe, confine } satisfies SandboxService
   })

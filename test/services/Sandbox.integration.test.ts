@@ -137,6 +137,24 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
     expect((await run({ language: "js", code: "kept + 1" })).text).toBe("42")
   }, 60_000)
 
+  it("a runner cache only sandboxed kernels use still gets the compiled runner (written outside the sandbox)", async () => {
+    const tmp = freshDir("tmpdir")
+    const saved = process.env.TMPDIR
+    process.env.TMPDIR = tmp
+    const own = runtimeWith({ sandbox: { mode: "required" } })
+    try {
+      expect((await runner(own, cwd)({ language: "py", code: "1 + 1" })).text).toBe("2")
+      if (saved === undefined) delete process.env.TMPDIR
+      else process.env.TMPDIR = saved
+      const cached = fs.readdirSync(tmp, { recursive: true }).map(String)
+      expect(cached.some((name) => /runner\.[^/]+\.pyc$/.test(name))).toBe(true)
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR
+      else process.env.TMPDIR = saved
+      await own.dispose()
+    }
+  }, 60_000)
+
   it("a setsid'd, double-forked process ends when its kernel shuts down", async () => {
     const marker = nextMarker()
     const own = runtimeWith({ sandbox: { mode: "required" } })

@@ -102,8 +102,9 @@ describe("sandbox modes without bwrap", () => {
       expect(Exit.isFailure(required)).toBe(true)
       expect(JSON.stringify(required)).toContain("SandboxUnavailable")
       for (const mode of ["auto", "off"] as const) {
-        const confine = yield* Effect.flatMap(makeSandbox(settings(mode), noLimits, tools), (s) => s.confine(request))
-        expect(confine(spec)).toBe(spec)
+        const confinement = yield* Effect.flatMap(makeSandbox(settings(mode), noLimits, tools), (s) => s.confine(request))
+        expect(confinement.sandboxed).toBe(false)
+        expect(confinement.apply(spec)).toBe(spec)
       }
     }))
 })
