@@ -78,10 +78,41 @@ const ownCgroup = (controller: string | undefined): string | undefined => {
   return undefined
 }
 
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** Removes the empty groups of hosts that are gone (their watcher was killed before it could). */
+const sweepDeadHosts = (parent: string): void => {
+  let entries: Array<string> = []
+  try {
+    entries = NodeFs.readdirSync(parent)
+  } catch {
+    return
+  }
+  for (const entry of entries) {
+    const match = /^veyyon-(\d+)$/.exec(entry)
+    if (match === null || isAlive(Number(match[1]))) continue
+    const dir = NodePath.join(parent, entry)
+    try {
+      for (const group of NodeFs.readdirSync(dir)) if (/^(k\d+|probe)$/.test(group)) removeQuietly(NodePath.join(dir, group))
+    } catch {
+      // not ours to read
+    }
+    removeQuietly(dir)
+  }
+}
+
 const hostDirIn = (mount: Mount | undefined, own: string | undefined): string | undefined => {
   if (mount === undefined || own === undefined) return undefined
   const relative = NodePath.posix.relative(mount.root, own)
   if (relative.startsWith("..")) return undefined
+  sweepDeadHosts(NodePath.join(mount.point, relative))
   const dir = NodePath.join(mount.point, relative, `veyyon-${process.pid}`)
   try {
     NodeFs.mkdirSync(dir, { recursive: true })
@@ -127,6 +158,7 @@ const startWatcher = (dirs: ReadonlyArray<string>): void => {
   try {
     const watcher = spawn("/bin/sh", ["-c", WATCHER_SCRIPT, "veyyon-tree-watch", ...dirs], {
       detached: true,
+      env: { PATH: "/usr/bin:/bin" },
       stdio: ["pipe", "ignore", "ignore"]
     })
     watcher.on("error", () => {})
