@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit } from "effect"
+import { Effect, Either, Exit, Logger } from "effect"
 import type { SpawnSpec } from "../../src/kernel/KernelProcess.ts"
 import {
   bwrapArgs,
@@ -106,5 +106,15 @@ describe("sandbox modes without bwrap", () => {
         expect(confinement.sandboxed).toBe(false)
         expect(confinement.apply(spec)).toBe(spec)
       }
+    }))
+
+  it.effect("auto says once that it runs kernels unsandboxed", () =>
+    Effect.gen(function*() {
+      const said: Array<string> = []
+      const logger = Logger.make(({ message }) => said.push(String(message)))
+      const sandbox = yield* makeSandbox(settings("auto"), noLimits, { bwrap: "/nonexistent/bwrap" })
+      yield* sandbox.confine(request).pipe(Effect.zipRight(sandbox.confine(request)), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      expect(said).toHaveLength(1)
+      expect(said[0]).toContain("kernels run unsandboxed")
     }))
 })
