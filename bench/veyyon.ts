@@ -26,9 +26,9 @@ export const benchSettings = (python: string, artifactsDir: string): SettingsInp
 /** A runtime over the eval layer. */
 export type VeyyonRuntime = ManagedRuntime.ManagedRuntime<EvalServices, unknown>
 
-/** Builds the eval layer's runtime; dispose it to shut every kernel down. */
-export const makeVeyyon = (python: string, artifactsDir: string): VeyyonRuntime =>
-  ManagedRuntime.make(evalLayer({ env: false, settings: benchSettings(python, artifactsDir) }))
+/** Builds the eval layer's runtime (with `extra` settings on top); dispose it to shut every kernel down. */
+export const makeVeyyon = (python: string, artifactsDir: string, extra: SettingsInput = {}): VeyyonRuntime =>
+  ManagedRuntime.make(evalLayer({ env: false, settings: { ...benchSettings(python, artifactsDir), ...extra } }))
 
 /** Runs one cell through `EvalTool.run`. */
 export const runCell = (

@@ -171,6 +171,8 @@ const installOutput = () => {
     if (warning.name === "ExperimentalWarning" && String(warning.message).includes("USE_MAIN_CONTEXT_DEFAULT_LOADER")) return
     stderrStream.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`)
   })
+  // Under a file-size limit a write past it fails with EFBIG (as in Python) instead of killing the kernel.
+  process.on("SIGXFSZ", () => {})
 }
 
 // ---------------------------------------------------------------------------

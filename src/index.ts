@@ -30,6 +30,8 @@ export {
 } from "./services/KernelRegistry.ts"
 export { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured, type BridgeCall } from "./services/AgentBridge.ts"
 export { Settings, enabledLanguages, type SettingsInput, type SettingsValues, type EvalLanguage, InvalidSettings } from "./services/Settings.ts"
+export { LimitsUnavailable, Sandbox, SandboxUnavailable, type SandboxProbe, type SandboxService } from "./services/Sandbox.ts"
+export { defaultSandboxMode, type FrontDoor, type KernelLimits, type SandboxMode, type SandboxNetwork, type SandboxSettings } from "./services/SandboxSettings.ts"
 export { PythonRuntime, PythonUnavailable, type PythonInterpreter } from "./services/PythonRuntime.ts"
 export { ArtifactStore, artifactUri } from "./services/ArtifactStore.ts"
 export { KvStore, KvRefused, type KvStoreService } from "./services/KvStore.ts"

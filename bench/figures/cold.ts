@@ -1,7 +1,10 @@
 /**
  * Figure 2: cold start to the first result (spawn, init, prelude, `1 + 1`), median of
- * 20, against the interpreter's own `python -c pass`, the floor and Jupyter.
+ * 20, against the interpreter's own `python -c pass`, the floor and Jupyter; and the
+ * same through a sandboxed tool (`sandbox.mode: required`), alternated run by run with
+ * an unsandboxed one so both see the same load.
  */
+import { spawnSync } from "node:child_process"
 import { Effect } from "effect"
 import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
@@ -9,12 +12,46 @@ import { tryJupyter } from "../jupyter.ts"
 import { pythonPass } from "../spawn.ts"
 import { median } from "../stats.ts"
 import { target, type Row } from "../table.ts"
-import { rawExecute, rawKernel, resetSession, runCell } from "../veyyon.ts"
+import { makeVeyyon, rawExecute, rawKernel, resetSession, runCell, type VeyyonRuntime } from "../veyyon.ts"
 
 const repeat = async (runs: number, once: (i: number) => Promise<number>): Promise<Array<number>> => {
   const samples: Array<number> = []
   for (let i = 0; i < runs; i++) samples.push(await once(i))
   return samples
+}
+
+const coldCell = (runtime: VeyyonRuntime, sessionId: string, cwd: string): Promise<number> =>
+  runtime.runPromise(
+    Effect.gen(function*() {
+      const start = performance.now()
+      const result = yield* runCell({ code: "1 + 1" }, { sessionId, cwd })
+      const elapsed = performance.now() - start
+      if (result.text !== "2") return yield* Effect.dieMessage(`cold start cell answered ${JSON.stringify(result.text)}`)
+      yield* resetSession(sessionId)
+      return elapsed
+    })
+  )
+
+/** Unsandboxed and sandboxed cold starts, alternated; undefined (with a note) when bwrap cannot run here. */
+const sandboxedPairs = async (context: BenchContext, runs: number, notes: Array<string>) => {
+  const probe = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"], { encoding: "utf8" })
+  if (probe.status !== 0) {
+    notes.push(`sandboxed cold start not measured: bwrap cannot run here (${probe.error?.message ?? probe.stderr.trim()})`)
+    return undefined
+  }
+  const sandboxed = makeVeyyon(context.python.executable, context.artifactsDir, { sandbox: { mode: "required" } })
+  try {
+    await coldCell(sandboxed, "bench-cold-sandbox-warmup", context.workDir)
+    const plain: Array<number> = []
+    const boxed: Array<number> = []
+    for (let i = 0; i < runs; i++) {
+      plain.push(await coldCell(context.veyyon, `bench-cold-pair-${i}`, context.workDir))
+      boxed.push(await coldCell(sandboxed, `bench-cold-sandbox-${i}`, context.workDir))
+    }
+    return { plain, boxed }
+  } finally {
+    await sandboxed.dispose()
+  }
 }
 
 /** Measures figure 2. */
@@ -32,19 +69,7 @@ export const cold = async (context: BenchContext): Promise<FigureResult> => {
     await loop.close()
     return elapsed
   })
-  const tool = await repeat(runs, (i) =>
-    context.veyyon.runPromise(
-      Effect.gen(function*() {
-        const sessionId = `bench-cold-${i}`
-        const start = performance.now()
-        const result = yield* runCell({ code: "1 + 1" }, { sessionId, cwd: context.workDir })
-        const elapsed = performance.now() - start
-        if (result.text !== "2") return yield* Effect.dieMessage(`cold start cell answered ${JSON.stringify(result.text)}`)
-        yield* resetSession(sessionId)
-        return elapsed
-      })
-    )
-  )
+  const tool = await repeat(runs, (i) => coldCell(context.veyyon, `bench-cold-${i}`, context.workDir))
   const raw = await repeat(runs, (i) =>
     context.veyyon.runPromise(
       Effect.scoped(
@@ -57,6 +82,7 @@ export const cold = async (context: BenchContext): Promise<FigureResult> => {
       )
     )
   )
+  const pairs = await sandboxedPairs(context, runs, notes)
   const jupyterPython = "executable" in context.jupyter ? context.jupyter.executable : undefined
   const jupyterPass = jupyterPython === undefined ? undefined : await repeat(runs, () => pythonPass(jupyterPython))
   const jupyter = (await tryJupyter<{ samplesMs: Array<number> }>(context, notes, "cold", { runs }))?.samplesMs
@@ -73,13 +99,41 @@ export const cold = async (context: BenchContext): Promise<FigureResult> => {
       target: target("<= python -c pass + 40 ms", m(tool), passMedian + 40, "at-most")
     },
     { figure: "2 cold start", measure: "median, PythonKernel.make + execute", unit: "ms", veyyon: m(raw), floor: m(floor), jupyter: m(jupyter) },
-    { figure: "2 cold start", measure: "median, python -c pass", unit: "ms", veyyon: passMedian, floor: passMedian, jupyter: m(jupyterPass) }
+    { figure: "2 cold start", measure: "median, python -c pass", unit: "ms", veyyon: passMedian, floor: passMedian, jupyter: m(jupyterPass) },
+    ...(pairs === undefined ? [] : [
+      {
+        figure: "2 cold start",
+        measure: "median, EvalTool.run (new session), sandboxed",
+        unit: "ms",
+        veyyon: m(pairs.boxed),
+        floor: null,
+        jupyter: null,
+        target: target(
+          `<= unsandboxed (${Math.round(median(pairs.plain))} ms, alternated) + 20 ms`,
+          m(pairs.boxed),
+          median(pairs.plain) + 20,
+          "at-most"
+        )
+      }
+    ])
   ]
   return {
     id: "cold",
     title: `cold start to the first result, median of ${runs}`,
     rows,
-    details: { runs, samplesMs: { tool, raw, floor, pythonPass: pass, jupyter: jupyter ?? null, jupyterPythonPass: jupyterPass ?? null } },
+    details: {
+      runs,
+      samplesMs: {
+        tool,
+        raw,
+        floor,
+        pythonPass: pass,
+        jupyter: jupyter ?? null,
+        jupyterPythonPass: jupyterPass ?? null,
+        unsandboxedAlternated: pairs?.plain ?? null,
+        sandboxed: pairs?.boxed ?? null
+      }
+    },
     notes
   }
 }

@@ -43,6 +43,8 @@ const BACKEND_TAGS: ReadonlySet<string> = new Set([
   "BackendUnavailable",
   "PythonUnavailable",
   "KernelStartError",
+  "SandboxUnavailable",
+  "LimitsUnavailable",
   "RunnerSourceMissing",
   "RunnerCacheWriteFailed",
   "ArtifactDirUnavailable"

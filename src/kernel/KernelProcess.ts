@@ -28,6 +28,10 @@ export interface SpawnSpec {
   readonly env: Readonly<Record<string, string>>
   /** Default `stdio`. */
   readonly channel?: FrameChannel
+  /** The command is a sandbox launcher whose grandchild is the runner: SIGINT goes to the runner alone. */
+  readonly sandboxed?: boolean
+  /** Cap the processes of the kernel's whole tree, where the spawner's containment can. */
+  readonly pidsMax?: number
 }
 
 /** The signals a kernel sends. */

@@ -1,7 +1,7 @@
 /**
  * Everything the eval tool needs on Node, as one Layer built from `Settings`: the
- * registry, interpreter resolution, runner cache, process spawner, output sink and
- * artifact store, with the agent bridge the embedder provides (or the default one).
+ * registry, interpreter resolution, runner cache, process spawner, sandbox, output sink
+ * and artifact store, with the agent bridge the embedder provides (or the default one).
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer } from "effect"
@@ -12,6 +12,7 @@ import { KernelRegistry } from "../services/KernelRegistry.ts"
 import { OutputSink } from "../services/OutputSink.ts"
 import { PythonRuntime } from "../services/PythonRuntime.ts"
 import { RunnerCache } from "../services/RunnerCache.ts"
+import { Sandbox } from "../services/Sandbox.ts"
 import { Settings, type InvalidSettings, type SettingsInput } from "../services/Settings.ts"
 import { NodeKernelSpawnerLive } from "./NodeKernelSpawner.ts"
 
@@ -40,6 +41,7 @@ export const evalLayer = (
     RunnerCache.Live,
     ArtifactStore.Live,
     NodeKernelSpawnerLive,
+    Sandbox.Live,
     options.bridge ?? AgentBridgeNotConfigured
   ).pipe(Layer.provideMerge(Layer.merge(settings, NodeContext.layer)))
   const registry = KernelRegistry.layer.pipe(Layer.provideMerge(platform))

@@ -3,11 +3,17 @@
  * detached (its own process group), signals go to the whole group, and the scope's
  * last-resort finalizer SIGKILLs the group if the process is still alive. A runner on the
  * `fd3` channel gets an empty stdin and a socket at fd 3 that carries requests and frames.
+ *
+ * Where the machine offers it, each child starts inside a cgroup of its own (see
+ * `NodeContainment`): SIGKILL and the scope's close kill that whole tree, processes that
+ * left the group with `setsid` included. A sandboxed child's SIGINT goes to the runner
+ * alone (the launcher would die of it and take the runner along).
  */
 import { spawn as spawnChild, type ChildProcess } from "node:child_process"
 import type { Duplex, Writable } from "node:stream"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Deferred, Effect, Layer, Stream } from "effect"
+import * as NodeFs from "node:fs"
+import { Deferred, Duration, Effect, Layer, Schedule, Stream } from "effect"
 import {
   KernelSpawner,
   SpawnError,
@@ -17,6 +23,7 @@ import {
   type ProcessExit,
   type SpawnSpec
 } from "../kernel/KernelProcess.ts"
+import { containment, joinGroupLauncher, type TreeGroup } from "./NodeContainment.ts"
 
 const signalGroup = (child: ChildProcess, signal: KernelSignal): void => {
   const pid = child.pid
@@ -32,14 +39,47 @@ const signalGroup = (child: ChildProcess, signal: KernelSignal): void => {
   }
 }
 
+const childrenOf = (pid: number): ReadonlyArray<number> => {
+  try {
+    return NodeFs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+/** The runner inside a sandbox launcher: the launcher's only grandchild (launcher -> namespace init -> runner). */
+const sandboxedRunner = (launcher: number): number | undefined => {
+  const init = childrenOf(launcher)[0]
+  return init === undefined ? undefined : childrenOf(init)[0]
+}
+
+/** The launch: the spec's command, inside a fresh tree group when there is one, and `RLIMIT_NPROC` when the group cannot cap pids. */
+const launchOf = (spec: SpawnSpec, group: TreeGroup | undefined): { readonly command: string; readonly args: ReadonlyArray<string> } => {
+  const limited = spec.pidsMax !== undefined && group?.pidsLimited !== true
+    ? { command: "prlimit", args: [`--nproc=${spec.pidsMax}`, "--", spec.command, ...spec.args] }
+    : spec
+  return group === undefined ? limited : joinGroupLauncher(group.procsFiles, limited.command, limited.args)
+}
+
+const endGroup = (group: TreeGroup) =>
+  Effect.sync(() => {
+    group.kill()
+    return group.empty()
+  }).pipe(
+    Effect.repeat({ until: (empty) => empty, schedule: Schedule.spaced(Duration.millis(10)).pipe(Schedule.upTo(Duration.seconds(5))) }),
+    Effect.ensuring(Effect.sync(() => group.remove()))
+  )
+
 const spawnProcess = (spec: SpawnSpec) =>
   Effect.gen(function*() {
     const exit = yield* Deferred.make<ProcessExit>()
     let exitStatus: ProcessExit | undefined
+    const group = containment().create(spec.pidsMax)
+    const launch = launchOf(spec, group)
     const child = yield* Effect.async<ChildProcess, SpawnError>((resume) => {
       let child: ChildProcess
       try {
-        child = spawnChild(spec.command, [...spec.args], {
+        child = spawnChild(launch.command, [...launch.args], {
           cwd: spec.cwd,
           env: { ...spec.env },
           detached: true,
@@ -69,9 +109,25 @@ const spawnProcess = (spec: SpawnSpec) =>
         if (exitStatus !== undefined) return Effect.void
         signalGroup(child, "SIGKILL")
         return Deferred.await(exit)
-      })
+      }).pipe(Effect.zipRight(group === undefined ? Effect.void : endGroup(group)))
     )
     const pid = child.pid!
+    let runnerPid: number | undefined
+    const signal = (signal: KernelSignal): void => {
+      if (signal === "SIGINT" && spec.sandboxed === true) {
+        runnerPid ??= sandboxedRunner(pid)
+        if (runnerPid !== undefined && exitStatus === undefined) {
+          try {
+            process.kill(runnerPid, "SIGINT")
+          } catch {
+            // already gone
+          }
+        }
+        return
+      }
+      signalGroup(child, signal)
+      if (signal === "SIGKILL") group?.kill()
+    }
     const write = (text: string): Effect.Effect<void, StdinClosed> =>
       Effect.suspend(() => {
         if (input === null || input.destroyed || input.writableEnded) return Effect.fail(new StdinClosed({ pid }))
@@ -90,7 +146,7 @@ const spawnProcess = (spec: SpawnSpec) =>
       stdout: readable(child.stdout),
       stderr: readable(child.stderr),
       write,
-      signal: (signal) => Effect.sync(() => signalGroup(child, signal)),
+      signal: (name) => Effect.sync(() => signal(name)),
       exited: Deferred.await(exit),
       exitNow: Effect.sync(() => exitStatus)
     }

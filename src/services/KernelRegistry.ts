@@ -19,7 +19,7 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Data, Duration, Effect, Equal, Layer, RcMap, type Scope, type Stream } from "effect"
+import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, type Scope, type Stream } from "effect"
 import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { describeExit, KernelSpawner } from "../kernel/KernelProcess.ts"
@@ -31,6 +31,7 @@ import { kvDirOf, KvStore, withKvWrites } from "./KvStore.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
 import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
+import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable, warmRunnerCache } from "./Sandbox.ts"
 import { Settings } from "./Settings.ts"
 
 /** The languages the registry starts kernels for. */
@@ -68,6 +69,8 @@ export type RegistryError =
   | PythonUnavailable
   | RunnerCacheError
   | KernelStartError
+  | SandboxUnavailable
+  | LimitsUnavailable
   | KernelDied
   | KernelClosed
 
@@ -96,6 +99,15 @@ export interface KernelRegistryService {
   readonly shutdownAll: Effect.Effect<void>
   /** The keys of the kernels alive or starting. */
   readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
+}
+
+/** The installation an interpreter runs from (`<prefix>/bin/<exe>`), for binding it into a sandbox. */
+export const interpreterPrefix = (executable: string): string => {
+  try {
+    return NodePath.dirname(NodePath.dirname(NodeFs.realpathSync(executable)))
+  } catch {
+    return NodePath.dirname(NodePath.dirname(executable))
+  }
 }
 
 /** Resolves a cwd to its real path, checking that it is a directory. */
@@ -154,6 +166,10 @@ const makeRegistry = Effect.gen(function*() {
   const bridge = yield* AgentBridge
   const timings = yield* KernelTimings
   const kv = yield* KvStore
+  const sandbox = yield* Effect.flatMap(
+    Effect.serviceOption(Sandbox),
+    Option.match({ onNone: () => makeSandbox(settings.sandbox, settings.limits), onSome: Effect.succeed })
+  )
 
   const knownKeys = new Map<string, KernelKey>()
   const startedKernels = new WeakMap<KernelKey, PythonKernel.PythonKernel>()
@@ -169,6 +185,14 @@ const makeRegistry = Effect.gen(function*() {
         Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
       )
       const kernelBridge = withKvWrites(bridge, kv, kvDirOf(artifactsDir))
+      const js = key.language === "js" ? yield* runners.ensureJs : undefined
+      const py = key.language === "js" ? undefined : yield* runners.ensure
+      const confinement = yield* sandbox.confine({
+        language: key.language,
+        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), (js ?? py)!.dir, artifactsDir],
+        readWrite: [key.cwd]
+      })
+      if (confinement.sandboxed && py !== undefined) yield* warmRunnerCache(key.interpreter, py.runnerPath)
       const common = {
         cwd: key.cwd,
         env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
@@ -176,19 +200,15 @@ const makeRegistry = Effect.gen(function*() {
         skipCheck: true,
         trace: process.env.VEYYON_PYTHON_IPC_TRACE === "1"
       }
-      if (key.language === "js") {
-        const files = yield* runners.ensureJs
-        return yield* PythonKernel.make({ command: key.interpreter, args: [files.runnerPath], channel: "fd3", ...common }).pipe(
-          Effect.provideService(AgentBridge, kernelBridge)
-        )
-      }
-      const files = yield* runners.ensure
-      return yield* PythonKernel.make({ python: key.interpreter, runnerPath: files.runnerPath, prelude: files.preludeSource, ...common }).pipe(
+      const start = py === undefined
+        ? PythonKernel.make({ command: key.interpreter, args: [js!.runnerPath], channel: "fd3", ...common })
+        : PythonKernel.make({ python: key.interpreter, runnerPath: py.runnerPath, prelude: py.preludeSource, ...common })
+      return yield* start.pipe(
+        Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
         Effect.provideService(AgentBridge, kernelBridge)
       )
     }).pipe(
       Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),
-      Effect.provideService(KernelSpawner, spawner),
       Effect.provideService(KernelTimings, timings)
     )
 

@@ -13,6 +13,8 @@
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
  *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
  *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
+ *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network
+ *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
  *
  * The default artifacts dir is `sessions` below the per-user state directory
  * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
@@ -24,6 +26,7 @@ import * as path from "node:path"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
 import { userStateDir } from "./PrivateDir.ts"
+import { type KernelLimits, LimitsInput, resolveLimits, resolveSandbox, SandboxInput, type SandboxSettings } from "./SandboxSettings.ts"
 
 /** Languages of the eval tool, in the order they are listed. */
 export const EVAL_LANGUAGES = ["py", "js", "rb", "jl"] as const
@@ -72,6 +75,8 @@ export interface SettingsValues {
     readonly maxBytes: number
     readonly maxLines: number
   }
+  readonly sandbox: SandboxSettings
+  readonly limits: KernelLimits
 }
 
 const PositiveInt = Schema.Int.pipe(Schema.positive())
@@ -101,7 +106,9 @@ export const SettingsInput = Schema.Struct({
   output: optional(Schema.Struct({
     maxBytes: optional(PositiveInt),
     maxLines: optional(PositiveInt)
-  }))
+  })),
+  sandbox: optional(SandboxInput),
+  limits: optional(LimitsInput)
 }).annotations({ identifier: "a settings object" })
 
 /** A partial settings object; every field may be left out. */
@@ -223,6 +230,8 @@ export const resolveSettings = (
     const artifactsDir = envArtifacts ?? given.artifactsDir
     const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
     const maxAgeHours = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_AGE_HOURS")
+    const sandbox = yield* Either.mapLeft(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
+    const limits = yield* Either.mapLeft(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
     return {
       eval: {
         py: flags.py ?? given.eval?.py ?? true,
@@ -247,7 +256,9 @@ export const resolveSettings = (
       output: {
         maxBytes: given.output?.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES,
         maxLines: given.output?.maxLines ?? DEFAULT_OUTPUT_MAX_LINES
-      }
+      },
+      sandbox,
+      limits
     }
   })
 

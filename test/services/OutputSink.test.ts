@@ -451,7 +451,9 @@ describe("OutputSink service", () => {
       python: { kernelMode: "session", interpreter: undefined, idleTtlMs: 1000, skipCheck: true },
       artifactsDir,
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
-      output: { maxBytes, maxLines: 7 }
+      output: { maxBytes, maxLines: 7 },
+      sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
     })
 
   it.effect("Live takes its budgets from the settings", () =>

@@ -34,7 +34,9 @@ describe("Settings defaults", () => {
       python: { kernelMode: "session", interpreter: undefined, idleTtlMs: DEFAULT_IDLE_TTL_MS, skipCheck: false },
       artifactsDir: path.join("/home/ada", ".local", "state", "veyyon", "sessions"),
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
-      output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES }
+      output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
+      sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
     })
     expect(DEFAULT_IDLE_TTL_MS).toBe(600_000)
     expect(DEFAULT_OUTPUT_MAX_BYTES).toBe(102_400)

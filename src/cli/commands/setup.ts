@@ -3,6 +3,7 @@
  * version, the rule that picked it, and the rules passed over on the way. The
  * interpreter is always run for the check, even when `VEYYON_PYTHON_SKIP_CHECK` is set.
  * Exits 0 when it is usable, 3 (with the fix) when it is not.
+ * `veyyon setup sandbox --check`: see `setupSandbox.ts`.
  */
 import { Command, Options } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -11,6 +12,7 @@ import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../.
 import { describeAttempt, type ResolutionRule } from "../../services/RuntimeResolution.ts"
 import { Settings } from "../../services/Settings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
+import { checkSandbox } from "./setupSandbox.ts"
 
 const RULE_MEANINGS: Readonly<Record<ResolutionRule, string>> = {
   setting: "the python.interpreter setting (VEYYON_PYTHON_INTERPRETER)",
@@ -61,8 +63,17 @@ const pythonCommand = Command.make("python", { check }, ({ check }) =>
     )
   )
 
-/** The `setup` command and its `python` subcommand. */
+const sandboxCommand = Command.make("sandbox", { check }, ({ check }) =>
+  check
+    ? checkSandbox.pipe(Effect.provide(Settings.fromEnv()), Effect.mapError(failureOf))
+    : Effect.fail(usageError("setup sandbox only checks for now: run `veyyon setup sandbox --check`."))).pipe(
+    Command.withDescription(
+      "Show whether kernels can be sandboxed here (bwrap, namespaces, network policy), how a kernel's process tree is contained, how limits are applied, and what sandbox.mode would do. Exit 0, or 3 when the mode is required and cannot be met."
+    )
+  )
+
+/** The `setup` command and its `python` and `sandbox` subcommands. */
 export const setupCommand = Command.make("setup").pipe(
   Command.withDescription("Check what veyyon needs from this machine."),
-  Command.withSubcommands([pythonCommand])
+  Command.withSubcommands([pythonCommand, sandboxCommand])
 )

@@ -1,0 +1,315 @@
+/**
+ * The `Sandbox` service: confines a kernel's spawn. In `off` mode it only applies the
+ * kernel limits; in `auto` and `required` it runs the kernel under bubblewrap (`bwrap`)
+ * with new user, pid, ipc, uts and mount namespaces (and a network namespace when
+ * `sandbox.network` is `none`), `--die-with-parent`, the system directories read-only,
+ * a fresh /proc, a private /tmp, an empty private HOME, and only the paths the kernel
+ * needs bound in: its cwd read-write, its interpreter, runner and session state read-only.
+ *
+ * Whether bwrap works here is probed once, at the first sandboxed kernel. `auto` then runs
+ * kernels without the sandbox when it does not, and logs why once; `required` fails every
+ * kernel start with `SandboxUnavailable`.
+ *
+ * Limits: `limits.memoryMb` is a Python kernel's address space (RLIMIT_AS: an allocation
+ * past it raises MemoryError and the kernel lives) and a JavaScript kernel's V8 heap
+ * (`--max-old-space-size`; V8 cannot run under RLIMIT_AS); `limits.fileSizeMb` is
+ * RLIMIT_FSIZE, both set by `prlimit` before the kernel starts; `limits.pids` is passed
+ * to the spawner, which caps the kernel's cgroup (or sets RLIMIT_NPROC without one).
+ */
+import { execFile } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { Context, Effect, Layer, Schema } from "effect"
+import type { SpawnSpec } from "../kernel/KernelProcess.ts"
+import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
+import { Settings } from "./Settings.ts"
+
+/** The kernel cannot start because `sandbox.mode` is `required` and the sandbox does not work here. */
+export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()("SandboxUnavailable", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `The kernel was not started: the sandbox is required (sandbox.mode / VEYYON_SANDBOX=required) but cannot run here: ${this.reason}. ` +
+      "Install bubblewrap (Debian: apt-get install bubblewrap) and allow user namespaces, or set VEYYON_SANDBOX=auto or off. " +
+      "`veyyon setup sandbox --check` shows what works."
+  }
+}
+
+/** A limit is set but the tool that applies it is missing. */
+export class LimitsUnavailable extends Schema.TaggedError<LimitsUnavailable>()("LimitsUnavailable", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `The kernel was not started: ${this.reason}. Install util-linux (it provides prlimit), or unset the limits.`
+  }
+}
+
+/** What the sandbox probe found. */
+export interface SandboxProbe {
+  /** The bwrap executable, when found. */
+  readonly bwrap: string | undefined
+  /** Whether bwrap started a process in new user, pid, ipc, uts, mount and network namespaces. */
+  readonly works: boolean
+  /** Why it does not work, when it does not. */
+  readonly reason: string | undefined
+  /** The prlimit executable, when found. */
+  readonly prlimit: string | undefined
+}
+
+/** What a kernel needs to see besides the system. */
+export interface SandboxRequest {
+  readonly language: "py" | "js"
+  /** Host paths bound read-only (interpreter prefix, venv, runner cache, session state). */
+  readonly readOnly: ReadonlyArray<string>
+  /** Host paths bound read-write (the kernel's cwd). */
+  readonly readWrite: ReadonlyArray<string>
+}
+
+/** How one kernel's spawns are confined. */
+export interface Confinement {
+  /** Whether the kernel runs in the sandbox. */
+  readonly sandboxed: boolean
+  /** The spawn as it must happen. */
+  readonly apply: (spec: SpawnSpec) => SpawnSpec
+}
+
+/** The service. */
+export interface SandboxService {
+  readonly settings: SandboxSettings
+  readonly limits: KernelLimits
+  /** The probe, run once. */
+  readonly probe: Effect.Effect<SandboxProbe>
+  /**
+   * How to confine the spawns of a kernel making `request`: limits always, bubblewrap in
+   * `auto` (when it works) and `required`; fails when `required` cannot be met.
+   */
+  readonly confine: (request: SandboxRequest) => Effect.Effect<Confinement, SandboxUnavailable | LimitsUnavailable>
+}
+
+/** System directories visible read-only inside the sandbox (those that exist; symlinks stay symlinks). */
+export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"] as const
+
+/** Files and directories under /etc hidden inside the sandbox. */
+export const HIDDEN_SYSTEM_PATHS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh", "/etc/sudoers", "/etc/sudoers.d"] as const
+
+/** HOME inside the sandbox when the host's HOME path cannot be used for it. */
+export const FALLBACK_SANDBOX_HOME = "/run/veyyon-home"
+
+const NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
+
+const isWithin = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
+
+const underSystemDir = (path: string): boolean => SYSTEM_DIRS.some((dir) => isWithin(path, dir))
+
+/** Facts of the host the bwrap arguments depend on, injectable for tests. */
+export interface HostView {
+  /** The symlink target of `path`, `"dir"`, `"file"`, or undefined when it does not exist. */
+  readonly kind: (path: string) => string | "dir" | "file" | undefined
+}
+
+/** The host as it is. */
+export const realHost: HostView = {
+  kind: (path) => {
+    try {
+      const stat = NodeFs.lstatSync(path)
+      if (stat.isSymbolicLink()) return NodeFs.readlinkSync(path)
+      return stat.isDirectory() ? "dir" : "file"
+    } catch {
+      return undefined
+    }
+  }
+}
+
+/** HOME inside the sandbox: an empty tmpfs at the host's HOME path, unless a bound path holds it. */
+export const sandboxHome = (hostHome: string | undefined, bound: ReadonlyArray<string>): string =>
+  hostHome !== undefined && hostHome.startsWith("/") && hostHome !== "/" && !underSystemDir(hostHome) &&
+    !bound.some((path) => isWithin(hostHome, path))
+    ? NodePath.resolve(hostHome)
+    : FALLBACK_SANDBOX_HOME
+
+/** The bwrap arguments (before the command) for a kernel with `cwd`, `home` and the request's paths. */
+export const bwrapArgs = (options: {
+  readonly network: SandboxSettings["network"]
+  readonly cwd: string
+  readonly home: string
+  readonly readOnly: ReadonlyArray<string>
+  readonly readWrite: ReadonlyArray<string>
+  readonly host: HostView
+}): ReadonlyArray<string> => {
+  const args = [...NAMESPACES, ...(options.network === "none" ? ["--unshare-net"] : [])]
+  for (const dir of SYSTEM_DIRS) {
+    const kind = options.host.kind(dir)
+    if (kind === "dir") args.push("--ro-bind", dir, dir)
+    else if (kind !== undefined && kind !== "file") args.push("--symlink", kind, dir)
+  }
+  for (const path of HIDDEN_SYSTEM_PATHS) {
+    const kind = options.host.kind(path)
+    if (kind === "dir") args.push("--tmpfs", path)
+    else if (kind !== undefined) args.push("--ro-bind", "/dev/null", path)
+  }
+  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", options.home)
+  const binds = [
+    ...options.readOnly.filter((path) => !underSystemDir(path)).map((path) => ["--ro-bind", path] as const),
+    ...options.readWrite.map((path) => ["--bind", path] as const)
+  ].filter(([, path]) => options.host.kind(path) !== undefined)
+  binds.sort((a, b) => a[1].split("/").length - b[1].split("/").length)
+  for (const [flag, path] of binds) args.push(flag, path, path)
+  args.push("--chdir", options.cwd)
+  return args
+}
+
+/** The environment a sandboxed kernel gets: the host's filtered one with HOME and TMPDIR inside. */
+export const sandboxEnv = (env: Readonly<Record<string, string>>, home: string): Record<string, string> => {
+  const { TMP: _tmp, TEMP: _temp, ...rest } = env
+  return { ...rest, HOME: home, TMPDIR: "/tmp" }
+}
+
+const MIB = 1024 * 1024
+
+/** A JavaScript kernel's spec with its V8 heap capped at `limits.memoryMb` (applied before sandboxing). */
+export const withHeapLimit = (spec: SpawnSpec, language: SandboxRequest["language"], limits: KernelLimits): SpawnSpec =>
+  language === "js" && limits.memoryMb !== undefined
+    ? { ...spec, args: [`--max-old-space-size=${limits.memoryMb}`, ...spec.args] }
+    : spec
+
+/** `spec` started by `prlimit` with the resource limits a kernel of `language` gets, and its pids cap for the spawner. */
+export const withRlimits = (
+  spec: SpawnSpec,
+  language: SandboxRequest["language"],
+  limits: KernelLimits,
+  prlimit: string
+): SpawnSpec => {
+  const rlimits = [
+    ...(language === "py" && limits.memoryMb !== undefined ? [`--as=${limits.memoryMb * MIB}`] : []),
+    ...(limits.fileSizeMb !== undefined ? [`--fsize=${limits.fileSizeMb * MIB}`] : [])
+  ]
+  const limited = rlimits.length === 0 ? spec : { ...spec, command: prlimit, args: [...rlimits, "--", spec.command, ...spec.args] }
+  return limits.pids === undefined ? limited : { ...limited, pidsMax: limits.pids }
+}
+
+/** The first executable called `name` on `PATH` (or `name` itself when it holds a slash). */
+export const findExecutable = (name: string, path: string | undefined): string | undefined => {
+  const candidates = name.includes("/") ? [name] : (path ?? "").split(":").filter(Boolean).map((dir) => NodePath.join(dir, name))
+  return candidates.find((file) => {
+    try {
+      NodeFs.accessSync(file, NodeFs.constants.X_OK)
+      return NodeFs.statSync(file).isFile()
+    } catch {
+      return false
+    }
+  })
+}
+
+/** Runs bwrap once in every namespace the sandbox uses; the reason when that fails. */
+export const probeBwrap = (bwrap: string): Effect.Effect<string | undefined> =>
+  Effect.async<string | undefined>((resume) => {
+    const args = [...NAMESPACES, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
+    execFile(bwrap, args, { timeout: 30_000 }, (error, _stdout, stderr) => {
+      resume(Effect.succeed(error === null ? undefined : (String(stderr).trim() || error.message).split("\n")[0]))
+    })
+  })
+
+/**
+ * Writes `boot.py`'s compiled runner beside it when no interpreter has yet: a sandboxed
+ * kernel sees the runner cache read-only, so it could not, and would compile the runner
+ * at every start. Runs our own runner once, outside the sandbox, with no input (it exits
+ * at end of input) and only PATH in its environment; no cell code is involved.
+ */
+export const warmRunnerCache = (python: string, runnerPath: string): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const dir = NodePath.dirname(runnerPath)
+    let cached = false
+    try {
+      cached = NodeFs.readdirSync(dir).some((name) => /^runner\..+\.pyc$/.test(name))
+    } catch {
+      cached = false
+    }
+    if (cached) return resume(Effect.void)
+    const child = execFile(python, ["-u", runnerPath], { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 60_000 }, () =>
+      resume(Effect.void))
+    child.stdin?.end()
+  })
+
+/** How the service finds its tools: by default `bwrap` and `prlimit` on the process's PATH. */
+export interface SandboxTools {
+  readonly bwrap?: string
+  readonly prlimit?: string
+  readonly path?: string
+}
+
+/** Builds the service over resolved settings. */
+export const makeSandbox = (
+  settings: SandboxSettings,
+  limits: KernelLimits,
+  tools: SandboxTools = {}
+): Effect.Effect<SandboxService> =>
+  Effect.gen(function*() {
+    const path = tools.path ?? process.env.PATH
+    const prlimit = findExecutable(tools.prlimit ?? "prlimit", path)
+    const probe = yield* Effect.cached(Effect.suspend(() => {
+      const bwrap = findExecutable(tools.bwrap ?? "bwrap", path)
+      if (bwrap === undefined) {
+        return Effect.succeed<SandboxProbe>({ bwrap, works: false, reason: "bwrap (bubblewrap) is not installed or not on PATH", prlimit })
+      }
+      return Effect.map(probeBwrap(bwrap), (reason): SandboxProbe => ({
+        bwrap,
+        works: reason === undefined,
+        reason: reason === undefined ? undefined : `bwrap could not create its namespaces: ${reason}`,
+        prlimit
+      }))
+    }))
+    let saidUnsandboxed = false
+    const sandboxed = (spec: SpawnSpec, request: SandboxRequest, bwrap: string): SpawnSpec => {
+      const bound = [...request.readOnly, ...settings.readPaths, ...request.readWrite, ...settings.writePaths]
+      const home = sandboxHome(spec.env.HOME, bound)
+      const args = bwrapArgs({
+        network: settings.network,
+        cwd: spec.cwd,
+        home,
+        readOnly: [...request.readOnly, ...settings.readPaths],
+        readWrite: [...request.readWrite, ...settings.writePaths],
+        host: realHost
+      })
+      return { ...spec, command: bwrap, args: [...args, "--", spec.command, ...spec.args], env: sandboxEnv(spec.env, home), sandboxed: true }
+    }
+    const confine = (request: SandboxRequest) =>
+      Effect.gen(function*() {
+        const needsPrlimit = (request.language === "py" && limits.memoryMb !== undefined) || limits.fileSizeMb !== undefined ||
+          limits.pids !== undefined
+        if (needsPrlimit && prlimit === undefined) {
+          return yield* new LimitsUnavailable({ reason: "kernel limits are set but prlimit is not on PATH" })
+        }
+        let bwrap: string | undefined
+        if (settings.mode !== "off") {
+          const found = yield* probe
+          if (found.works && found.bwrap !== undefined) bwrap = found.bwrap
+          else if (settings.mode === "required") return yield* new SandboxUnavailable({ reason: found.reason ?? "unknown" })
+          else if (!saidUnsandboxed) {
+            saidUnsandboxed = true
+            yield* Effect.logWarning(`sandbox.mode is auto and the sandbox cannot run here (${found.reason}); kernels run unsandboxed.`)
+          }
+        }
+        return {
+          sandboxed: bwrap !== undefined,
+          apply: (spec: SpawnSpec) => {
+            const heapLimited = withHeapLimit(spec, request.language, limits)
+            const confined = bwrap === undefined ? heapLimited : sandboxed(heapLimited, request, bwrap)
+            return withRlimits(confined, request.language, limits, prlimit ?? "prlimit")
+          }
+        } satisfies Confinement
+      })
+    return { settings, limits, probe, confine } satisfies SandboxService
+  })
+
+/** Confines kernel spawns as the settings ask. */
+export class Sandbox extends Context.Tag("veyyon-eval/Sandbox")<Sandbox, SandboxService>() {
+  /** The service over `Settings`, finding bwrap and prlimit on PATH. */
+  static readonly Live: Layer.Layer<Sandbox, never, Settings> = Layer.effect(
+    Sandbox,
+    Effect.flatMap(Settings, (settings) => makeSandbox(settings.sandbox, settings.limits))
+  )
+
+  /** The service over `Settings` with the given tools, e.g. to test a machine without bwrap. */
+  static readonly layerWith = (tools: SandboxTools): Layer.Layer<Sandbox, never, Settings> =>
+    Layer.effect(Sandbox, Effect.flatMap(Settings, (settings) => makeSandbox(settings.sandbox, settings.limits, tools)))
+}
