@@ -110,6 +110,14 @@ export interface ArtifactWriter {
   readonly size: Effect.Effect<number>
 }
 
+/** One artifact in a listing. */
+export interface ArtifactEntry {
+  readonly id: string
+  readonly uri: string
+  /** Bytes on disk. */
+  readonly size: number
+}
+
 /** The operations on one artifacts directory. */
 export interface ArtifactStoreService {
   /** The absolute directory the artifacts are files in. */
@@ -133,6 +141,8 @@ export interface ArtifactStoreService {
   readonly resolve: (
     uri: string
   ) => Effect.Effect<string, InvalidArtifactUri | InvalidArtifactId | ArtifactNotFound>
+  /** The artifacts in the directory (regular files with an artifact id for a name), oldest id first; empty when there are none. */
+  readonly list: Effect.Effect<ReadonlyArray<ArtifactEntry>, ArtifactReadFailed>
   /** A store on the directory of one session below this one (see `sessionArtifactsDir`). */
   readonly forSession: (sessionId: string) => Effect.Effect<ArtifactStoreService, ArtifactDirUnavailable>
 }
@@ -296,6 +306,21 @@ export const makeArtifactStore = (
         return file
       })
 
+    const list = Effect.gen(function*() {
+      const names = yield* fs.readDirectory(root).pipe(
+        Effect.catchIf((error) => isSystemReason(error, "NotFound"), () => Effect.succeed([] as Array<string>)),
+        Effect.mapError((error) => new ArtifactReadFailed({ id: "*", path: root, reason: describeError(error) }))
+      )
+      const entries: Array<ArtifactEntry> = []
+      for (const id of names.filter((name) => artifactIdProblem(name) === undefined).sort()) {
+        const info = yield* Effect.option(fs.stat(fileOf(id)))
+        if (info._tag === "Some" && info.value.type === "File") {
+          entries.push({ id, uri: artifactUri(id), size: Number(info.value.size) })
+        }
+      }
+      return entries
+    })
+
     const service: ArtifactStoreService = {
       dir: root,
       create,
@@ -304,6 +329,7 @@ export const makeArtifactStore = (
       path: (id) => Effect.map(checkedId(id), fileOf),
       uri: artifactUri,
       resolve,
+      list,
       forSession: (sessionId) =>
         makeArtifactStore(sessionArtifactsDir(root, sessionId)).pipe(Effect.provideService(FileSystem.FileSystem, fs))
     }
