@@ -108,6 +108,21 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp --htt
     expect(await ping.json()).toMatchObject({ id: 5, result: {} })
   })
 
+  it("a client's cancel interrupts the cell; the session's kernel and state stay", async () => {
+    const { client } = await connect()
+    await call(client, "kept = 'yes'")
+    const controller = new AbortController()
+    const running = client.callTool(
+      { name: "eval", arguments: { language: "py", code: "import time\nprint('started', flush=True)\ntime.sleep(60)", timeout: 120 } },
+      undefined,
+      { timeout: 60_000, signal: controller.signal, onprogress: () => controller.abort() }
+    )
+    await expect(running).rejects.toThrow()
+    const started = Date.now()
+    expect(text(await call(client, "kept"))).toBe("'yes'")
+    expect(Date.now() - started).toBeLessThan(50_000)
+  })
+
   it("DELETE ends the session and shuts its kernels down", async () => {
     const { client, transport } = await connect()
     const pid = Number(text(await call(client, "import os; os.getpid()")))
