@@ -78,7 +78,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp --htt
 
   it("streams progress for a long call, so it outlives the client's request timeout", async () => {
     const { client } = await connect()
-    const progress: Array<{ progress: number; message?: string }> = []
+    const progress: Array<{ progress: number; total?: number | undefined; message?: string | undefined }> = []
     const result = (await client.callTool(
       { name: "eval", arguments: { language: "py", code: "import time\nprint('working', flush=True)\ntime.sleep(5)", timeout: 30 } },
       undefined,

@@ -131,7 +131,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
   })
 
   it("a cell longer than the client's request timeout finishes, kept alive by progress", async () => {
-    const progress: Array<{ progress: number; total?: number; message?: string }> = []
+    const progress: Array<{ progress: number; total?: number | undefined; message?: string | undefined }> = []
     const result = (await client.callTool(
       { name: "eval", arguments: { language: "py", code: "import time\nprint('step 1', flush=True)\ntime.sleep(5)\nprint('finished')", timeout: 60 } },
       undefined,
