@@ -119,6 +119,14 @@ export interface ArtifactWriter {
   readonly size: Effect.Effect<number>
 }
 
+/** One artifact in a listing. */
+export interface ArtifactEntry {
+  readonly id: string
+  readonly uri: string
+  /** Bytes on disk. */
+  readonly size: number
+}
+
 /** The operations on one artifacts directory. */
 export interface ArtifactStoreService {
   /** The absolute directory the artifacts are files in. */
@@ -142,6 +150,8 @@ export interface ArtifactStoreService {
   readonly resolve: (
     uri: string
   ) => Effect.Effect<string, InvalidArtifactUri | InvalidArtifactId | ArtifactNotFound>
+  /** The artifacts in the directory (regular files of ours with an artifact id for a name), oldest id first; empty when there are none. */
+  readonly list: Effect.Effect<ReadonlyArray<ArtifactEntry>, ArtifactReadFailed>
   /** A store on the directory of one session below this one (see `sessionArtifactsDir`), pruned as it opens. */
   readonly forSession: (sessionId: string) => Effect.Effect<ArtifactStoreService, ArtifactDirUnavailable>
   /** Applies the retention policy to this directory's artifacts; says what it removed. */
@@ -444,6 +454,19 @@ export const makeArtifactStore = (
 
     const prune = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => pruneDir(root, retention, now)))
 
+    const list = Effect.try({
+      try: () => {
+        const names = NodeFs.existsSync(root) ? NodeFs.readdirSync(root) : []
+        const entries: Array<ArtifactEntry> = []
+        for (const id of names.filter((name) => artifactIdProblem(name) === undefined).sort()) {
+          const stats = NodeFs.lstatSync(fileOf(id), { throwIfNoEntry: false })
+          if (stats !== undefined && ownFileProblem(stats) === undefined) entries.push({ id, uri: artifactUri(id), size: stats.size })
+        }
+        return entries as ReadonlyArray<ArtifactEntry>
+      },
+      catch: (error) => new ArtifactReadFailed({ id: "*", path: root, reason: error instanceof Error ? error.message : String(error) })
+    })
+
     const service: ArtifactStoreService = {
       dir: root,
       create,
@@ -452,6 +475,7 @@ export const makeArtifactStore = (
       path: (id) => Effect.map(checkedId(id), fileOf),
       uri: artifactUri,
       resolve,
+      list,
       forSession: (sessionId) =>
         makeArtifactStore(sessionArtifactsDir(root, sessionId), retention).pipe(
           Effect.tap((store) => store.prune),

@@ -4,7 +4,7 @@
  * preflight only fails `py` cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
-import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
+import { Context, Data, Effect, Either, Layer, Option, Schema } from "effect"
 import { KernelOutput } from "../kernel/KernelOutput.ts"
 import { withSpanWhenTraced } from "../kernel/Spans.ts"
 import { outputImages } from "../render/OutputText.ts"
@@ -13,6 +13,7 @@ import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "./ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
 import { KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
+import { type FieldHints, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkOutput, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
 import { enabledLanguages, type EvalLanguage, EVAL_LANGUAGES, Settings, type SettingsValues } from "./Settings.ts"
@@ -154,6 +155,14 @@ export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<
   additionalProperties: false
 })
 
+const PARAM_HINTS: FieldHints = {
+  language: "pass the cell's language as a string, e.g. \"py\"",
+  code: "pass the cell's source code as a string",
+  title: "pass a short label as a string, or leave it out",
+  timeout: "pass a number of seconds, or leave it out",
+  reset: "pass true or false, or leave it out"
+}
+
 const RawParams = Schema.Struct({
   language: Schema.String,
   code: Schema.String,
@@ -178,7 +187,7 @@ export const checkParams = (
 ): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> =>
   Either.gen(function*() {
     const params = yield* Schema.decodeUnknownEither(RawParams, { onExcessProperty: "error" })(raw).pipe(
-      Either.mapLeft((error) => new InvalidEvalParams({ problem: ParseResult.TreeFormatter.formatErrorSync(error) }))
+      Either.mapLeft((error) => new InvalidEvalParams({ problem: paramsProblem(error, EVAL_TOOL_NAME, PARAM_HINTS) }))
     )
     const enabled = enabledLanguages(settings)
     if (!(EVAL_LANGUAGES as ReadonlyArray<string>).includes(params.language)) {

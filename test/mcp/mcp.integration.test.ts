@@ -36,7 +36,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
       command: cliFromSource.command,
       args: [...cliFromSource.args, "mcp"],
       cwd: repoRoot,
-      env: childEnv(tempDir("veyyon-mcp-artifacts-")),
+      env: childEnv(tempDir("veyyon-mcp-artifacts-"), { VEYYON_MCP_PROGRESS_INTERVAL_MS: "250" }),
       stderr: "pipe"
     })
     transport.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
@@ -121,6 +121,41 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
     expect(text(result)).toBe("False")
     expect(await kernelPid()).not.toBe(before)
     expect(await waitForExit(before)).toBe(true)
+  })
+
+  it("declares an outputSchema the structured results fit (the client validates them)", async () => {
+    const { tools } = await client.listTools()
+    expect(tools[0]!.outputSchema).toMatchObject({ type: "object", required: expect.arrayContaining(["status", "text", "outputs"]) })
+    expect(tools[0]!.description).toContain("resources/read")
+    expect((await call({ language: "py", code: "1 + 1" })).structuredContent).toMatchObject({ text: "2" })
+  })
+
+  it("a cell longer than the client's request timeout finishes, kept alive by progress", async () => {
+    const progress: Array<{ progress: number; total?: number | undefined; message?: string | undefined }> = []
+    const result = (await client.callTool(
+      { name: "eval", arguments: { language: "py", code: "import time\nprint('step 1', flush=True)\ntime.sleep(5)\nprint('finished')", timeout: 60 } },
+      undefined,
+      { timeout: 2_000, resetTimeoutOnProgress: true, onprogress: (update) => void progress.push(update) }
+    )) as ToolResult
+    expect(result.isError).toBe(false)
+    expect(text(result)).toBe("step 1\nfinished")
+    expect(progress.length).toBeGreaterThan(2)
+    expect(progress.at(-1)).toMatchObject({ total: 60, message: "step 1" })
+  })
+
+  it("the artifact a truncated result names is readable as a resource, last line included", async () => {
+    const result = await call({ language: "py", code: "for i in range(20000): print(f'line-{i}')" })
+    const truncation = result.structuredContent!.truncation as { artifactUri: string }
+    expect(truncation.artifactUri).toMatch(/^artifact:\/\//)
+    expect(text(result)).not.toContain("line-10000\n")
+    const { contents } = await client.readResource({ uri: truncation.artifactUri })
+    expect(contents[0]).toMatchObject({ uri: truncation.artifactUri, mimeType: "text/plain" })
+    const full = (contents[0] as { text: string }).text
+    expect(full).toContain("line-10000\n")
+    expect(full.trimEnd().split("\n").at(-1)).toBe("line-19999")
+    const { resources } = await client.listResources()
+    expect(resources.map((resource) => resource.uri)).toContain(truncation.artifactUri)
+    await expect(client.readResource({ uri: "artifact://out-zzzzzz-00000000.txt" })).rejects.toThrow(/-32002|not found/i)
   })
 
   it("logs nothing but to stderr, and closing the client stops the server and its kernels", async () => {

@@ -59,8 +59,8 @@ describe("MCP tool results", () => {
     const encoded = encode(failureToolResult(error))
     expect(encoded).toMatchObject({
       isError: true,
-      content: [{ type: "text", text: "invalid eval params: code is missing" }],
-      structuredContent: { error: { _tag: "InvalidEvalParams", message: "invalid eval params: code is missing" } }
+      content: [{ type: "text", text: "invalid eval params: code is missing" }]
     })
+    expect(encoded.structuredContent).toBeUndefined()
   })
 })

@@ -35,6 +35,21 @@ const tempDir = (): string => {
 const storeAt = (dir: string) => makeArtifactStore(dir).pipe(Effect.provide(NodeFileSystem.layer))
 
 describe("ArtifactStore", () => {
+  it.scoped("lists the artifacts of its directory with their sizes, skipping other names and directories", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const store = yield* storeAt(dir)
+      expect(yield* store.list).toEqual([])
+      const writer = yield* store.create("out", "txt")
+      yield* writer.append("hello")
+      yield* writer.close
+      fs.writeFileSync(path.join(dir, "notes.md"), "not an artifact")
+      fs.mkdirSync(path.join(dir, "img-abc-0000000a.png"))
+      expect(yield* store.list).toEqual([{ id: writer.id, uri: writer.uri, size: 5 }])
+      const other = yield* store.forSession("someone-else")
+      expect(yield* other.list).toEqual([])
+    }))
+
   it.scoped("writes text and bytes in order and reads them back by id", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())

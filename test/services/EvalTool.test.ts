@@ -26,6 +26,16 @@ describe("checkParams", () => {
     expect(Either.isLeft(result) && result.left.message).toMatch(/timeout/)
   })
 
+  it("says what is wrong with the params in one sentence naming the field and the fix", () => {
+    const message = (raw: unknown) => Either.match(checkParams(raw, settings), { onLeft: (error) => error.message, onRight: () => "accepted" })
+    expect(message({ language: "py" })).toBe("invalid eval params: `code` is missing: pass the cell's source code as a string")
+    expect(message({ language: "py", code: 1 })).toBe("invalid eval params: `code` must be string, got 1: pass the cell's source code as a string")
+    expect(message({ language: "py", code: "1", lang: "py" })).toBe(
+      "invalid eval params: `lang` is not a parameter of eval; the parameters are language, code, title, timeout, reset"
+    )
+    expect(message("print(1)")).not.toContain("readonly")
+  })
+
   it("rejects missing code, unknown fields and unknown languages", () => {
     expect(Either.isLeft(checkParams({ language: "py" }, settings))).toBe(true)
     expect(Either.isLeft(checkParams({ language: "py", code: "1", extra: 1 }, settings))).toBe(true)

@@ -1,95 +1,121 @@
 /**
- * `veyyon mcp`: an MCP server on stdio (`@effect/ai`'s `McpServer`) with one tool,
- * `eval`, whose name, description and input schema are the eval tool's own definition
- * (`language` narrowed to the enabled backends). Each client connection is one session
- * with its own kernel, kept for the life of the server, so state persists across calls
- * and `reset: true` starts it afresh. Cells run in the directory the server started in.
- *
- * Stdout is the protocol: logs go to stderr, and the server stops (shutting its kernels
- * down) when stdin closes or on SIGINT/SIGTERM.
+ * `veyyon mcp`: the eval tool as an MCP server (see `src/mcp/`). On stdio by default:
+ * one client, one kernel session for the life of the server, stopping (and shutting its
+ * kernels down) when stdin closes or on SIGINT/SIGTERM; stdout is the protocol and logs
+ * go to stderr. With `--http`: streamable HTTP at `/mcp` on `--host` (default 127.0.0.1)
+ * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, or one
+ * generated and printed once on stderr), one kernel session per MCP session.
+ * Cells run in the directory the server started in.
  */
-import { Command } from "@effect/cli"
-import { McpServerClient, Tool, ToolAnnotations } from "@effect/ai/McpSchema"
-import * as McpServer from "@effect/ai/McpServer"
-import * as NodeSink from "@effect/platform-node/NodeSink"
+import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
+import { Command, Options } from "@effect/cli"
+import { HttpServer } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Effect, Exit, Fiber, Layer } from "effect"
 import { randomBytes } from "node:crypto"
-import { EvalTool } from "../../services/EvalTool.ts"
-import type { CliFailure } from "../exitCodes.ts"
-import { cellToolResult, failureToolResult } from "../mcpResult.ts"
-import { cliEvalLayer } from "../session.ts"
+import { createServer } from "node:http"
+import { evalLayer } from "../../layers/EvalLive.ts"
+import { serveMcp } from "../../mcp/EvalMcpServer.ts"
+import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import { progressIntervalMs } from "../../mcp/Progress.ts"
+import { serveStdio } from "../../mcp/StdioDoor.ts"
+import { Settings, type SettingsInput } from "../../services/Settings.ts"
+import { type CliFailure, failureOf, usageError } from "../exitCodes.ts"
+import { cliSettings } from "../session.ts"
 import { VERSION } from "../version.ts"
 
-/** The tool's human-readable title. */
-export const EVAL_TOOL_TITLE = "Run code in a persistent kernel"
+/** The port `mcp --http` listens on unless `--port` says otherwise. */
+export const DEFAULT_MCP_PORT = 7523
 
-/** The server's name in the MCP handshake. */
-export const MCP_SERVER_NAME = "veyyon"
+/** The host `mcp --http` listens on unless `--host` says otherwise. */
+export const DEFAULT_MCP_HOST = "127.0.0.1"
 
-/** Adds the `eval` tool to the server; every connection gets a session of its own. */
-const registerEvalTool = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const server = yield* McpServer.McpServer
-    const tool = yield* EvalTool
-    const cwd = process.cwd()
-    const serverToken = randomBytes(4).toString("hex")
-    yield* server.addTool({
-      tool: new Tool({
-        name: tool.definition.name,
-        title: EVAL_TOOL_TITLE,
-        description: tool.definition.description,
-        inputSchema: tool.definition.parameters,
-        annotations: new ToolAnnotations({
-          title: EVAL_TOOL_TITLE,
-          readOnlyHint: false,
-          destructiveHint: true,
-          idempotentHint: false,
-          openWorldHint: true
-        })
-      }),
-      handle: (payload) =>
-        Effect.gen(function*() {
-          const client = yield* McpServerClient
-          const sessionId = `mcp-${serverToken}-${client.clientId}`
-          return yield* tool.run(payload, { sessionId, cwd }).pipe(
-            Effect.map(cellToolResult),
-            Effect.catchAll((error) => Effect.succeed(failureToolResult(error))),
-            Effect.catchAllDefect((defect) =>
-              Effect.succeed(failureToolResult({
-                _tag: "Defect",
-                message: `the eval tool failed unexpectedly: ${Cause.pretty(Cause.die(defect)).split("\n")[0]}`
-              }))
-            )
-          )
-        })
-    })
-  })
-)
+/** The environment variable holding the HTTP door's bearer token. */
+export const MCP_TOKEN_ENV = "VEYYON_MCP_TOKEN"
 
 /**
- * The server as a Layer. The tool is registered on the server's registry before the
- * stdio transport starts serving (both share the one memoized registry layer), so the
- * `initialize` answer already lists the tools capability.
+ * The settings each door starts from. stdio serves the one local client that started
+ * it and keeps its kernel for the life of the server; HTTP serves remote callers, whose
+ * kernels idle out (per-door defaults such as the sandbox belong here).
  */
-export const mcpServerLayer: Layer.Layer<never, CliFailure> = McpServer.layerStdio({
-  name: MCP_SERVER_NAME,
-  version: VERSION,
-  stdin: NodeStream.stdin,
-  stdout: NodeSink.stdout
-}).pipe(
-  Layer.provide(registerEvalTool.pipe(Layer.provideMerge(McpServer.McpServer.layer))),
-  Layer.provide(cliEvalLayer({ longLived: true }))
+export const doorSettings = (door: "stdio" | "http"): SettingsInput => {
+  const base = cliSettings({ longLived: door === "stdio" })
+  return door === "http" ? { ...base, sandbox: { mode: defaultSandboxMode("mcp-http") } } : base
+}
+
+const serveOptions = () => ({ version: VERSION, progressIntervalMs: progressIntervalMs(process.env.VEYYON_MCP_PROGRESS_INTERVAL_MS) })
+
+const writeStdout = (line: string) =>
+  Effect.async<void>((resume) => {
+    if (process.stdout.destroyed || process.stdout.writableEnded) return resume(Effect.void)
+    process.stdout.write(line, () => resume(Effect.void))
+  })
+
+const stdioServer = serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout)).pipe(
+  Effect.provide(evalLayer({ settings: doorSettings("stdio") }).pipe(Layer.mapError(failureOf)))
 )
 
-/** Serves until stdin closes (a normal end, though the transport ends it by interruption) or a signal arrives. */
-const serve = Effect.gen(function*() {
-  const server = yield* Effect.fork(Layer.launch(mcpServerLayer))
-  const exit = yield* Fiber.await(server)
-  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
-})
+const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
+  const given = process.env[MCP_TOKEN_ENV]
+  return given !== undefined && given.trim() !== ""
+    ? { token: given.trim(), generated: false }
+    : { token: randomBytes(32).toString("base64url"), generated: true }
+}
+
+const httpServer = (host: string, port: number) =>
+  Effect.gen(function*() {
+    const { token, generated } = tokenOf()
+    const settings = yield* Settings
+    yield* serveMcp(serveOptions(), (door, sessions) =>
+      Effect.gen(function*() {
+        const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.python.idleTtlMs })
+        const server = yield* HttpServer.HttpServer
+        yield* server.serve(router)
+        const address = server.address._tag === "TcpAddress"
+          ? `http://${server.address.hostname.includes(":") ? `[${server.address.hostname}]` : server.address.hostname}:${server.address.port}${MCP_PATH}`
+          : MCP_PATH
+        process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
+        if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
+        return yield* Effect.never
+      }).pipe(Effect.scoped))
+  }).pipe(
+    Effect.provide(NodeHttpServer.layer(createServer, { host, port })),
+    Effect.provide(evalLayer({ settings: doorSettings("http") }).pipe(Layer.mapError(failureOf))),
+    Effect.catchTag("ServeError", (error) =>
+      Effect.fail(usageError(`cannot listen on ${host}:${port} (${String(error.cause)}); choose another --host or --port`)))
+  )
+
+/** Serves until stdin closes or a signal arrives (stdio), or until a signal (HTTP). */
+const serve = (server: Effect.Effect<void, CliFailure>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(server)
+    const exit = yield* Fiber.await(fiber)
+    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
+  })
+
+const http = Options.boolean("http").pipe(
+  Options.withDescription(`Serve streamable HTTP at ${MCP_PATH} instead of stdio (bearer token required).`)
+)
+const host = Options.text("host").pipe(
+  Options.withPseudoName("HOST"),
+  Options.withDescription(`With --http: the address to listen on (default ${DEFAULT_MCP_HOST}).`),
+  Options.withDefault(DEFAULT_MCP_HOST)
+)
+const port = Options.integer("port").pipe(
+  Options.withPseudoName("PORT"),
+  Options.withDescription(`With --http: the TCP port (default ${DEFAULT_MCP_PORT}; 0 picks a free one).`),
+  Options.withDefault(DEFAULT_MCP_PORT)
+)
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", {}, () => serve).pipe(
-  Command.withDescription("Serve the eval tool to MCP clients on stdio; state persists per connection.")
+export const mcpCommand = Command.make("mcp", { http, host, port }, (options) => {
+  if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
+    return Effect.fail(usageError("--host and --port apply only with --http"))
+  }
+  if (options.port < 0 || options.port > 65535) return Effect.fail(usageError("--port must be between 0 and 65535"))
+  return serve(options.http ? httpServer(options.host, options.port) : stdioServer)
+}).pipe(
+  Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )
+
