@@ -1229,6 +1229,10 @@ const INTERRUPT_FIELDS = {
   traceback: ["Interrupted: the cell was interrupted (SIGINT)"]
 }
 
+/** `<cell-N>` for a cell that gets execution count N; `<hidden-K>` (K counts all requests) for the rest. */
+const cellFilename = (request) =>
+  !request.silent && request.storeHistory ? `<cell-${state.executionCount}>` : `<hidden-${state.cellSeq}>`
+
 const handleRequest = async (request) => {
   state.currentId = request.id
   state.cellSeq++
@@ -1242,7 +1246,7 @@ const handleRequest = async (request) => {
   let cancelled = false
   try {
     applyContext(request)
-    if (request.code.trim() !== "") failure = (await runCell(request, `<cell-${state.cellSeq}>`, cell)).failure
+    if (request.code.trim() !== "") failure = (await runCell(request, cellFilename(request), cell)).failure
   } catch (error) {
     if (error instanceof Interrupt) {
       cancelled = true

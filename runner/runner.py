@@ -462,10 +462,11 @@ def _tick_loop():
 
 
 class _FdPump:
-    """Turns bytes written to fd 1 (child processes, os.write) into stdout frames."""
+    """Turns bytes written to fd 1 or 2 (child processes, os.write, C code) into stdout or stderr frames."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, emit):
         self.fd = fd
+        self.emit = emit
         self.lock = threading.RLock()
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.eof = False
@@ -488,16 +489,16 @@ class _FdPump:
                 self.seen = True
                 text = self.decoder.decode(data)
                 if text:
-                    _router.stdout(text)
+                    self.emit(text)
                 if len(data) < 65536:
                     break
             if final:
                 tail = self.decoder.decode(b"", True)
                 if tail:
-                    _router.stdout(tail)
+                    self.emit(tail)
 
     def pump_if_ready(self, final=False):
-        """pump() only when fd 1 has data now (a poll instead of a read that fails); final as for pump()."""
+        """pump() only when the fd has data now (a poll instead of a read that fails); final as for pump()."""
         if self.fd is None:
             return
         with self.lock:
@@ -512,7 +513,7 @@ class _FdPump:
             elif final:
                 tail = self.decoder.decode(b"", True)
                 if tail:
-                    _router.stdout(tail)
+                    self.emit(tail)
 
     def run(self):
         """Thread body: wait for data on the pipe and pump it."""
@@ -526,7 +527,9 @@ class _FdPump:
             self.pump()
 
 
-_fd_pump = _FdPump(None)
+_fd_pump = _FdPump(None, lambda text: _router.stdout(text))
+_fd2_pump = _FdPump(None, lambda text: _router.stderr(text))
+_diagnostic_fd = 2
 
 
 def _after_fork_in_child():
@@ -539,6 +542,7 @@ def _after_fork_in_child():
     _out.size = 0
     _out.eager = True
     _fd_pump.lock = threading.RLock()
+    _fd2_pump.lock = threading.RLock()
     _ticker_awake = True
     _ticker_thread = None
     _ticker_event = threading.Event()
@@ -611,6 +615,8 @@ class _OutStream(io.TextIOBase):
         if text:
             if _fd_pump.seen:
                 _fd_pump.pump_if_ready()
+            if _fd2_pump.seen:
+                _fd2_pump.pump_if_ready()
             if _router.capture is None:
                 _out.add(self._name, text)
             else:
@@ -706,6 +712,7 @@ _stderr = _OutStream("stderr", _emit_stderr, 2)
 
 def _flush_streams():
     _fd_pump.pump_if_ready()
+    _fd2_pump.pump_if_ready()
     _out.flush()
 
 
@@ -715,8 +722,14 @@ def _flush_all_output():
             sys.__stdout__.flush()
     except Exception:
         pass
-    _fd_pump.pump_if_ready(final=True)
-    _fd_pump.seen = False
+    try:
+        if sys.__stderr__ is not None:
+            sys.__stderr__.flush()
+    except Exception:
+        pass
+    for pump in (_fd_pump, _fd2_pump):
+        pump.pump_if_ready(final=True)
+        pump.seen = False
     _out.flush()
 
 
@@ -2253,7 +2266,7 @@ def _protocol_error(request_id, text):
 
 def _diagnose(text):
     try:
-        os.write(2, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))
+        os.write(_diagnostic_fd, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))
     except OSError:
         pass
 
@@ -2346,6 +2359,13 @@ def _run_cell(request, filename):
     _send({"type": "result", "id": request.id, "bundle": mime_bundle(value)})
 
 
+def cell_filename(request):
+    """``<cell-N>`` for a cell that gets execution count N; ``<hidden-K>`` (K counts all requests) for the rest."""
+    if not request.silent and request.store_history:
+        return "<cell-%d>" % _state.execution_count
+    return "<hidden-%d>" % _state.cell_seq
+
+
 def _record_protected(before, ns):
     protected = _state.protected
     for name in list(protected):
@@ -2375,7 +2395,7 @@ def _handle_request(request):
         try:
             _apply_context(request)
             if request.code.strip():
-                _user_call(_run_cell, request, "<cell-%d>" % st.cell_seq)
+                _user_call(_run_cell, request, cell_filename(request))
         except BaseException as exc:
             failure = exc
         if request.code.strip():
@@ -2482,14 +2502,29 @@ def _build_runtime():
 _runtime = _build_runtime()
 
 
-def _install_fds():
-    global _frame_fd, _redeliver_wake
-    _frame_fd = os.dup(1)
+def _pipe_fd(fd, pump):
+    """Point fd at a new pipe whose read end pump drains (so the cell's writes to fd become its frames)."""
     read_end, write_end = os.pipe()
-    os.dup2(write_end, 1)
+    os.dup2(write_end, fd)
     os.close(write_end)
     os.set_blocking(read_end, False)
-    _fd_pump.fd = read_end
+    pump.fd = read_end
+
+
+def _install_fds():
+    """Frames go to a copy of fd 1; fd 1 and 2 become pipes into the pumps; runner diagnostics and
+    fatal-error tracebacks (faulthandler) go to a copy of the original fd 2; fd 0 reads /dev/null."""
+    global _frame_fd, _redeliver_wake, _diagnostic_fd
+    _frame_fd = os.dup(1)
+    _diagnostic_fd = os.dup(2)
+    _pipe_fd(1, _fd_pump)
+    _pipe_fd(2, _fd2_pump)
+    try:
+        import faulthandler
+
+        faulthandler.enable(_diagnostic_fd)
+    except (ImportError, OSError, ValueError, RuntimeError):
+        pass
     request_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -2524,6 +2559,7 @@ def main():
     requests = queue.SimpleQueue()
     stream = io.open(request_fd, "rb")
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
+    threading.Thread(target=_fd2_pump.run, name="veyyon-stderr", daemon=True).start()
     threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
     threading.Thread(target=_read_requests, args=(stream, requests), name="veyyon-stdin", daemon=True).start()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
@@ -2537,7 +2573,7 @@ _CRITICAL_CODES = frozenset(fn.__code__ for fn in (
     _write_line, _send, _send_raw, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
     _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
-    _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker,
+    _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,
 ))
 
 
