@@ -385,7 +385,7 @@ export function display(...values) {
 
 const sniffImage = (bytes) => (bytes[0] === 0xff && bytes[1] === 0xd8 ? "image/jpeg" : bytes[0] === 0x47 && bytes[1] === 0x49 ? "image/gif" : "image/png")
 
-display.html = (html) => emitDisplay({ "text/html": String(html), "text/plain": plainText(String(html)) })
+display.html = (html) => emitDisplay({ "text/html": String(html) })
 display.markdown = (markdown) => emitDisplay({ "text/markdown": String(markdown), "text/plain": String(markdown) })
 display.image = (data, mime) => {
   if (!isBytes(data) && typeof data !== "string") throw new TypeError("display.image() takes a Buffer, a Uint8Array or a base64 string")
