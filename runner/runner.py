@@ -2887,7 +2887,7 @@ def _display_cell(kind, mime):
         options = _split_args(line)
         if kind == "HTML" and options and options != ["--isolated"]:
             raise UsageError("usage: %%html [--isolated]")
-        display(_DisplayObject(kind, mime, body))
+        display(_DisplayObject(kind, mime, body if body.endswith("\n") else body + "\n"))
     return run
 
 

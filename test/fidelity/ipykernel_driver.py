@@ -1,6 +1,6 @@
 """Runs cells through a real ipykernel and prints what each produced, for the differential test.
 
-Usage: python3 ipykernel_driver.py < cells.json > outputs.json
+Usage: python3 ipykernel_driver.py < cells.json > outputs.json   (the kernel runs in the current directory)
 cells.json is a JSON list of cell sources; the output is a JSON list with, per cell:
 {"status", "executionCount", "stdout", "stderr", "outputs": [{"kind": "display"|"result", "data": {...}}],
  "error": {"ename", "evalue", "traceback"} | null}
@@ -25,10 +25,8 @@ def main():
     os.environ["JUPYTER_CONFIG_DIR"] = os.path.join(home, "config")
     os.environ["JUPYTER_PLATFORM_DIRS"] = "1"
     os.environ.pop("MPLBACKEND", None)
-    from jupyter_client.manager import start_new_kernel
-
-    manager, client = start_new_kernel(kernel_cmd=None, kernel_name="python3", startup_timeout=TIMEOUT,
-                                       cwd=os.getcwd(), extra_arguments=[]) if False else _start()
+    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    manager, client = _start()
     try:
         results = [_run(client, code) for code in cells]
     finally:
@@ -50,7 +48,7 @@ def _start():
 
 
 def _run(client, code):
-    msg_id = client.execute(code, store_history=True)
+    msg_id = client.execute(code, store_history=True, allow_stdin=False)
     cell = {"status": None, "executionCount": None, "stdout": "", "stderr": "", "outputs": [], "error": None}
     while True:
         msg = client.get_iopub_msg(timeout=TIMEOUT)
