@@ -78,6 +78,8 @@ describe("JavaScript kernel", () => {
       expect(error.traceback.some((line) => /at inner \(<cell-\d+>:1:\d+\)/.test(line))).toBe(true)
       expect(error.traceback.join("\n")).not.toMatch(/runner\.mjs|node:inspector|veyyon-runner/)
       expect(doneOf(thrown)).toMatchObject({ status: "error", cancelled: false })
+      const count = (doneOf(thrown) as { executionCount: number }).executionCount
+      expect(error.traceback.some((line) => line.includes(`at inner (<cell-${count}>:1:`))).toBe(true)
 
       const syntax = errorOf(yield* run(kernel, "let ok = 1\nlet = ;"))!
       expect(syntax.ename).toBe("SyntaxError")

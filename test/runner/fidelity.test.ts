@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { findPythonWith, integrationEnabled } from "../support/python.ts"
-import { type Kernel, killAll, plainResult, startKernel } from "./harness.ts"
+import { type Frame, type Kernel, killAll, plainResult, startKernel } from "./harness.ts"
 
-const tracebackText = (frame: { readonly traceback?: unknown } | undefined): string =>
+const tracebackText = (frame: Frame | undefined): string =>
   ((frame?.traceback ?? []) as Array<string>).join("\n")
 
 describe.skipIf(!integrationEnabled())("runner: cell names, fd 2, agent-facing details", () => {
