@@ -2318,6 +2318,13 @@ def system(command):
 
 def getoutput(command):
     """Run a shell command and return its output (stderr merged) as an SList; sets _exit_code."""
+    lines, status = _shell_output(command)
+    sys._getframe(1).f_globals["_exit_code"] = status
+    return lines
+
+
+def _shell_output(command):
+    """A shell command's output (stderr merged) as an SList, and its exit status."""
     import subprocess
 
     sys.stdout.flush()
@@ -2331,8 +2338,7 @@ def getoutput(command):
         raise
     finally:
         proc.stdout.close()
-    sys._getframe(1).f_globals["_exit_code"] = status
-    return SList(data.decode("utf-8", "replace").splitlines())
+    return SList(data.decode("utf-8", "replace").splitlines()), status
 
 
 def format_duration(seconds, precision=3):
@@ -2850,7 +2856,7 @@ def _run_script(argv, body, line_options):
     if err_name:
         namespace[err_name] = "".join(collected["stderr"])
     if raise_error and status != 0:
-        raise subprocess.CalledProcessError(status if status > 0 else -9 if status is None else status, body)
+        raise subprocess.CalledProcessError(status, body)
     return None
 
 
@@ -2865,7 +2871,7 @@ def _named_script(program):
 
 
 def _cell_sx(line, body, ctx):
-    return getoutput(body)
+    return _magic_sx(body, ctx)
 
 
 class _DisplayObject:
@@ -2900,36 +2906,31 @@ def _shell_alias(command):
 
 
 def _magic_sx(args, ctx):
-    return getoutput(args)
-
-
-def _magic_system(args, ctx):
-    return getoutput(args)
+    lines, ctx.globals["_exit_code"] = _shell_output(args)
+    return lines
 
 
 def _magic_pushd(args, ctx):
     previous = os.getcwd()
     _magic_cd(args, ctx)
     _state.dir_stack.insert(0, previous)
-    return [os.getcwd()] + _state.dir_stack
+    return list(_state.dir_stack)
 
 
 def _magic_popd(args, ctx):
     if not _state.dir_stack:
         raise UsageError("%popd on empty stack")
     target = _state.dir_stack.pop(0)
-    _magic_cd(_quote(target), ctx)
+    previous = os.getcwd()
+    os.chdir(target)
+    _state.previous_dir = previous
+    print(os.getcwd())
+    emit_status("cd", path=os.getcwd())
     print("popd -> %s" % target)
 
 
 def _magic_dirs(args, ctx):
     return list(_state.dir_stack)
-
-
-def _quote(text):
-    import shlex
-
-    return shlex.quote(text)
 
 
 def _magic_xmode(args, ctx):
@@ -3415,7 +3416,7 @@ def _unsupported(name):
 
 
 _LINE_MAGICS.update({
-    "sx": _magic_sx, "system": _magic_system, "pushd": _magic_pushd, "popd": _magic_popd, "dirs": _magic_dirs,
+    "sx": _magic_sx, "system": _magic_sx, "pushd": _magic_pushd, "popd": _magic_popd, "dirs": _magic_dirs,
     "xmode": _magic_xmode, "precision": _magic_precision, "pprint": _magic_pprint, "xdel": _magic_xdel,
     "reset_selective": _magic_reset_selective, "tb": _magic_tb, "history": _magic_history, "hist": _magic_history,
     "page": _magic_page, "pycat": _magic_pycat, "less": _magic_pycat, "more": _magic_pycat, "pdoc": _magic_pdoc,
