@@ -1074,19 +1074,35 @@ def _safe_getattr(obj, name, default=None):
         return default
 
 
+_PRETTY_SCALARS = frozenset({int, str, bytes, bool, type(None)})
+
+
+def _pretty_is_repr(obj, max_width):
+    """Whether obj's pretty text is plainly its repr (a scalar, or a short list/tuple of scalars): the fast path."""
+    kind = type(obj)
+    if kind in _PRETTY_SCALARS:
+        return True
+    if kind in (list, tuple) and len(obj) < 64 and all(type(item) in _PRETTY_SCALARS for item in obj):
+        return len(repr(obj)) <= max_width
+    return False
+
+
 def pretty(obj, max_width=PRETTY_WIDTH, max_seq_length=PRETTY_MAX_SEQ):
     """obj's text as IPython's pretty printer writes it."""
+    if _pretty_is_repr(obj, max_width):
+        return repr(obj)
     printer = PrettyPrinter(max_width, max_seq_length)
     printer.pretty(obj)
     return printer.getvalue()
 
 
 def _pretty_repr(obj, p, cycle):
-    with p.group():
-        for index, line in enumerate(repr(obj).splitlines()):
-            if index:
-                p.break_()
-            p.text(line)
+    p.begin_group()
+    for index, line in enumerate(repr(obj).splitlines()):
+        if index:
+            p.break_()
+        p.text(line)
+    p.end_group()
 
 
 def _pretty_default(obj, p, cycle):
