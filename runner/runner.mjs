@@ -387,7 +387,7 @@ export function display(...values) {
 
 const sniffImage = (bytes) => (bytes[0] === 0xff && bytes[1] === 0xd8 ? "image/jpeg" : bytes[0] === 0x47 && bytes[1] === 0x49 ? "image/gif" : "image/png")
 
-display.html = (html) => emitDisplay({ "text/html": String(html), "text/plain": plainText(String(html)) })
+display.html = (html) => emitDisplay({ "text/html": String(html) })
 display.markdown = (markdown) => emitDisplay({ "text/markdown": String(markdown), "text/plain": String(markdown) })
 display.image = (data, mime) => {
   if (!isBytes(data) && typeof data !== "string") throw new TypeError("display.image() takes a Buffer, a Uint8Array or a base64 string")
@@ -1244,6 +1244,10 @@ const INTERRUPT_FIELDS = {
   traceback: ["Interrupted: the cell was interrupted (SIGINT)"]
 }
 
+/** `<cell-N>` for a cell that gets execution count N; `<hidden-K>` (K counts all requests) for the rest. */
+const cellFilename = (request) =>
+  !request.silent && request.storeHistory ? `<cell-${state.executionCount}>` : `<hidden-${state.cellSeq}>`
+
 const handleRequest = async (request) => {
   state.currentId = request.id
   state.cellSeq++
@@ -1257,7 +1261,7 @@ const handleRequest = async (request) => {
   let cancelled = false
   try {
     applyContext(request)
-    if (request.code.trim() !== "") failure = (await runCell(request, `<cell-${state.cellSeq}>`, cell)).failure
+    if (request.code.trim() !== "") failure = (await runCell(request, cellFilename(request), cell)).failure
   } catch (error) {
     if (error instanceof Interrupt) {
       cancelled = true

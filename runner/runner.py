@@ -229,6 +229,13 @@ class _KernelState:
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}
         self.protected = {}
         self.previous_dir = None
+        self.dir_stack = []
+        self.history = {}
+        self.last_traceback = None
+        self.xmode = "Context"
+        self.float_format = None
+        self.pretty_printing = True
+        self.extensions = {}
 
 
 _state = _KernelState()
@@ -462,10 +469,11 @@ def _tick_loop():
 
 
 class _FdPump:
-    """Turns bytes written to fd 1 (child processes, os.write) into stdout frames."""
+    """Turns bytes written to fd 1 or 2 (child processes, os.write, C code) into stdout or stderr frames."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, emit):
         self.fd = fd
+        self.emit = emit
         self.lock = threading.RLock()
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.eof = False
@@ -488,16 +496,16 @@ class _FdPump:
                 self.seen = True
                 text = self.decoder.decode(data)
                 if text:
-                    _router.stdout(text)
+                    self.emit(text)
                 if len(data) < 65536:
                     break
             if final:
                 tail = self.decoder.decode(b"", True)
                 if tail:
-                    _router.stdout(tail)
+                    self.emit(tail)
 
     def pump_if_ready(self, final=False):
-        """pump() only when fd 1 has data now (a poll instead of a read that fails); final as for pump()."""
+        """pump() only when the fd has data now (a poll instead of a read that fails); final as for pump()."""
         if self.fd is None:
             return
         with self.lock:
@@ -512,7 +520,7 @@ class _FdPump:
             elif final:
                 tail = self.decoder.decode(b"", True)
                 if tail:
-                    _router.stdout(tail)
+                    self.emit(tail)
 
     def run(self):
         """Thread body: wait for data on the pipe and pump it."""
@@ -526,7 +534,9 @@ class _FdPump:
             self.pump()
 
 
-_fd_pump = _FdPump(None)
+_fd_pump = _FdPump(None, lambda text: _router.stdout(text))
+_fd2_pump = _FdPump(None, lambda text: _router.stderr(text))
+_diagnostic_fd = 2
 
 
 def _after_fork_in_child():
@@ -539,6 +549,7 @@ def _after_fork_in_child():
     _out.size = 0
     _out.eager = True
     _fd_pump.lock = threading.RLock()
+    _fd2_pump.lock = threading.RLock()
     _ticker_awake = True
     _ticker_thread = None
     _ticker_event = threading.Event()
@@ -611,6 +622,8 @@ class _OutStream(io.TextIOBase):
         if text:
             if _fd_pump.seen:
                 _fd_pump.pump_if_ready()
+            if _fd2_pump.seen:
+                _fd2_pump.pump_if_ready()
             if _router.capture is None:
                 _out.add(self._name, text)
             else:
@@ -706,6 +719,7 @@ _stderr = _OutStream("stderr", _emit_stderr, 2)
 
 def _flush_streams():
     _fd_pump.pump_if_ready()
+    _fd2_pump.pump_if_ready()
     _out.flush()
 
 
@@ -715,8 +729,14 @@ def _flush_all_output():
             sys.__stdout__.flush()
     except Exception:
         pass
-    _fd_pump.pump_if_ready(final=True)
-    _fd_pump.seen = False
+    try:
+        if sys.__stderr__ is not None:
+            sys.__stderr__.flush()
+    except Exception:
+        pass
+    for pump in (_fd_pump, _fd2_pump):
+        pump.pump_if_ready(final=True)
+        pump.seen = False
     _out.flush()
 
 
@@ -800,6 +820,487 @@ class _Capture:
 
 
 # ---------------------------------------------------------------------------
+# Pretty printer: the text/plain of results and displays, as IPython's ``pretty`` writes it
+#
+# The same line-breaking algorithm as IPython.lib.pretty (BSD-3-Clause, the IPython
+# Development Team): text and breakables are buffered per group; when the buffered line
+# would pass max_width, the outermost group with breakables breaks all of them. The type
+# printers give IPython's output for builtins, types, functions, containers, exceptions
+# and the collections types; objects may define ``_repr_pretty_(p, cycle)`` as in IPython.
+
+PRETTY_WIDTH = 79
+PRETTY_MAX_SEQ = 1000
+
+
+class _PrettyText:
+    __slots__ = ("parts", "width")
+
+    def __init__(self):
+        self.parts = []
+        self.width = 0
+
+    def output(self, out, width):
+        out.extend(self.parts)
+        return width + self.width
+
+
+class _PrettyBreakable:
+    __slots__ = ("sep", "width", "printer", "indentation", "group")
+
+    def __init__(self, sep, printer):
+        self.sep = sep
+        self.width = len(sep)
+        self.printer = printer
+        self.indentation = printer.indentation
+        self.group = printer.group_stack[-1]
+        self.group.breakables.append(self)
+
+    def output(self, out, width):
+        self.group.breakables.popleft()
+        if self.group.want_break:
+            out.append("\n" + " " * self.indentation)
+            return self.indentation
+        if not self.group.breakables:
+            self.printer.queue_remove(self.group)
+        out.append(self.sep)
+        return width + self.width
+
+
+class _PrettyGroup:
+    __slots__ = ("depth", "breakables", "want_break")
+
+    def __init__(self, depth):
+        import collections
+
+        self.depth = depth
+        self.breakables = collections.deque()
+        self.want_break = False
+
+
+class PrettyPrinter:
+    """IPython's RepresentationPrinter API: text, breakable, break_, begin_group/end_group, group, indent, pretty."""
+
+    def __init__(self, max_width=PRETTY_WIDTH, max_seq_length=PRETTY_MAX_SEQ):
+        import collections
+
+        self.out = []
+        self.max_width = max_width
+        self.max_seq_length = max_seq_length
+        self.output_width = 0
+        self.buffer_width = 0
+        self.buffer = collections.deque()
+        root = _PrettyGroup(0)
+        self.group_stack = [root]
+        self.group_queue = [[root]]
+        self.indentation = 0
+        self.stack = []
+        self.verbose = False
+
+    # line breaking
+
+    def queue_remove(self, group):
+        try:
+            self.group_queue[group.depth].remove(group)
+        except (ValueError, IndexError):
+            pass
+
+    def _dequeue(self):
+        for stack in self.group_queue:
+            for index, group in enumerate(reversed(stack)):
+                if group.breakables:
+                    del stack[index]
+                    group.want_break = True
+                    return group
+            for group in stack:
+                group.want_break = True
+            del stack[:]
+        return None
+
+    def _break_one_group(self, group):
+        while group.breakables:
+            item = self.buffer.popleft()
+            self.output_width = item.output(self.out, self.output_width)
+            self.buffer_width -= item.width
+        while self.buffer and isinstance(self.buffer[0], _PrettyText):
+            item = self.buffer.popleft()
+            self.output_width = item.output(self.out, self.output_width)
+            self.buffer_width -= item.width
+
+    def _break_outer_groups(self):
+        while self.max_width < self.output_width + self.buffer_width:
+            group = self._dequeue()
+            if not group:
+                return
+            self._break_one_group(group)
+
+    def text(self, obj):
+        """Add literal text."""
+        width = len(obj)
+        if self.buffer:
+            text = self.buffer[-1]
+            if not isinstance(text, _PrettyText):
+                text = _PrettyText()
+                self.buffer.append(text)
+            text.parts.append(obj)
+            text.width += width
+            self.buffer_width += width
+            self._break_outer_groups()
+        else:
+            self.out.append(obj)
+            self.output_width += width
+
+    def _newline(self):
+        self.flush()
+        self.out.append("\n" + " " * self.indentation)
+        self.output_width = self.indentation
+        self.buffer_width = 0
+
+    def breakable(self, sep=" "):
+        """A place the line may break (else sep is written)."""
+        if self.group_stack[-1].want_break:
+            self._newline()
+        else:
+            self.buffer.append(_PrettyBreakable(sep, self))
+            self.buffer_width += len(sep)
+            self._break_outer_groups()
+
+    def break_(self):
+        """A forced line break, keeping the indentation."""
+        group = self._dequeue()
+        if group:
+            self._break_one_group(group)
+        self._newline()
+
+    def begin_group(self, indent=0, open=""):
+        """Start a group (indent: for its continuation lines; open: text before it)."""
+        if open:
+            self.text(open)
+        group = _PrettyGroup(self.group_stack[-1].depth + 1)
+        self.group_stack.append(group)
+        while group.depth > len(self.group_queue) - 1:
+            self.group_queue.append([])
+        self.group_queue[group.depth].append(group)
+        self.indentation += indent
+
+    def end_group(self, dedent=0, close=""):
+        """End the group begun last."""
+        self.indentation -= dedent
+        group = self.group_stack.pop()
+        if not group.breakables:
+            self.queue_remove(group)
+        if close:
+            self.text(close)
+
+    def group(self, indent=0, open="", close=""):
+        """begin_group/end_group as a context manager."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            self.begin_group(indent, open)
+            try:
+                yield
+            finally:
+                self.end_group(indent, close)
+        return scope()
+
+    def indent(self, indent):
+        """Extra indentation as a context manager."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            self.indentation += indent
+            try:
+                yield
+            finally:
+                self.indentation -= indent
+        return scope()
+
+    def flush(self):
+        """Write out what is buffered."""
+        for item in self.buffer:
+            self.output_width += item.output(self.out, self.output_width)
+        self.buffer.clear()
+        self.buffer_width = 0
+
+    def _enumerate(self, seq):
+        for index, item in enumerate(seq):
+            if self.max_seq_length and index >= self.max_seq_length:
+                self.text(",")
+                self.breakable()
+                self.text("...")
+                return
+            yield index, item
+
+    # objects
+
+    def pretty(self, obj):
+        """Write obj's pretty representation."""
+        obj_id = id(obj)
+        cycle = obj_id in self.stack
+        self.stack.append(obj_id)
+        self.begin_group()
+        try:
+            if obj is None or obj is True or obj is False or obj is Ellipsis or obj is NotImplemented:
+                return _pretty_repr(obj, self, cycle)
+            cls = _safe_getattr(obj, "__class__", None) or type(obj)
+            for klass in getattr(cls, "__mro__", (cls,)):
+                printer = _PRETTY_TYPES.get(klass)
+                if printer is None:
+                    printer = _PRETTY_BY_NAME.get((_safe_getattr(klass, "__module__"), _safe_getattr(klass, "__name__")))
+                if printer is not None:
+                    return printer(obj, self, cycle)
+                method = klass.__dict__.get("_repr_pretty_") if hasattr(klass, "__dict__") else None
+                if method is not None and callable(getattr(klass, "_repr_pretty_", None)):
+                    return klass._repr_pretty_(obj, self, cycle)
+                if klass is not object and callable(klass.__dict__.get("__repr__")):
+                    return _pretty_repr(obj, self, cycle)
+            return _pretty_default(obj, self, cycle)
+        finally:
+            self.end_group()
+            self.stack.pop()
+
+    def getvalue(self):
+        """Everything written so far."""
+        self.flush()
+        return "".join(self.out)
+
+
+def _safe_getattr(obj, name, default=None):
+    try:
+        return getattr(obj, name, default)
+    except Exception:
+        return default
+
+
+_PRETTY_SCALARS = frozenset({int, str, bytes, bool, type(None)})
+
+
+def _pretty_is_repr(obj, max_width):
+    """Whether obj's pretty text is plainly its repr (a scalar, or a short list/tuple of scalars): the fast path."""
+    kind = type(obj)
+    if kind in _PRETTY_SCALARS:
+        return True
+    if kind in (list, tuple) and len(obj) < 64 and all(type(item) in _PRETTY_SCALARS for item in obj):
+        return len(repr(obj)) <= max_width
+    return False
+
+
+def pretty(obj, max_width=PRETTY_WIDTH, max_seq_length=PRETTY_MAX_SEQ):
+    """obj's text as IPython's pretty printer writes it."""
+    if _pretty_is_repr(obj, max_width):
+        return repr(obj)
+    printer = PrettyPrinter(max_width, max_seq_length)
+    printer.pretty(obj)
+    return printer.getvalue()
+
+
+def _pretty_repr(obj, p, cycle):
+    p.begin_group()
+    for index, line in enumerate(repr(obj).splitlines()):
+        if index:
+            p.break_()
+        p.text(line)
+    p.end_group()
+
+
+def _pretty_default(obj, p, cycle):
+    cls = _safe_getattr(obj, "__class__", None) or type(obj)
+    if _safe_getattr(cls, "__repr__", None) is not object.__repr__:
+        return _pretty_repr(obj, p, cycle)
+    p.begin_group(1, "<")
+    p.pretty(cls)
+    p.text(" at 0x%x" % id(obj))
+    if cycle:
+        p.text(" ...")
+    p.end_group(1, ">")
+
+
+def _pretty_sequence(start, end):
+    def printer(obj, p, cycle):
+        if cycle:
+            return p.text(start + "..." + end)
+        p.begin_group(len(start), start)
+        for index, item in p._enumerate(obj):
+            if index:
+                p.text(",")
+                p.breakable()
+            p.pretty(item)
+        if len(obj) == 1 and isinstance(obj, tuple):
+            p.text(",")
+        p.end_group(len(start), end)
+    return printer
+
+
+def _sorted_for_pretty(items):
+    items = list(items)
+    for key in (None, str):
+        try:
+            return sorted(items, key=key)
+        except Exception:
+            pass
+    return items
+
+
+def _pretty_set(start, end):
+    def printer(obj, p, cycle):
+        if cycle:
+            return p.text(start + "..." + end)
+        if not obj:
+            return p.text(type(obj).__name__ + "()")
+        p.begin_group(len(start), start)
+        items = obj if p.max_seq_length and len(obj) >= p.max_seq_length else _sorted_for_pretty(obj)
+        for index, item in p._enumerate(items):
+            if index:
+                p.text(",")
+                p.breakable()
+            p.pretty(item)
+        p.end_group(len(start), end)
+    return printer
+
+
+def _pretty_dict(start, end):
+    def printer(obj, p, cycle):
+        if cycle:
+            return p.text("{...}")
+        p.begin_group(len(start), start)
+        for index, key in p._enumerate(obj.keys()):
+            if index:
+                p.text(",")
+                p.breakable()
+            p.pretty(key)
+            p.text(": ")
+            p.pretty(obj[key])
+        p.end_group(len(start), end)
+    return printer
+
+
+def _pretty_call(p, name, args, kwargs=()):
+    """name(arg, ..., key=value, ...) with IPython's wrapping."""
+    prefix = name + "("
+    with p.group(len(prefix), prefix, ")"):
+        first = True
+        for key, value in [(None, a) for a in args] + list(kwargs):
+            if not first:
+                p.text(",")
+                p.breakable()
+            first = False
+            if key is None:
+                p.pretty(value)
+            else:
+                with p.group(len(key) + 1, key + "="):
+                    p.pretty(value)
+
+
+class _PrettyRaw:
+    def __init__(self, text):
+        self.text = text
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.text)
+
+
+def _pretty_type(obj, p, cycle):
+    if [m for m in type(obj).__mro__ if "__repr__" in vars(m)][:1] != [type]:
+        return _pretty_repr(obj, p, cycle)
+    module = _safe_getattr(obj, "__module__")
+    name = _safe_getattr(obj, "__qualname__")
+    if not isinstance(name, str):
+        name = _safe_getattr(obj, "__name__")
+        if not isinstance(name, str):
+            name = "<unknown type>"
+    p.text(name if module in (None, "__builtin__", "builtins", "exceptions") else "%s.%s" % (module, name))
+
+
+def _pretty_function(obj, p, cycle):
+    import inspect
+
+    name = _safe_getattr(obj, "__qualname__", obj.__name__)
+    module = obj.__module__
+    if module and module not in ("__builtin__", "builtins", "exceptions"):
+        name = module + "." + name
+    try:
+        name += str(inspect.signature(obj))
+    except ValueError:
+        pass
+    p.text("<function %s>" % name)
+
+
+def _pretty_exception(obj, p, cycle):
+    cls = obj.__class__
+    name = getattr(cls, "__qualname__", cls.__name__)
+    if cls.__module__ not in ("exceptions", "builtins"):
+        name = "%s.%s" % (cls.__module__, name)
+    _pretty_call(p, name, getattr(obj, "args", ()))
+
+
+def _pretty_super(obj, p, cycle):
+    p.begin_group(8, "<super: ")
+    p.pretty(obj.__thisclass__)
+    p.text(",")
+    p.breakable()
+    p.pretty(obj.__self__)
+    p.end_group(8, ">")
+
+
+def _pretty_pattern(obj, p, cycle):
+    pattern = repr(obj.pattern)
+    args = [_PrettyRaw("r" + pattern.replace("\\\\", "\\"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        flags = [name for name in ("TEMPLATE", "IGNORECASE", "LOCALE", "MULTILINE", "DOTALL", "UNICODE", "VERBOSE",
+                                   "DEBUG") if hasattr(re, name) and obj.flags & getattr(re, name)]
+    if flags:
+        args.append(_PrettyRaw("|".join("re." + name for name in flags)))
+    _pretty_call(p, "re.compile", args)
+
+
+def _pretty_namespace(obj, p, cycle):
+    if cycle:
+        return _pretty_call(p, "namespace", [_PrettyRaw("...")])
+    _pretty_call(p, "namespace", (), list(obj.__dict__.items()))
+
+
+def _pretty_constructor(contents):
+    """A printer writing ClassName(<contents(obj)>), as IPython shows the collections types."""
+    def printer(obj, p, cycle):
+        name = obj.__class__.__name__
+        if cycle:
+            return _pretty_call(p, name, [_PrettyRaw("...")])
+        args, kwargs = contents(obj)
+        _pretty_call(p, name, args, kwargs)
+    return printer
+
+
+def _deque_contents(obj):
+    return [list(obj)], ([] if obj.maxlen is None else [("maxlen", obj.maxlen)])
+
+
+_PRETTY_TYPES = {
+    int: _pretty_repr, float: _pretty_repr, str: _pretty_repr, bytes: _pretty_repr, range: _pretty_repr,
+    slice: _pretty_repr, types.MethodType: _pretty_repr,
+    tuple: _pretty_sequence("(", ")"), list: _pretty_sequence("[", "]"),
+    dict: _pretty_dict("{", "}"), types.MappingProxyType: _pretty_dict("mappingproxy({", "})"),
+    set: _pretty_set("{", "}"), frozenset: _pretty_set("frozenset({", "})"),
+    super: _pretty_super, type(re.compile("")): _pretty_pattern, type: _pretty_type,
+    types.FunctionType: _pretty_function, types.BuiltinFunctionType: _pretty_function,
+    types.SimpleNamespace: _pretty_namespace, BaseException: _pretty_exception,
+}
+if type(os.environ) is not dict:
+    _PRETTY_TYPES[type(os.environ)] = _pretty_dict("environ{", "}")
+_PRETTY_BY_NAME = {
+    ("datetime", "datetime"): _pretty_repr,
+    ("datetime", "timedelta"): _pretty_repr,
+    ("collections", "defaultdict"): _pretty_constructor(lambda o: ([o.default_factory, dict(o)], [])),
+    ("collections", "OrderedDict"): _pretty_constructor(lambda o: ([list(o.items())] if len(o) else [], [])),
+    ("collections", "deque"): _pretty_constructor(_deque_contents),
+    ("collections", "Counter"): _pretty_constructor(lambda o: ([dict(o)] if len(o) else [], [])),
+    ("collections", "UserList"): _pretty_constructor(lambda o: ([o.data], [])),
+}
+
+
+# ---------------------------------------------------------------------------
 # Rich display
 
 
@@ -831,9 +1332,12 @@ def _normalize_mime(mime, value):
 
 def _plain_text(obj):
     try:
-        text = repr(obj)
-    except Exception as exc:
-        text = "<%s object; repr() raised %s>" % (type(obj).__name__, type(exc).__name__)
+        text = pretty(obj) if _state.pretty_printing else repr(obj)
+    except Exception:
+        try:
+            text = repr(obj)
+        except Exception as exc:
+            text = "<%s object; repr() raised %s>" % (type(obj).__name__, type(exc).__name__)
     if not isinstance(text, str):
         text = str(text)
     if len(text) > MAX_PLAIN_CHARS:
@@ -842,17 +1346,82 @@ def _plain_text(obj):
     return text
 
 
+# Formatters by type, as IPython's display formatters hold them: (module, qualname) of a class in
+# the object's MRO -> {mime: fn(obj) -> value or None}. They win over the object's _repr_*_ methods.
+_FORMATTERS = {}
+_figure_formats = ["png"]
+
+
+def register_formatter(mime, cls, fn):
+    """Render instances of cls (a class, or "module.QualName") as mime with fn(obj) -> str | bytes | None."""
+    if isinstance(cls, str):
+        module, _, name = cls.rpartition(".")
+        key = (module, name)
+    else:
+        key = (cls.__module__, cls.__qualname__)
+    _FORMATTERS.setdefault(key, {})[mime] = fn
+
+
+def _formatted(obj):
+    """The bundle the registered formatters give obj (empty when none applies)."""
+    for cls in getattr(type(obj), "__mro__", ()):
+        table = _FORMATTERS.get((_safe_getattr(cls, "__module__"), _safe_getattr(cls, "__qualname__")))
+        if table is not None:
+            bundle = {}
+            for mime, fn in table.items():
+                value = _normalize_mime(mime, fn(obj))
+                if value is not None:
+                    bundle[mime] = value
+            return bundle
+    return {}
+
+
+def _figure_image(figure, fmt):
+    """A figure as the inline backend renders it (IPython's print_figure); None for a figure with nothing drawn."""
+    if not figure.axes and not figure.lines:
+        return None
+    dpi = figure.dpi * (2 if fmt == "retina" else 1)
+    buffer = io.BytesIO()
+    if figure.canvas is None:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        FigureCanvasBase(figure)
+    figure.canvas.print_figure(buffer, format="png" if fmt == "retina" else fmt, facecolor=figure.get_facecolor(),
+                               edgecolor=figure.get_edgecolor(), dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _figure_png(figure):
+    fmt = "retina" if "retina" in _figure_formats else "png" if "png" in _figure_formats else None
+    return None if fmt is None else _figure_image(figure, fmt)
+
+
+def _figure_svg(figure):
+    return _figure_image(figure, "svg") if "svg" in _figure_formats else None
+
+
+def _figure_pdf(figure):
+    data = _figure_image(figure, "pdf") if "pdf" in _figure_formats else None
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+register_formatter("image/png", "matplotlib.figure.Figure", _figure_png)
+register_formatter("image/svg+xml", "matplotlib.figure.Figure", _figure_svg)
+register_formatter("application/pdf", "matplotlib.figure.Figure", _figure_pdf)
+
+
 def mime_bundle(obj):
-    """MIME bundle for obj: _repr_mimebundle_, then the _repr_*_ methods, always with text/plain."""
+    """MIME bundle for obj: registered formatters, _repr_mimebundle_, the _repr_*_ methods; always with text/plain."""
     bundle = {}
     if type(obj) not in _PLAIN_TYPES and not isinstance(obj, type):
+        bundle.update(_formatted(obj))
         data = _call_repr(obj, "_repr_mimebundle_", include=None, exclude=None)
         if isinstance(data, tuple) and data:
             data = data[0]
         if isinstance(data, dict):
             for mime, value in data.items():
                 value = _normalize_mime(mime, value)
-                if isinstance(mime, str) and value is not None:
+                if isinstance(mime, str) and value is not None and mime not in bundle:
                     bundle[mime] = value
         for mime, name in _REPR_METHODS:
             if mime in bundle:
@@ -893,7 +1462,13 @@ def emit_status(op, **fields):
         _deliver_pending()
 
 
+_shown_figures = set()
+
+
 def _flush_figures():
+    """Show and close the figures open at the end of a cell (one the cell returned was shown already)."""
+    shown = set(_shown_figures)
+    _shown_figures.clear()
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
         return
@@ -904,12 +1479,8 @@ def _flush_figures():
     for number in numbers:
         figure = pyplot.figure(number)
         try:
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format="png", bbox_inches="tight")
-            _emit_display({
-                "image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
-                "text/plain": _plain_text(figure),
-            })
+            if id(figure) not in shown:
+                _emit_display(mime_bundle(figure))
         except Exception as exc:
             sys.stderr.write("could not render figure %s: %s: %s\n" % (number, type(exc).__name__, exc))
         finally:
@@ -1357,6 +1928,8 @@ def _cell_magic_code(lines):
         match = _MAGIC_NAME.match(stripped[2:])
         name = match.group(1) if match else ""
         args = match.group(2).strip() if match else stripped[2:]
+        if stripped.startswith("%%!"):
+            name, args = "!", stripped[3:].strip()
         body = "\n".join(lines[index + 1:])
         line_code = repr(args) if name in _NO_EXPAND_MAGICS else _interpolation_code(args)
         call = "__veyyon__.cell_magic(%r, %s, %r)" % (name, line_code, body)
@@ -1708,10 +2281,10 @@ def _stop_process(proc):
                 pipe.close()
 
 
-def _pump_process(proc):
+def _pump_process(proc, sinks=(None, None)):
     import selectors
 
-    streams = {proc.stdout.fileno(): sys.stdout, proc.stderr.fileno(): sys.stderr}
+    streams = {proc.stdout.fileno(): sinks[0] or sys.stdout, proc.stderr.fileno(): sinks[1] or sys.stderr}
     decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in streams}
     with selectors.DefaultSelector() as selector:
         for fd in streams:
@@ -1723,23 +2296,27 @@ def _pump_process(proc):
                 target = streams[fd]
                 text = decoders[fd].decode(data, not data)
                 if text:
-                    target.write(text)
-                    target.flush()
+                    if callable(target):
+                        target(text)
+                    else:
+                        target.write(text)
+                        target.flush()
                 if not data:
                     selector.unregister(fd)
                     del streams[fd]
 
 
-def run_process(argv, **popen_kwargs):
-    """Run argv with its stdout/stderr streamed live into this cell's output; return the exit status."""
+def run_process(argv, sinks=(None, None), **popen_kwargs):
+    """Run argv with its stdout/stderr streamed live into this cell's output (or to the callables in sinks);
+    return the exit status."""
     import subprocess
 
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, **popen_kwargs)
+    popen_kwargs.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen_kwargs)
     try:
-        _pump_process(proc)
+        _pump_process(proc, sinks)
         return proc.wait()
     except BaseException:
         _stop_process(proc)
@@ -1757,6 +2334,13 @@ def system(command):
 
 def getoutput(command):
     """Run a shell command and return its output (stderr merged) as an SList; sets _exit_code."""
+    lines, status = _shell_output(command)
+    sys._getframe(1).f_globals["_exit_code"] = status
+    return lines
+
+
+def _shell_output(command):
+    """A shell command's output (stderr merged) as an SList, and its exit status."""
     import subprocess
 
     sys.stdout.flush()
@@ -1770,19 +2354,26 @@ def getoutput(command):
         raise
     finally:
         proc.stdout.close()
-    sys._getframe(1).f_globals["_exit_code"] = status
-    return SList(data.decode("utf-8", "replace").splitlines())
+    return SList(data.decode("utf-8", "replace").splitlines()), status
 
 
-def format_duration(seconds):
-    """A short human duration: 1.23 s, 45.6 ms, 7.89 µs, 12 ns, or 2min 3.4s."""
-    if seconds >= 60:
-        minutes, rest = divmod(seconds, 60)
-        return "%dmin %.1fs" % (minutes, rest)
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return "%.3g %s" % (seconds / scale, unit)
-    return "%.3g ns" % (seconds / 1e-9)
+def format_duration(seconds, precision=3):
+    """A duration as IPython's timing magics write it: 1.23 s, 45.6 ms, 7.89 µs, 12 ns, or 2min 5s."""
+    if seconds >= 60.0:
+        parts = []
+        left = seconds
+        for suffix, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+            value = int(left / length)
+            if value > 0:
+                left = left % length
+                parts.append("%d%s" % (value, suffix))
+            if left < 1:
+                break
+        return " ".join(parts)
+    import math
+
+    order = min(-int(math.floor(math.log10(seconds)) // 3), 3) if seconds > 0.0 else 3
+    return "%.*g %s" % (precision, seconds * (1, 1e3, 1e6, 1e9)[order], ("s", "ms", "\u00b5s", "ns")[order])
 
 
 def _magic_pwd(args, ctx):
@@ -1854,6 +2445,10 @@ def _compile_fragment(source, ctx, mode):
     return compile(tree, ctx.filename, mode, dont_inherit=True)
 
 
+# Timing magics: %time, %%time, %timeit, %%timeit print what IPython prints, and send a
+# time/timeit status event with the same numbers for hosts that want them structured.
+
+
 def _magic_time(args, ctx):
     if not args.strip():
         raise UsageError("usage: %time <statement or expression>")
@@ -1864,51 +2459,101 @@ def _magic_time(args, ctx):
     return _timed(lambda: eval(code, ctx.globals, ctx.locals))
 
 
+def _cpu_times():
+    try:
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime, usage.ru_stime
+    except ImportError:
+        times = os.times()
+        return times.user, times.system
+
+
 def _timed(run):
-    start = time.perf_counter()
+    wall_start = time.time()
+    cpu_start = _cpu_times()
     value = run()
-    elapsed = time.perf_counter() - start
-    print("Wall time: %s" % format_duration(elapsed))
-    emit_status("time", ms=elapsed * 1000.0)
+    cpu_end = _cpu_times()
+    wall = time.time() - wall_start
+    user, system = cpu_end[0] - cpu_start[0], cpu_end[1] - cpu_start[1]
+    print("CPU times: user %s, sys: %s, total: %s" % (
+        format_duration(user), format_duration(system), format_duration(user + system)))
+    print("Wall time: %s" % format_duration(wall))
+    emit_status("time", ms=wall * 1000.0)
     return value
 
 
 class TimeitResult:
-    """Timings from %timeit -o: per-loop seconds of each run."""
+    """What %timeit -o returns, as IPython's: loops, repeat, best, worst, all_runs (s per run), timings (s per loop)."""
 
-    def __init__(self, loops, runs, timings):
+    def __init__(self, loops, repeat, best, worst, all_runs, compile_time=0.0, precision=3):
         self.loops = loops
-        self.repeat = runs
-        self.timings = timings
-        self.all_runs = [t * loops for t in timings]
-        self.best = min(timings)
-        self.worst = max(timings)
-        self.average = sum(timings) / len(timings)
-        self.stdev = (sum((t - self.average) ** 2 for t in timings) / len(timings)) ** 0.5
+        self.repeat = repeat
+        self.best = best
+        self.worst = worst
+        self.all_runs = all_runs
+        self.compile_time = compile_time
+        self._precision = precision
+        self.timings = [run / loops for run in all_runs]
+
+    @property
+    def average(self):
+        """Mean seconds per loop."""
+        import math
+
+        return math.fsum(self.timings) / len(self.timings)
+
+    @property
+    def stdev(self):
+        """Standard deviation of the seconds per loop."""
+        import math
+
+        mean = self.average
+        return (math.fsum([(t - mean) ** 2 for t in self.timings]) / len(self.timings)) ** 0.5
 
     def __str__(self):
-        return "%s ± %s per loop (%d runs × %s loops)" % (
-            format_duration(self.average), format_duration(self.stdev), self.repeat, format(self.loops, ","))
+        return "%s \u00b1 %s per loop (mean \u00b1 std. dev. of %d run%s, %s loop%s each)" % (
+            format_duration(self.average, self._precision), format_duration(self.stdev, self._precision),
+            self.repeat, "" if self.repeat == 1 else "s", format(self.loops, ","), "" if self.loops == 1 else "s")
 
-    __repr__ = __str__
+    def __repr__(self):
+        return "<TimeitResult : %s>" % self
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+
+_TIMEIT_USAGE = "usage: %timeit [-n<N> -r<R> [-t|-c] -q -p<P> -o] statement"
 
 
 def _parse_timeit_options(args):
-    options = {"number": None, "repeat": 7, "quiet": False, "result": False}
+    """IPython's %timeit options (n:r:tcp:qo, getopt style) and the statement after them."""
+    options = {"number": 0, "repeat": 7, "quiet": False, "result": False, "precision": 3, "timer": time.perf_counter}
     rest = args.strip()
     while rest.startswith("-"):
-        match = re.match(r"-([nr])\s*(\d+)\s*|-([qo])(?=\s|$)\s*", rest)
+        match = re.match(r"-([nrp])\s*(\S+)\s*|-([tcqo]+)(?=\s|$)\s*", rest)
         if match is None:
             break
-        if match.group(1) == "n":
-            options["number"] = max(1, int(match.group(2)))
-        elif match.group(1) == "r":
-            options["repeat"] = max(1, int(match.group(2)))
-        elif match.group(3) == "q":
-            options["quiet"] = True
+        if match.group(1):
+            try:
+                value = int(match.group(2))
+            except ValueError:
+                raise UsageError("invalid literal for int() with base 10: %r (%s)" % (match.group(2), _TIMEIT_USAGE))
+            options[{"n": "number", "r": "repeat", "p": "precision"}[match.group(1)]] = value
         else:
-            options["result"] = True
+            for flag in match.group(3):
+                if flag == "q":
+                    options["quiet"] = True
+                elif flag == "o":
+                    options["result"] = True
+                elif flag == "t":
+                    options["timer"] = time.time
+                else:
+                    options["timer"] = time.process_time
         rest = rest[match.end():]
+    if options["repeat"] < 1:
+        raise UsageError("%timeit -r needs at least 1 run")
     return options, rest
 
 
@@ -1920,17 +2565,23 @@ def _timeit(stmt, setup, ctx, options):
         namespace.update(ctx.locals)
     else:
         namespace = ctx.globals
-    timer = timeit.Timer(stmt or "pass", setup or "pass", timer=time.perf_counter, globals=namespace)
+    compile(stmt or "pass", "<magic-timeit-stmt>", "exec", dont_inherit=True)
+    compile(setup or "pass", "<magic-timeit-setup>", "exec", dont_inherit=True)
+    timer = timeit.Timer(stmt or "pass", setup or "pass", timer=options["timer"], globals=namespace)
     number = options["number"]
-    if number is None:
-        number = 1
-        while True:
-            if timer.timeit(number) >= 0.2 or number >= 10 ** 9:
+    if number <= 0:
+        for index in range(10):
+            number = 10 ** index
+            if timer.timeit(number) >= 0.2:
                 break
-            number *= 10
     runs = options["repeat"]
-    result = TimeitResult(number, runs, [t / number for t in timer.repeat(runs, number)])
+    all_runs = timer.repeat(runs, number)
+    best, worst = min(all_runs) / number, max(all_runs) / number
+    result = TimeitResult(number, runs, best, worst, all_runs, 0.0, options["precision"])
     if not options["quiet"]:
+        if worst > 4 * best and best > 0 and worst > 1e-6:
+            print("The slowest run took %0.2f times longer than the fastest. This could mean that an intermediate "
+                  "result is being cached." % (worst / best))
         print(result)
     emit_status("timeit", ms=result.average * 1000.0, loops=number, runs=runs)
     return result if options["result"] else None
@@ -1939,7 +2590,7 @@ def _timeit(stmt, setup, ctx, options):
 def _magic_timeit(args, ctx):
     options, stmt = _parse_timeit_options(args)
     if not stmt:
-        raise UsageError("usage: %timeit [-n N] [-r R] [-q] [-o] <statement>")
+        return None
     return _timeit(transform(stmt), "", ctx, options)
 
 
@@ -2117,17 +2768,6 @@ def _run_body(body, ctx):
     return _execute(body, ctx.filename, ctx.globals, line_offset=ctx.lineno, register=False)
 
 
-def _cell_shell(shell):
-    def run(line, body, ctx):
-        options = _split_args(line)
-        status = run_process([shell, "-c", body])
-        if status != 0 and "--no-raise-error" not in options:
-            import subprocess
-
-            raise subprocess.CalledProcessError(status, "%%" + os.path.basename(shell))
-    return run
-
-
 def _cell_capture(line, body, ctx):
     options = _split_args(line)
     flags = {o for o in options if o.startswith("--")}
@@ -2145,6 +2785,8 @@ def _cell_capture(line, body, ctx):
 
 
 def _cell_time(line, body, ctx):
+    if line.strip():
+        raise UsageError("Can't use statement directly after '%%time'!")
     value = _timed(lambda: _run_body(body, ctx))
     return None if value is _NO_VALUE else value
 
@@ -2175,9 +2817,651 @@ _LINE_MAGICS.update({
     "pip": _magic_pip, "matplotlib": _magic_matplotlib,
 })
 _CELL_MAGICS.update({
-    "bash": _cell_shell("/bin/bash"), "sh": _cell_shell("/bin/sh"), "capture": _cell_capture,
+    "capture": _cell_capture,
     "time": _cell_time, "timeit": _cell_timeit, "writefile": _cell_writefile,
 })
+
+
+# ---------------------------------------------------------------------------
+# Magics: the rest of IPython's builtin set. Each works as in IPython or raises a UsageError
+# that says it is not supported here (and why); see _UNSUPPORTED_MAGICS.
+
+
+def _run_script(argv, body, line_options):
+    """%%script and its named forms: run argv with the body on stdin, as IPython does."""
+    import subprocess
+    import tempfile
+
+    out_name = err_name = None
+    raise_error = True
+    rest = []
+    options = list(line_options)
+    while options:
+        option = options.pop(0)
+        if option in ("--out", "--err", "--proc") and options:
+            if option == "--proc":
+                raise UsageError("%%script --proc needs a background process, which is not supported here")
+            if option == "--out":
+                out_name = options.pop(0)
+            else:
+                err_name = options.pop(0)
+        elif option == "--bg":
+            raise UsageError("%%script --bg (background scripts) is not supported here: a cell's processes end with it")
+        elif option == "--no-raise-error":
+            raise_error = False
+        else:
+            rest.append(option)
+    argv = argv + rest
+    if not argv:
+        raise UsageError("usage: %%script [--out VAR] [--err VAR] [--no-raise-error] program [args...]")
+    if not body.endswith("\n"):
+        body += "\n"
+    collected = {"stdout": [], "stderr": []}
+    sinks = (collected["stdout"].append if out_name else None, collected["stderr"].append if err_name else None)
+    with tempfile.TemporaryFile() as stdin:
+        stdin.write(body.encode("utf-8", "replace"))
+        stdin.seek(0)
+        try:
+            status = run_process(argv, stdin=stdin, sinks=sinks)
+        except FileNotFoundError:
+            print("Couldn't find program: %r" % argv[0])
+            return None
+    namespace = _state.namespace
+    if out_name:
+        namespace[out_name] = "".join(collected["stdout"])
+    if err_name:
+        namespace[err_name] = "".join(collected["stderr"])
+    if raise_error and status != 0:
+        raise subprocess.CalledProcessError(status, body)
+    return None
+
+
+def _cell_script(line, body, ctx):
+    return _run_script([], body, _split_args(line))
+
+
+def _named_script(program):
+    def run(line, body, ctx):
+        return _run_script([program], body, _split_args(line))
+    return run
+
+
+def _cell_sx(line, body, ctx):
+    return _magic_sx(body, ctx)
+
+
+class _DisplayObject:
+    """What %%html, %%svg, %%markdown, %%latex and %%javascript display (IPython.display's classes)."""
+
+    def __init__(self, kind, mime, data):
+        self._kind = kind
+        self._bundle = {mime: data}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return dict(self._bundle)
+
+    def __repr__(self):
+        return "<IPython.core.display.%s object>" % self._kind
+
+
+def _display_cell(kind, mime):
+    def run(line, body, ctx):
+        options = _split_args(line)
+        if kind == "HTML" and options and options != ["--isolated"]:
+            raise UsageError("usage: %%html [--isolated]")
+        display(_DisplayObject(kind, mime, body if body.endswith("\n") else body + "\n"))
+    return run
+
+
+def _shell_alias(command):
+    """IPython's default shell aliases (%cat, %cp, %ll, ...): run the command with the arguments appended."""
+    def run(args, ctx):
+        status = run_process(_shell_argv("%s %s" % (command, args) if args.strip() else command))
+        ctx.globals["_exit_code"] = status
+    return run
+
+
+def _magic_sx(args, ctx):
+    lines, ctx.globals["_exit_code"] = _shell_output(args)
+    return lines
+
+
+def _magic_pushd(args, ctx):
+    previous = os.getcwd()
+    _magic_cd(args, ctx)
+    _state.dir_stack.insert(0, previous)
+    return list(_state.dir_stack)
+
+
+def _magic_popd(args, ctx):
+    if not _state.dir_stack:
+        raise UsageError("%popd on empty stack")
+    target = _state.dir_stack.pop(0)
+    previous = os.getcwd()
+    os.chdir(target)
+    _state.previous_dir = previous
+    print(os.getcwd())
+    emit_status("cd", path=os.getcwd())
+    print("popd -> %s" % target)
+
+
+def _magic_dirs(args, ctx):
+    return list(_state.dir_stack)
+
+
+def _magic_xmode(args, ctx):
+    modes = {"context": "Context", "plain": "Plain", "verbose": "Verbose", "minimal": "Minimal"}
+    wanted = args.strip().lower()
+    if not wanted:
+        order = ["Plain", "Context", "Verbose", "Minimal"]
+        mode = order[(order.index(_state.xmode) + 1) % len(order)]
+    elif wanted in modes:
+        mode = modes[wanted]
+    else:
+        raise ValueError("Unrecognized mode in FormattedTB: <%s>\nValid modes: %s" % (args.strip(), list(modes.values())))
+    _state.xmode = mode
+    print("Exception reporting mode: %s" % mode)
+
+
+def _magic_precision(args, ctx):
+    text = args.strip()
+    numpy = sys.modules.get("numpy")
+    if not text:
+        _state.float_format = None
+        if numpy is not None:
+            numpy.set_printoptions(precision=8)
+        return "%r"
+    if "%" in text:
+        try:
+            text % 3.14159
+        except Exception:
+            raise ValueError("Precision must be int or format string, not %r" % text)
+        _state.float_format = text
+        if numpy is not None:
+            numpy.set_printoptions(precision=8)
+        return text
+    try:
+        digits = int(text)
+    except ValueError:
+        raise ValueError("Precision must be int or format string, not %r" % text)
+    if digits < 0:
+        raise ValueError("Precision must be int or format string, not %r" % text)
+    _state.float_format = "%%.%if" % digits
+    if numpy is not None:
+        numpy.set_printoptions(precision=digits)
+    return _state.float_format
+
+
+def _pretty_float(obj, p, cycle):
+    fmt = _state.float_format
+    p.text(repr(obj) if fmt is None else fmt % obj)
+
+
+def _magic_pprint(args, ctx):
+    _state.pretty_printing = not _state.pretty_printing
+    print("Pretty printing has been turned %s" % ("ON" if _state.pretty_printing else "OFF"))
+
+
+def _magic_xdel(args, ctx):
+    name = args.strip()
+    if not name:
+        raise UsageError("usage: %xdel <variable>")
+    try:
+        del ctx.globals[name]
+    except KeyError:
+        raise NameError("name '%s' is not defined" % name)
+
+
+def _magic_reset_selective(args, ctx):
+    parts = [part for part in args.split() if part != "-f"]
+    if len(parts) != 1:
+        raise UsageError("usage: %reset_selective [-f] <regex>")
+    pattern = re.compile(parts[0])
+    for name in user_names(ctx.globals):
+        if pattern.search(name):
+            del ctx.globals[name]
+
+
+def _magic_tb(args, ctx):
+    if _state.last_traceback is None:
+        raise UsageError("No traceback available to show.")
+    print("\n".join(_state.last_traceback))
+
+
+def _magic_history(args, ctx):
+    options = args.split()
+    numbered = "-n" in options
+    ranges = [o for o in options if not o.startswith("-")]
+    unknown = [o for o in options if o.startswith("-") and o != "-n"]
+    if unknown:
+        raise UsageError("%%history here supports -n and ranges (N, N-M), not %s" % " ".join(unknown))
+    history = _state.history
+    selected = []
+    for item in ranges or ["1-%d" % len(history)]:
+        match = re.match(r"^(\d+)(?:-(\d+))?$", item)
+        if match is None:
+            raise UsageError("%%history: cannot read the range %r (use N or N-M)" % item)
+        start = int(match.group(1))
+        end = int(match.group(2) or start)
+        selected.extend(n for n in range(start, end + 1) if n in history)
+    for number in selected:
+        source = history[number]
+        if numbered:
+            lines = source.split("\n")
+            print("%4d: %s" % (number, lines[0]) + "".join("\n      " + line for line in lines[1:]))
+        else:
+            print(source)
+
+
+def _magic_page(args, ctx):
+    name = args.strip().split(" ")[-1] if args.strip() else ""
+    if not name:
+        raise UsageError("usage: %page <object>")
+    print(pretty(eval(name, ctx.globals, ctx.locals)))
+
+
+def _magic_pycat(args, ctx):
+    path = _single_path(args)
+    if not path:
+        raise UsageError("usage: %pycat <path>")
+    with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as handle:
+        print(handle.read(), end="")
+
+
+def _inspected(args, ctx, what):
+    import inspect
+
+    name = args.strip()
+    if not name:
+        raise UsageError("usage: %%%s <object>" % what)
+    try:
+        obj = eval(name, ctx.globals, ctx.locals)
+    except Exception:
+        print("Object `%s` not found." % name)
+        return None, None, inspect
+    return name, obj, inspect
+
+
+def _magic_pdoc(args, ctx):
+    name, obj, inspect = _inspected(args, ctx, "pdoc")
+    if name is not None:
+        print(inspect.getdoc(obj) or "No documentation found for %s" % name)
+
+
+def _magic_pdef(args, ctx):
+    name, obj, inspect = _inspected(args, ctx, "pdef")
+    if name is None:
+        return
+    try:
+        print(" %s%s" % (name, inspect.signature(obj)))
+    except (TypeError, ValueError):
+        print("No definition header found for %s" % name)
+
+
+def _magic_psource(args, ctx):
+    name, obj, inspect = _inspected(args, ctx, "psource")
+    if name is None:
+        return
+    try:
+        print(inspect.getsource(obj), end="")
+    except (TypeError, OSError):
+        print("No source found for %s" % name)
+
+
+def _magic_pfile(args, ctx):
+    name, obj, inspect = _inspected(args, ctx, "pfile")
+    if name is None:
+        return
+    try:
+        path = inspect.getsourcefile(obj)
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            print(handle.read(), end="")
+    except (TypeError, OSError):
+        print("No file found for %s" % name)
+
+
+def _magic_pinfo(args, ctx):
+    text = args.strip().rstrip("?")
+    name, obj, inspect = _inspected(text, ctx, "pinfo")
+    if name is None:
+        return
+    lines = []
+    try:
+        lines.append("Signature: %s%s" % (name, inspect.signature(obj)))
+    except (TypeError, ValueError):
+        pass
+    if not callable(obj) or isinstance(obj, type):
+        lines.append("Type:      %s" % type(obj).__name__)
+        lines.append("String form: %s" % _short_value(obj))
+    doc = inspect.getdoc(obj)
+    lines.append("Docstring: %s" % (doc if doc else "<no docstring>"))
+    try:
+        lines.append("File:      %s" % inspect.getsourcefile(obj))
+    except TypeError:
+        pass
+    if callable(obj) and not isinstance(obj, type):
+        lines.append("Type:      %s" % type(obj).__name__)
+    print("\n".join(lines))
+
+
+def _magic_psearch(args, ctx):
+    import fnmatch
+
+    pattern = args.strip()
+    if not pattern:
+        raise UsageError("usage: %psearch <pattern with * and ?>")
+    names = sorted(set(ctx.globals) | set(dir(builtins)))
+    for name in names:
+        if fnmatch.fnmatchcase(name, pattern) and not name.startswith("_"):
+            print(name)
+
+
+def _magic_alias_magic(args, ctx):
+    parts = _split_args(args)
+    kinds = {p for p in parts if p in ("-l", "--line", "-c", "--cell")}
+    names = [p.lstrip("%") for p in parts if p not in kinds]
+    if len(names) != 2:
+        raise UsageError("usage: %alias_magic [-l] [-c] NAME TARGET")
+    new, target = names
+    line = not kinds or kinds & {"-l", "--line"}
+    cell = not kinds or kinds & {"-c", "--cell"}
+    found = False
+    if line and target in _LINE_MAGICS:
+        _LINE_MAGICS[new] = _LINE_MAGICS[target]
+        print("Created `%%%s` as an alias for `%%%s`." % (new, target))
+        found = True
+    if cell and target in _CELL_MAGICS:
+        _CELL_MAGICS[new] = _CELL_MAGICS[target]
+        print("Created `%%%%%s` as an alias for `%%%%%s`." % (new, target))
+        found = True
+    if not found:
+        raise UsageError("Magic `%s` not found." % target)
+
+
+def _magic_lsmagic(args, ctx):
+    line = "  ".join("%" + name for name in sorted(_LINE_MAGICS))
+    cell = "  ".join("%%" + name for name in sorted(_CELL_MAGICS))
+    print("Available line magics:\n%s\n\nAvailable cell magics:\n%s\n\nAutomagic is OFF, %% prefix IS needed for "
+          "line magics.\n\nNot supported here: %s" % (line, cell, "  ".join(sorted(_UNSUPPORTED_MAGICS))))
+
+
+def _magic_magic(args, ctx):
+    print("IPython's magic functions work in cells here: %name args (line magics) and %%name on a cell's first "
+          "line (cell magics); !cmd runs a shell command and var = !cmd captures its output. %lsmagic lists them.")
+
+
+def _magic_config(args, ctx):
+    text = args.strip()
+    match = re.match(r"^InlineBackend\.(figure_formats?)\s*=\s*(.+)$", text)
+    if match is None:
+        raise UsageError("%%config here supports only InlineBackend.figure_format(s) = ... (got %r)" % text)
+    try:
+        value = ast.literal_eval(match.group(2).strip())
+    except (ValueError, SyntaxError):
+        raise UsageError("%%config: cannot read %s" % match.group(2))
+    formats = [value] if isinstance(value, str) else list(value)
+    allowed = {"png", "retina", "svg", "pdf"}
+    if not formats or not all(isinstance(f, str) and f in allowed for f in formats):
+        raise ValueError("supported formats are: %s not %s" % (", ".join(repr(f) for f in sorted(allowed)), value))
+    _figure_formats[:] = formats
+
+
+def _magic_conda(args, ctx):
+    import shutil
+
+    for program in ("conda", "mamba", "micromamba"):
+        path = shutil.which(program)
+        if path is not None:
+            argv = _split_args(args)
+            if argv and argv[0] in ("install", "remove", "update", "uninstall") and "--prefix" not in argv \
+                    and "-p" not in argv:
+                argv[1:1] = ["--prefix", sys.prefix]
+            status = run_process([path] + argv)
+            if status != 0:
+                print("Note: %s exited with status %d" % (program, status))
+            return None
+    raise UsageError("The conda command could not be found on PATH; %conda works only in a conda environment.")
+
+
+def _magic_prun(args, ctx):
+    options, stmt = _parse_prun_options(args)
+    return _prun(transform(stmt), ctx, options)
+
+
+def _cell_prun(line, body, ctx):
+    options, stmt = _parse_prun_options(line)
+    return _prun(transform(stmt + "\n" + body if stmt.strip() else body), ctx, options)
+
+
+def _parse_prun_options(args):
+    options = {"sort": [], "limit": [], "return": False, "quiet": False, "dump": None, "text": None}
+    rest = args.strip()
+    while rest.startswith("-"):
+        match = re.match(r"-([slDT])\s*(\S+)\s*|-([rq]+)(?=\s|$)\s*", rest)
+        if match is None:
+            break
+        if match.group(1) == "s":
+            options["sort"].append(match.group(2))
+        elif match.group(1) == "l":
+            limit = match.group(2)
+            options["limit"].append(int(limit) if limit.isdigit() else float(limit) if re.match(r"^\d*\.\d+$", limit)
+                                    else limit)
+        elif match.group(1) == "D":
+            options["dump"] = match.group(2)
+        elif match.group(1) == "T":
+            options["text"] = match.group(2)
+        else:
+            options["return"] = options["return"] or "r" in match.group(3)
+            options["quiet"] = options["quiet"] or "q" in match.group(3)
+        rest = rest[match.end():]
+    return options, rest
+
+
+def _prun(code_text, ctx, options):
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    code = compile(code_text or "pass", "<string>", "exec", dont_inherit=True)
+    try:
+        profile.runctx(code, ctx.globals, ctx.locals)
+    except SystemExit:
+        pass
+    stream = io.StringIO()
+    stats = pstats.Stats(profile, stream=stream)
+    stats.strip_dirs().sort_stats(*(options["sort"] or ["time"]))
+    stats.print_stats(*options["limit"])
+    text = stream.getvalue().rstrip()
+    if not options["quiet"]:
+        print(text)
+    if options["dump"]:
+        profile.dump_stats(options["dump"])
+        print("\n*** Profile stats marshalled to file %r." % options["dump"])
+    if options["text"]:
+        with open(options["text"], "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print("\n*** Profile printout saved to text file %r." % options["text"])
+    return stats if options["return"] else None
+
+
+_IPYTHON_EXTENSIONS = frozenset({"autoreload", "storemagic"})
+
+
+def _magic_load_ext(args, ctx):
+    import importlib
+
+    name = args.strip()
+    if not name:
+        raise UsageError("Missing module name.")
+    if name in _IPYTHON_EXTENSIONS:
+        raise UsageError("%%load_ext %s: IPython's own extension %s needs the IPython shell, which this kernel is "
+                         "not; use importlib.reload() to reload a changed module" % (name, name))
+    if name in _state.extensions:
+        print("The %s extension is already loaded. To reload it, use:\n  %%reload_ext %s" % (name, name))
+        return None
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        raise ModuleNotFoundError("No module named %r" % name, name=name) from None
+    _load_extension(name, module)
+    return None
+
+
+def _load_extension(name, module):
+    load = getattr(module, "load_ipython_extension", None)
+    if load is not None:
+        try:
+            load(_ExtensionShell())
+        except _ShellFeatureMissing as exc:
+            raise UsageError("the %s extension needs the IPython shell's %s, which this kernel does not have"
+                             % (name, exc))
+    _state.extensions[name] = module
+
+
+def _magic_reload_ext(args, ctx):
+    import importlib
+
+    name = args.strip()
+    if not name:
+        raise UsageError("Missing module name.")
+    module = _state.extensions.pop(name, None)
+    if module is not None:
+        unload = getattr(module, "unload_ipython_extension", None)
+        if unload is not None:
+            unload(_ExtensionShell())
+        module = importlib.reload(module)
+    else:
+        module = importlib.import_module(name)
+    _load_extension(name, module)
+
+
+def _magic_unload_ext(args, ctx):
+    name = args.strip()
+    module = _state.extensions.get(name)
+    if module is None:
+        print("The %s extension is not loaded." % name)
+        return
+    unload = getattr(module, "unload_ipython_extension", None)
+    if unload is None:
+        print("The %s extension doesn't define how to unload it." % name)
+        return
+    unload(_ExtensionShell())
+    del _state.extensions[name]
+
+
+class _ShellFeatureMissing(AttributeError):
+    pass
+
+
+class _ExtensionShell:
+    """The part of IPython's shell an extension's load_ipython_extension(ip) may use here."""
+
+    @property
+    def user_ns(self):
+        return _state.namespace
+
+    def push(self, variables, interactive=True):
+        """Put names into the user namespace."""
+        _state.namespace.update(variables)
+
+    def register_magic_function(self, func, magic_kind="line", magic_name=None):
+        """Register func as a %name (line) or %%name (cell) magic."""
+        name = magic_name or func.__name__
+        if magic_kind == "cell":
+            register_cell_magic(name, func)
+        elif magic_kind == "line_cell":
+            register_line_magic(name, lambda line: func(line, None))
+            register_cell_magic(name, func)
+        else:
+            register_line_magic(name, func)
+
+    def __getattr__(self, name):
+        raise _ShellFeatureMissing(name)
+
+
+_UNSUPPORTED_MAGICS = {
+    "alias": "shell aliases cannot be defined; use !cmd or %%bash",
+    "unalias": "shell aliases cannot be defined",
+    "autoawait": "top-level await always works here",
+    "autocall": "automatic calling (f x for f(x)) is not available",
+    "automagic": "automagic is off: magics need their % prefix",
+    "autosave": "there is no notebook to save",
+    "bookmark": "directory bookmarks are not kept; use %cd with a path",
+    "dhist": "the directory history is not kept; %dirs shows the %pushd stack",
+    "clear": "the output area cannot be cleared",
+    "colors": "output is not coloured",
+    "connect_info": "the kernel has no Jupyter connection file",
+    "qtconsole": "the kernel has no Jupyter connection",
+    "notebook": "there is no notebook to export; the host can export a session as .ipynb",
+    "debug": "interactive debuggers need a terminal; the kernel's stdin carries requests",
+    "pdb": "interactive debuggers need a terminal; the kernel's stdin carries requests",
+    "doctest_mode": "the prompts cannot change",
+    "ed": "editors need a terminal",
+    "edit": "editors need a terminal",
+    "gui": "GUI event loops are not integrated; figures render inline",
+    "pylab": "use import numpy as np; import matplotlib.pyplot as plt (figures render inline)",
+    "killbgscripts": "%%script --bg is not supported, so there are no background scripts",
+    "logoff": "session logging is not available",
+    "logon": "session logging is not available",
+    "logstart": "session logging is not available",
+    "logstate": "session logging is not available",
+    "logstop": "session logging is not available",
+    "macro": "macros are not available",
+    "pastebin": "nothing is uploaded from the kernel",
+    "quickref": "use %lsmagic and %magic",
+    "recall": "there is no input line to edit",
+    "rep": "there is no input line to edit",
+    "rerun": "cells cannot be re-run from inside the kernel; send them again",
+    "save": "use %%writefile to write code to a file",
+    "rehashx": "shell aliases are not kept",
+    "sc": "%sc is deprecated in IPython; use var = !cmd",
+    "store": "no state is kept across kernels",
+    "autoreload": "IPython's autoreload extension needs the IPython shell; use importlib.reload()",
+    "debug_cell": "interactive debuggers need a terminal",
+}
+
+
+def _unsupported(name):
+    reason = _UNSUPPORTED_MAGICS[name]
+
+    def run(*args):
+        raise UsageError("%%%s is an IPython magic that is not supported here: %s." % (name, reason))
+    return run
+
+
+_LINE_MAGICS.update({
+    "sx": _magic_sx, "system": _magic_sx, "pushd": _magic_pushd, "popd": _magic_popd, "dirs": _magic_dirs,
+    "xmode": _magic_xmode, "precision": _magic_precision, "pprint": _magic_pprint, "xdel": _magic_xdel,
+    "reset_selective": _magic_reset_selective, "tb": _magic_tb, "history": _magic_history, "hist": _magic_history,
+    "page": _magic_page, "pycat": _magic_pycat, "less": _magic_pycat, "more": _magic_pycat, "pdoc": _magic_pdoc,
+    "pdef": _magic_pdef, "psource": _magic_psource, "pfile": _magic_pfile, "pinfo": _magic_pinfo,
+    "pinfo2": _magic_pinfo, "psearch": _magic_psearch, "alias_magic": _magic_alias_magic, "lsmagic": _magic_lsmagic,
+    "magic": _magic_magic, "config": _magic_config, "conda": _magic_conda, "mamba": _magic_conda,
+    "micromamba": _magic_conda, "prun": _magic_prun, "load_ext": _magic_load_ext, "reload_ext": _magic_reload_ext,
+    "unload_ext": _magic_unload_ext, "loadpy": _magic_load,
+    "cat": _shell_alias("cat"), "cp": _shell_alias("cp"), "mv": _shell_alias("mv"), "rm": _shell_alias("rm"),
+    "mkdir": _shell_alias("mkdir"), "rmdir": _shell_alias("rmdir"), "man": _shell_alias("man"),
+    "ll": _shell_alias("ls -F -o"), "lf": _shell_alias("ls -F -o | grep ^-"),
+    "lk": _shell_alias("ls -F -o | grep ^l"), "lx": _shell_alias("ls -F -o | grep ^-..x"),
+    "ldir": _shell_alias("ls -F -o | grep /$"),
+})
+_LINE_MAGICS.update({name: _unsupported(name) for name in _UNSUPPORTED_MAGICS if name != "debug_cell"})
+_PRETTY_TYPES[float] = _pretty_float
+_CELL_MAGICS.update({
+    "file": _cell_writefile, "script": _cell_script, "!": _cell_sx, "sx": _cell_sx, "system": _cell_sx,
+    "html": _display_cell("HTML", "text/html"), "HTML": _display_cell("HTML", "text/html"),
+    "svg": _display_cell("SVG", "image/svg+xml"), "SVG": _display_cell("SVG", "image/svg+xml"),
+    "markdown": _display_cell("Markdown", "text/markdown"), "latex": _display_cell("Latex", "text/latex"),
+    "javascript": _display_cell("Javascript", "application/javascript"),
+    "js": _display_cell("Javascript", "application/javascript"), "prun": _cell_prun,
+    "debug": _unsupported("debug_cell"),
+})
+_CELL_MAGICS.update({name: _named_script(name) for name in ("perl", "ruby", "python", "python2", "pypy")})
+_CELL_MAGICS["python3"] = _named_script("python3")
+_CELL_MAGICS["bash"] = _named_script("bash")
+_CELL_MAGICS["sh"] = _named_script("sh")
 
 
 # ---------------------------------------------------------------------------
@@ -2253,7 +3537,7 @@ def _protocol_error(request_id, text):
 
 def _diagnose(text):
     try:
-        os.write(2, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))
+        os.write(_diagnostic_fd, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))
     except OSError:
         pass
 
@@ -2343,7 +3627,17 @@ def _run_cell(request, filename):
     if request.store_history:
         ns["_"] = value
     _flush_streams()
-    _send({"type": "result", "id": request.id, "bundle": mime_bundle(value)})
+    bundle = mime_bundle(value)
+    if any(mime.startswith("image/") for mime in bundle):
+        _shown_figures.add(id(value))
+    _send({"type": "result", "id": request.id, "bundle": bundle})
+
+
+def cell_filename(request):
+    """``<cell-N>`` for a cell that gets execution count N; ``<hidden-K>`` (K counts all requests) for the rest."""
+    if not request.silent and request.store_history:
+        return "<cell-%d>" % _state.execution_count
+    return "<hidden-%d>" % _state.cell_seq
 
 
 def _record_protected(before, ns):
@@ -2362,6 +3656,7 @@ def _handle_request(request):
     st.cell_seq += 1
     if not request.silent and request.store_history:
         st.execution_count += 1
+        st.history[st.execution_count] = request.code
     failure = None
     before = dict(st.namespace) if request.silent else None
     st.pending = False
@@ -2375,7 +3670,7 @@ def _handle_request(request):
         try:
             _apply_context(request)
             if request.code.strip():
-                _user_call(_run_cell, request, "<cell-%d>" % st.cell_seq)
+                _user_call(_run_cell, request, cell_filename(request))
         except BaseException as exc:
             failure = exc
         if request.code.strip():
@@ -2398,6 +3693,10 @@ def _finish_request(request, failure, before):
         if failure is not None:
             frame = {"type": "error", "id": request.id}
             frame.update(error_fields(failure))
+            if not request.silent:
+                st.last_traceback = frame["traceback"]
+            if st.xmode == "Minimal":
+                frame["traceback"] = frame["traceback"][-1:]
             _send(frame)
     except Exception as exc:
         _diagnose("finishing request %r failed: %s: %s" % (request.id, type(exc).__name__, exc))
@@ -2448,7 +3747,7 @@ _RUNTIME_EXPORTS = (
     "execution_count", "user_namespace", "user_names", "protected_names", "register_line_magic",
     "register_cell_magic", "run_process", "system", "getoutput", "transform", "SList", "CapturedIO",
     "CapturedOutput", "UsageError", "TimeitResult", "line_magic", "cell_magic", "misplaced_cell_magic",
-    "expand", "format_duration", "STATUS_MIME",
+    "expand", "format_duration", "STATUS_MIME", "pretty", "PrettyPrinter", "register_formatter",
 )
 
 
@@ -2482,14 +3781,29 @@ def _build_runtime():
 _runtime = _build_runtime()
 
 
-def _install_fds():
-    global _frame_fd, _redeliver_wake
-    _frame_fd = os.dup(1)
+def _pipe_fd(fd, pump):
+    """Point fd at a new pipe whose read end pump drains (so the cell's writes to fd become its frames)."""
     read_end, write_end = os.pipe()
-    os.dup2(write_end, 1)
+    os.dup2(write_end, fd)
     os.close(write_end)
     os.set_blocking(read_end, False)
-    _fd_pump.fd = read_end
+    pump.fd = read_end
+
+
+def _install_fds():
+    """Frames go to a copy of fd 1; fd 1 and 2 become pipes into the pumps; runner diagnostics and
+    fatal-error tracebacks (faulthandler) go to a copy of the original fd 2; fd 0 reads /dev/null."""
+    global _frame_fd, _redeliver_wake, _diagnostic_fd
+    _frame_fd = os.dup(1)
+    _diagnostic_fd = os.dup(2)
+    _pipe_fd(1, _fd_pump)
+    _pipe_fd(2, _fd2_pump)
+    try:
+        import faulthandler
+
+        faulthandler.enable(_diagnostic_fd)
+    except (ImportError, OSError, ValueError, RuntimeError):
+        pass
     request_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -2524,6 +3838,7 @@ def main():
     requests = queue.SimpleQueue()
     stream = io.open(request_fd, "rb")
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
+    threading.Thread(target=_fd2_pump.run, name="veyyon-stderr", daemon=True).start()
     threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
     threading.Thread(target=_read_requests, args=(stream, requests), name="veyyon-stdin", daemon=True).start()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
@@ -2537,7 +3852,7 @@ _CRITICAL_CODES = frozenset(fn.__code__ for fn in (
     _write_line, _send, _send_raw, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
     _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
-    _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker,
+    _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,
 ))
 
 

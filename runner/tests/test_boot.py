@@ -152,10 +152,10 @@ class BootTest(unittest.TestCase):
 
     def test_the_prelude_loads_from_its_cache_and_keeps_its_semantics(self):
         self.serve("1")
-        key = ("<cell-2>\0" + self.prelude).encode("utf-8", "surrogatepass")
+        key = ("<hidden-2>\0" + self.prelude).encode("utf-8", "surrogatepass")
         self.assertEqual(self.prelude.count(_PRELUDE_SNAPSHOT), 1)
         marked = self.prelude.replace(_PRELUDE_SNAPSHOT, _PRELUDE_SNAPSHOT + "PRELUDE_MARK = 'from the cache'\n")
-        self.plant("prelude", key, marked, "<cell-2>")
+        self.plant("prelude", key, marked, "<hidden-2>")
         frames = self.serve(
             "import sys\nprint(sys.modules['veyyon_prelude'].PRELUDE_MARK)",
             "print(sorted(__veyyon__.protected_names()))",

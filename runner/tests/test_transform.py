@@ -345,7 +345,7 @@ class HelpersTest(unittest.TestCase):
         self.assertEqual(runner.format_duration(2.5), "2.5 s")
         self.assertEqual(runner.format_duration(4.2e-6), "4.2 µs")
         self.assertEqual(runner.format_duration(3e-8), "30 ns")
-        self.assertEqual(runner.format_duration(125), "2min 5.0s")
+        self.assertEqual(runner.format_duration(125), "2min 5s")
 
     def test_modules_to_evict(self):
         names = ["foo", "foo.bar", "foobar", "sys", "baz.qux"]

@@ -2,7 +2,7 @@
  * MIME bundles (from `display()` and cell results) picked apart and rendered as text.
  *
  * Text precedence: `text/markdown`, then `text/plain`, then `text/html` converted to
- * basic Markdown. Alongside, `application/json` is kept as a JSON value, `image/png`
+ * basic Markdown (also when `text/plain` is only a default `<… object at 0x…>` repr). Alongside, `application/json` is kept as a JSON value, `image/png`
  * and `image/jpeg` as base64 payloads, `application/x-veyyon-status` as a status event.
  * A bundle without text falls back to its JSON, then image placeholders such as
  * `[image/png 640x480, 12.3 KB]`, then its status line, then a list of its MIME types.
@@ -39,13 +39,25 @@ const textValue = (value: unknown): string | undefined => {
   return undefined
 }
 
-/** The bundle's text by precedence: markdown, plain, then HTML as Markdown. */
+/**
+ * A default object repr, which names the object's type and nothing of its content:
+ * Python's `<mod.Cls object at 0x…>`, IPython's `<mod.Cls at 0x…>`, `<IPython.core.display.HTML object>`.
+ */
+const DEFAULT_REPR = /^<[A-Za-z_][\w.]*(?: object(?: at 0x[0-9a-fA-F]+)?| at 0x[0-9a-fA-F]+)>$/
+
+/** Whether a text/plain value is only a default object repr. */
+export const isDefaultRepr = (plain: string): boolean => DEFAULT_REPR.test(plain.trim())
+
+/**
+ * The bundle's text by precedence: markdown, plain, then HTML as Markdown; HTML wins over a
+ * plain text that is only a default object repr (an object that shows itself only as HTML).
+ */
 export const bundleText = (bundle: MimeBundle): Option.Option<string> => {
   const markdown = textValue(bundle["text/markdown"])
   if (markdown !== undefined) return Option.some(markdown)
   const plain = textValue(bundle["text/plain"])
-  if (plain !== undefined) return Option.some(plain)
   const html = textValue(bundle["text/html"])
+  if (plain !== undefined && (html === undefined || !isDefaultRepr(plain))) return Option.some(plain)
   return html === undefined ? Option.none() : Option.some(htmlToMarkdown(html))
 }
 

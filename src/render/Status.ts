@@ -1,9 +1,12 @@
 /**
- * Status events from magics and prelude helpers as short lines: `cd /tmp`,
- * `time 12.3 ms`, `timeit 1.23 µs per loop (7 runs × 100000 loops)`, `pip install numpy`,
- * `find 3 matches`, and `op key=value …` for any other op. Fields an op does not
- * describe are appended as `key=value`. Watchdog control (`timeout` pause/resume) is
- * not for people and renders as nothing.
+ * Status events from magics and prelude helpers as short lines: `find 3 matches`,
+ * `pip: evicted numpy (re-imported fresh on next import)`, and `op key=value …` for any
+ * other op. Fields an op does not describe are appended as `key=value`. Each fact shows
+ * once in the text: `cd`, `time` and `timeit` render as nothing, because the magic that
+ * sent them printed the same fact (`%cd` the path, `%time` its CPU and wall times,
+ * `%timeit` its summary); `pip` shows only the modules it evicted, as pip prints the rest.
+ * Watchdog control (`timeout` pause/resume) is not for people and renders as nothing.
+ * The events themselves stay structured for event handlers and JSON output.
  */
 import { Option } from "effect"
 
@@ -15,32 +18,6 @@ export interface StatusEvent {
 
 /** The longest a single field value is shown, in characters. */
 const MAX_VALUE_CHARS = 120
-
-const DURATION_UNITS: ReadonlyArray<{ readonly unit: string; readonly perMs: number }> = [
-  { unit: "ns", perMs: 1e6 },
-  { unit: "µs", perMs: 1e3 },
-  { unit: "ms", perMs: 1 },
-  { unit: "s", perMs: 1e-3 }
-]
-
-const threeSignificant = (value: number): string =>
-  value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)
-
-/** A duration given in milliseconds, to three significant digits: `812 ns`, `1.23 µs`, `12.3 ms`, `4.56 s`, `2 min 3.4 s`. */
-export const formatDuration = (ms: number): string => {
-  if (!Number.isFinite(ms) || ms < 0) return `${ms} ms`
-  if (ms === 0) return "0 ms"
-  if (ms >= 60_000) {
-    const minutes = Math.floor(ms / 60_000)
-    const seconds = (ms - minutes * 60_000) / 1000
-    return `${minutes} min ${seconds.toFixed(1)} s`
-  }
-  for (const { perMs, unit } of DURATION_UNITS) {
-    const shown = threeSignificant(ms * perMs)
-    if (Number(shown) < 1000 || unit === "s") return `${shown} ${unit}`
-  }
-  return `${ms} ms`
-}
 
 const plural = (count: number, singular: string, pluralForm: string = `${singular}s`): string =>
   `${count} ${count === 1 ? singular : pluralForm}`
@@ -74,34 +51,9 @@ const words = (value: unknown): string | undefined => {
   return undefined
 }
 
-const renderCd = ({ fields }: StatusEvent): string | undefined =>
-  typeof fields.path === "string" ? line(["cd", fields.path], keyValues(fields, ["path"])) : undefined
-
-const renderTime = ({ fields }: StatusEvent): string | undefined =>
-  isNumber(fields.ms) ? line(["time", formatDuration(fields.ms)], keyValues(fields, ["ms"])) : undefined
-
-const renderTimeit = ({ fields }: StatusEvent): string | undefined => {
-  if (!isNumber(fields.ms)) return undefined
-  const runs = isNumber(fields.runs) ? fields.runs : undefined
-  const loops = isNumber(fields.loops) ? fields.loops : undefined
-  const counts = [
-    ...(runs === undefined ? [] : [plural(runs, "run")]),
-    ...(loops === undefined ? [] : [plural(loops, "loop")])
-  ]
-  const detail = counts.length === 0 ? [] : [`(${counts.join(" × ")})`]
-  return line(["timeit", formatDuration(fields.ms), "per loop", ...detail], keyValues(fields, ["ms", "runs", "loops"]))
-}
-
-const renderPip = ({ fields }: StatusEvent): string | undefined => {
-  const args = words(fields.args)
-  if (args !== undefined) return line(["pip", args], keyValues(fields, ["args"]))
-  const action = words(fields.action) ?? words(fields.command)
-  const packages = words(fields.packages)
-  if (action === undefined && packages === undefined) return undefined
-  return line(
-    ["pip", ...(action === undefined ? [] : [action]), ...(packages === undefined ? [] : [packages])],
-    keyValues(fields, ["action", "command", "packages"])
-  )
+const renderPip = ({ fields }: StatusEvent): string | null => {
+  const evicted = words(fields.evicted)
+  return evicted === undefined ? null : `pip: evicted ${evicted.split(" ").join(", ")} (re-imported fresh on next import)`
 }
 
 const renderFind = ({ fields }: StatusEvent): string | undefined =>
@@ -113,10 +65,11 @@ const renderKernelRestart = ({ fields }: StatusEvent): string =>
   `── the kernel died (${words(fields.exit) ?? "unexpectedly"}); the output above is from the first attempt; ` +
   `the cell runs again in a fresh kernel ──`
 
-const RENDERERS: Readonly<Record<string, (event: StatusEvent) => string | undefined>> = {
-  cd: renderCd,
-  time: renderTime,
-  timeit: renderTimeit,
+/** Ops whose fact the magic that sent them already printed on stdout. */
+const PRINTED_OPS: ReadonlySet<string> = new Set(["cd", "time", "timeit"])
+
+/** Per-op renderers: a line, `null` when there is nothing to add, `undefined` to fall back to the generic line. */
+const RENDERERS: Readonly<Record<string, (event: StatusEvent) => string | null | undefined>> = {
   pip: renderPip,
   find: renderFind,
   "kernel-restart": renderKernelRestart
@@ -126,9 +79,9 @@ const RENDERERS: Readonly<Record<string, (event: StatusEvent) => string | undefi
 export const isWatchdogControl = (event: StatusEvent): boolean =>
   event.op === "timeout" && (event.fields.action === "pause" || event.fields.action === "resume")
 
-/** The status line for an event; `None` for watchdog control, which people need not see. */
+/** The status line for an event; `None` for watchdog control and for facts the cell's text already shows. */
 export const renderStatus = (event: StatusEvent): Option.Option<string> => {
-  if (isWatchdogControl(event)) return Option.none()
+  if (isWatchdogControl(event) || PRINTED_OPS.has(event.op)) return Option.none()
   const specific = Object.hasOwn(RENDERERS, event.op) ? RENDERERS[event.op]!(event) : undefined
-  return Option.some(specific ?? renderGeneric(event))
+  return specific === null ? Option.none() : Option.some(specific ?? renderGeneric(event))
 }

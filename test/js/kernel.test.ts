@@ -78,6 +78,8 @@ describe("JavaScript kernel", () => {
       expect(error.traceback.some((line) => /at inner \(<cell-\d+>:1:\d+\)/.test(line))).toBe(true)
       expect(error.traceback.join("\n")).not.toMatch(/runner\.mjs|node:inspector|veyyon-runner/)
       expect(doneOf(thrown)).toMatchObject({ status: "error", cancelled: false })
+      const count = (doneOf(thrown) as { executionCount: number }).executionCount
+      expect(error.traceback.some((line) => line.includes(`at inner (<cell-${count}>:1:`))).toBe(true)
 
       const syntax = errorOf(yield* run(kernel, "let ok = 1\nlet = ;"))!
       expect(syntax.ename).toBe("SyntaxError")
@@ -161,7 +163,7 @@ describe("JavaScript kernel", () => {
       expect(typeof bundles[2]!["text/plain"]).toBe("string")
       expect(bundles[3]).toMatchObject({ "text/markdown": "**md**" })
       expect(bundles[4]).toMatchObject({ "image/png": Buffer.from([0x89, 0x50, 0x4e, 0x47]).toString("base64") })
-      expect(bundles[5]).toMatchObject({ "text/html": "<p>p</p>" })
+      expect(bundles[5]).toEqual({ "text/html": "<p>p</p>" })
       const result = outputs.find((o) => o._tag === "Result")
       expect(result?._tag === "Result" && result.bundle["text/html"]).toBe("<i>rich</i>")
       expect(errorOf(yield* run(kernel, "display('x', { raw: true })"))?.ename).toBe("TypeError")

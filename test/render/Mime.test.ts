@@ -12,7 +12,7 @@ import {
   readBundle,
   renderBundle
 } from "../../src/render/Mime.ts"
-import { formatDuration, renderStatus } from "../../src/render/Status.ts"
+import { renderStatus } from "../../src/render/Status.ts"
 import { jpegBase64, pngBase64 } from "./images.ts"
 
 describe("imageFacts", () => {
@@ -66,15 +66,18 @@ const line = (op: string, fields: Record<string, unknown>) => Option.getOrUndefi
 
 describe("renderStatus", () => {
   it("renders the known ops as short lines", () => {
-    expect(line("cd", { path: "/tmp" })).toBe("cd /tmp")
-    expect(line("time", { ms: 12.34 })).toBe("time 12.3 ms")
-    expect(line("timeit", { ms: 0.00123, loops: 100000, runs: 7 })).toBe("timeit 1.23 µs per loop (7 runs × 100000 loops)")
-    expect(line("timeit", { ms: 2500, loops: 1, runs: 1 })).toBe("timeit 2.50 s per loop (1 run × 1 loop)")
-    expect(line("pip", { args: "install numpy" })).toBe("pip install numpy")
-    expect(line("pip", { args: ["install", "-q", "rich"], returncode: 0 })).toBe("pip install -q rich returncode=0")
-    expect(line("pip", { action: "install", packages: ["a", "b"] })).toBe("pip install a b")
+    expect(line("pip", { args: ["install", "vytiny"], exitCode: 0, evicted: ["vytiny", "other"] })).toBe(
+      "pip: evicted vytiny, other (re-imported fresh on next import)"
+    )
     expect(line("find", { count: 3 })).toBe("find 3 matches")
     expect(line("find", { count: 1, pattern: "*.py" })).toBe("find 1 match pattern=*.py")
+  })
+
+  it("renders nothing for facts the magic printed already: cd, time, timeit, pip without evictions", () => {
+    expect(line("cd", { path: "/tmp" })).toBeUndefined()
+    expect(line("time", { ms: 12.34 })).toBeUndefined()
+    expect(line("timeit", { ms: 0.00123, loops: 100000, runs: 7 })).toBeUndefined()
+    expect(line("pip", { args: ["--version"], exitCode: 0, evicted: [] })).toBeUndefined()
   })
 
   it("renders nothing for watchdog pause/resume", () => {
@@ -86,7 +89,6 @@ describe("renderStatus", () => {
     expect(line("sync", { files: 3, target: "s3://bucket/x", note: "two words", ok: true, meta: { a: 1 } })).toBe(
       "sync files=3 target=s3://bucket/x note=\"two words\" ok=true meta={\"a\":1}"
     )
-    expect(line("cd", { where: "/tmp" })).toBe("cd where=/tmp")
     expect(line("timeout", { action: "extend", seconds: 5 })).toBe("timeout action=extend seconds=5")
     expect(line("bare", {})).toBe("bare")
   })
@@ -101,18 +103,6 @@ describe("renderStatus", () => {
   })
 })
 
-describe("formatDuration", () => {
-  it("keeps three significant digits in a fitting unit", () => {
-    expect(formatDuration(0)).toBe("0 ms")
-    expect(formatDuration(0.000812)).toBe("812 ns")
-    expect(formatDuration(0.0123)).toBe("12.3 µs")
-    expect(formatDuration(0.9996)).toBe("1.00 ms")
-    expect(formatDuration(123.4)).toBe("123 ms")
-    expect(formatDuration(4560)).toBe("4.56 s")
-    expect(formatDuration(123_400)).toBe("2 min 3.4 s")
-  })
-})
-
 describe("bundleText", () => {
   it("prefers markdown, then plain text, then HTML as Markdown", () => {
     const all = { "text/markdown": "**md**", "text/plain": "plain", "text/html": "<b>html</b>" }
@@ -120,6 +110,21 @@ describe("bundleText", () => {
     expect(bundleText({ "text/plain": "plain", "text/html": "<b>html</b>" })).toEqual(Option.some("plain"))
     expect(bundleText({ "text/html": "<b>html</b>" })).toEqual(Option.some("**html**"))
     expect(bundleText({ "application/json": {} })).toEqual(Option.none())
+  })
+
+  it("shows HTML as Markdown when the plain text is only a default object repr", () => {
+    const html = "<b>bold</b> text"
+    for (const plain of [
+      "<__main__.H object at 0x7f3a2c1d9e50>",
+      "<__main__.H at 0x7f3a2c1d9e50>",
+      "<IPython.core.display.HTML object>"
+    ]) {
+      expect(bundleText({ "text/plain": plain, "text/html": html })).toEqual(Option.some("**bold** text"))
+      expect(bundleText({ "text/plain": plain })).toEqual(Option.some(plain))
+    }
+    for (const plain of ["<Figure size 640x480 with 1 Axes>", "<b>x</b>", "H(a=1)", "<object>"]) {
+      expect(bundleText({ "text/plain": plain, "text/html": html })).toEqual(Option.some(plain))
+    }
   })
 
   it("joins notebook-style lists of lines", () => {
@@ -167,7 +172,8 @@ describe("renderBundle", () => {
 
   it("falls back to pretty JSON, then the status line, then the MIME types", () => {
     expect(renderBundle({ "application/json": { a: [1] } })).toBe("{\n  \"a\": [\n    1\n  ]\n}")
-    expect(renderBundle({ [STATUS_MIME]: { op: "time", ms: 5 } })).toBe("time 5.00 ms")
+    expect(renderBundle({ [STATUS_MIME]: { op: "find", count: 2 } })).toBe("find 2 matches")
+    expect(renderBundle({ [STATUS_MIME]: { op: "time", ms: 5 } })).toBe("")
     expect(renderBundle({ [STATUS_MIME]: { op: "timeout", action: "pause" } })).toBe("")
     expect(renderBundle({ "application/vnd.plotly.v1+json": {} })).toBe("[display: application/vnd.plotly.v1+json]")
     expect(renderBundle({})).toBe("")

@@ -44,10 +44,10 @@ describe("outputsText", () => {
   it("renders status events as lines and skips watchdog control", () => {
     const outputs = [
       KernelOutput.Status({ op: "timeout", fields: { action: "pause" } }),
-      KernelOutput.Status({ op: "cd", fields: { path: "/tmp" } }),
+      KernelOutput.Status({ op: "find", fields: { count: 2 } }),
       KernelOutput.Status({ op: "timeout", fields: { action: "resume" } })
     ]
-    expect(outputsText(outputs, plain)).toBe("cd /tmp\n")
+    expect(outputsText(outputs, plain)).toBe("find 2 matches\n")
   })
 
   it("writes the traceback, adding the summary line when it is missing", () => {
@@ -328,6 +328,7 @@ describe("renderOutputsAsText", () => {
       KernelOutput.Stdout({ text: "\u001b[1mloading\u001b[0m  \n" }),
       KernelOutput.Stderr({ text: "  0%\r 50%\r100%\n" }),
       KernelOutput.Status({ op: "timeout", fields: { action: "pause" } }),
+      KernelOutput.Stdout({ text: "Wall time: 12.3 ms\n" }),
       KernelOutput.Status({ op: "time", fields: { ms: 12.3 } }),
       KernelOutput.Display({ bundle: { "text/html": "<table><tr><th>a</th></tr><tr><td>1</td></tr></table>" } }),
       KernelOutput.Display({ bundle: { "image/png": pngBase64(640, 480, 12_595) } }),
@@ -335,7 +336,7 @@ describe("renderOutputsAsText", () => {
       done()
     ]
     expect(renderOutputsAsText(outputs)).toBe(
-      ["loading", "100%", "time 12.3 ms", "| a   |", "| --- |", "| 1   |", "[image/png 640x480, 12.3 KB]", "'done'"].join("\n")
+      ["loading", "100%", "Wall time: 12.3 ms", "| a   |", "| --- |", "| 1   |", "[image/png 640x480, 12.3 KB]", "'done'"].join("\n")
     )
   })
 
@@ -436,13 +437,13 @@ describe("renderExecution", () => {
     const outputs = [
       KernelOutput.Stdout({ text: "\u001b[31mred\u001b[0m\n" }),
       KernelOutput.Stderr({ text: "warn\n" }),
-      KernelOutput.Status({ op: "cd", fields: { path: "/" } }),
+      KernelOutput.Status({ op: "find", fields: { count: 1 } }),
       zeroDivision,
       done({ status: "error" })
     ]
     expect(renderExecution(outputs, plain).join("\n")).not.toContain("\u001b")
     const coloured = renderExecution(outputs).join("\n")
     expect(coloured).toContain("\u001b[31mred\u001b[0m")
-    expect(coloured).toContain("\u001b[36mcd /\u001b[39m")
+    expect(coloured).toContain("\u001b[36mfind 1 match\u001b[39m")
   })
 })
