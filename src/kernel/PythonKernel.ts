@@ -51,7 +51,7 @@ import {
   LifecycleState,
   transition
 } from "./Lifecycle.ts"
-import { withSpanWhenTraced } from "./Spans.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
 import { StderrTail } from "./StderrTail.ts"
 
 /** A Python runner, spawned as `<python> -u <runnerPath>`. */
@@ -600,7 +600,7 @@ export const make = (
       withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
         attributes: { "kernel.key": label, "kernel.pid": proc.pid },
         captureStackTrace: false
-      })
+      }, cellSpanFailure)
 
     const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
 

@@ -6,7 +6,7 @@
  */
 import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
 import { KernelOutput } from "../kernel/KernelOutput.ts"
-import { withSpanWhenTraced } from "../kernel/Spans.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
 import { outputImages } from "../render/OutputText.ts"
 import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
@@ -299,7 +299,7 @@ const makeEvalTool = Effect.gen(function*() {
       } satisfies EvalResult
     }).pipe(
       lockFor(context.sessionId).withPermits(1),
-      (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false })
+      (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
     )
 
   return {
