@@ -6,7 +6,8 @@
  */
 import { CliConfig, Command, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Effect, Logger } from "effect"
+import { Console, Effect, Logger } from "effect"
+import { colorAllowed, plainConsole } from "./color.ts"
 import { demoCommand } from "./commands/demo.ts"
 import { evalCommand } from "./commands/eval.ts"
 import { mcpCommand } from "./commands/mcp.ts"
@@ -29,6 +30,13 @@ const report = (sentence: string) => Effect.sync(() => process.stderr.write(`vey
 /** Runs a command line (`argv` as `process.argv`: node, script, arguments) and answers with the exit code. */
 export const program = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
   Effect.suspend(() => cli(argv)).pipe(
+    (run) =>
+      Console.consoleWith((console) =>
+        Effect.withConsole(run, plainConsole(console, {
+          plainStdout: !colorAllowed(process.stdout),
+          plainStderr: !colorAllowed(process.stderr)
+        }))
+      ),
     Effect.as<number>(ExitCode.Ok),
     Effect.catchAll((error) => {
       if (error instanceof CliFailure) {

@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { childEnv, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stopAll, tempDir, waitForExit } from "./support.ts"
+import { childEnv, cliFromSource, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stopAll, tempDir, waitForExit } from "./support.ts"
 
 const python = findPython()
 const artifactsDir = tempDir("veyyon-cli-artifacts-")
@@ -107,6 +107,49 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(run.stderr).toContain("/no/such/python does not exist")
     expect(run.stderr).toContain("veyyon setup python --check")
     noStackTrace(run.stderr)
+  }, SPAWN_TIMEOUT)
+
+  it("--python PATH wins over VEYYON_PYTHON_INTERPRETER in eval and repl; a bad --python exits 3 naming it", async () => {
+    const badEnv = { ...env, VEYYON_PYTHON_INTERPRETER: "/no/such/python" }
+    const code = "import sys; print('exe', sys.executable)"
+    const single = await runCli(["eval", "--python", python!, code], { env: badEnv })
+    expect(single.stderr).toBe("")
+    expect(single.code).toBe(0)
+    expect(single.stdout).toContain(`exe ${python}`)
+    const repl = await runCli(["repl", "--python", python!], { env: badEnv, input: code + "\n" })
+    expect(repl.code).toBe(0)
+    expect(repl.stdout).toContain(`exe ${python}`)
+    const bad = await runCli(["eval", "--python", "/no/such/python3", "1"], { env })
+    expect(bad.code).toBe(3)
+    expect(bad.stderr).toContain("/no/such/python3 does not exist")
+  }, SPAWN_TIMEOUT)
+
+  it("no ANSI colour in --help or cell output when stdout is a pipe or NO_COLOR is set; colour on a terminal", async () => {
+    const colourEnv: Record<string, string> = { ...env, TERM: "xterm-256color" }
+    delete colourEnv.NO_COLOR
+    const piped = await runCli(["--help"], { env: colourEnv })
+    expect(piped.code).toBe(0)
+    expect(piped.stdout).toContain("USAGE")
+    expect(piped.stdout).not.toContain("\u001b[")
+    const pipedCell = await runCli(["eval", "1/0"], { env: colourEnv })
+    expect(pipedCell.stdout + pipedCell.stderr).toContain("ZeroDivisionError")
+    expect(pipedCell.stdout + pipedCell.stderr).not.toContain("\u001b[")
+    if (!fs.existsSync("/usr/bin/script")) {
+      console.log("skipping the terminal half: util-linux `script` (a pty) is not installed")
+      return
+    }
+    const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
+    const onTerminal = (args: ReadonlyArray<string>, runEnv: Record<string, string>) =>
+      runCli([], {
+        env: runEnv,
+        entry: { command: "/usr/bin/script", args: ["-qec", [cliFromSource.command, ...cliFromSource.args, ...args].map(quote).join(" "), "/dev/null"] }
+      })
+    const coloured = await onTerminal(["--help"], colourEnv)
+    expect(coloured.stdout).toContain("USAGE")
+    expect(coloured.stdout).toContain("\u001b[")
+    const noColor = await onTerminal(["--help"], { ...colourEnv, NO_COLOR: "1" })
+    expect(noColor.stdout).toContain("USAGE")
+    expect(noColor.stdout).not.toContain("\u001b[")
   }, SPAWN_TIMEOUT)
 
   it("--language js runs JavaScript cells, in eval and in a repl that keeps state, even without Python", async () => {

@@ -9,14 +9,14 @@
  * their paths printed.
  */
 import { Command } from "@effect/cli"
-import { Data, Effect, Queue, type Scope } from "effect"
+import { Data, Effect, type Option, Queue, type Scope } from "effect"
 import * as readline from "node:readline"
 import { makeCellView, stdoutTarget } from "../cellView.ts"
 import { failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
 import { cellSource, isCompleteCell } from "../replInput.ts"
-import { type CellContext, type CliLanguage, cliEvalLayer, KERNEL_NAMES, languageOption, runCell, startKernel } from "../session.ts"
+import { type CellContext, type CliLanguage, cliEvalLayer, KERNEL_NAMES, languageOption, pythonOption, runCell, startKernel } from "../session.ts"
 
 type ReplInput = Data.TaggedEnum<{
   Line: { readonly line: string }
@@ -69,7 +69,7 @@ const openInput = (
 
 const say = (text: string) => Effect.sync(() => process.stdout.write(text + "\n"))
 
-const repl = (language: CliLanguage) => Effect.scoped(
+const repl = (language: CliLanguage, python: Option.Option<string>) => Effect.scoped(
   Effect.gen(function*() {
     const interactive = process.stdin.isTTY === true
     const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd(), language }
@@ -126,10 +126,10 @@ const repl = (language: CliLanguage) => Effect.scoped(
       if (code.trim().length > 0) yield* runSource(code)
     }
   })
-).pipe(Effect.provide(cliEvalLayer({ longLived: true })))
+).pipe(Effect.provide(cliEvalLayer({ longLived: true, python })))
 
 /** The `repl` command. */
-export const replCommand = Command.make("repl", { language: languageOption }, ({ language }) => repl(language)).pipe(
+export const replCommand = Command.make("repl", { language: languageOption, python: pythonOption }, ({ language, python }) => repl(language, python)).pipe(
   Command.withDescription(
     "Interactive Python (or, with --language js, JavaScript) in one kernel, state kept. Ctrl-C interrupts a cell; Ctrl-D exits."
   )
