@@ -16,14 +16,18 @@ export {
   type EvalParams,
   type EvalResult,
   type EvalToolDefinition,
-  type EvalToolService
+  type EvalToolService,
+  type IntrospectError,
+  type IntrospectParams
 } from "./services/EvalTool.ts"
+export { type Completion, type Inspection, IntrospectionFailed } from "./kernel/Introspection.ts"
 export {
   InvalidCwd,
   KernelKey,
   KernelRegistry,
   type KernelLanguage,
   RESTART_STATUS_OP,
+  type KernelPlace,
   type KernelRegistryService,
   type RegistryError,
   type RegistryRequest

@@ -6,13 +6,14 @@
  */
 import { Context, Data, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
 import { KernelOutput } from "../kernel/KernelOutput.ts"
+import type { Completion, Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
 import { outputImages } from "../render/OutputText.ts"
 import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "./ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
-import { KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
+import { type KernelPlace, KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
 import type { SinkOutput, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
 import { enabledLanguages, type EvalLanguage, EVAL_LANGUAGES, Settings, type SettingsValues } from "./Settings.ts"
@@ -209,12 +210,33 @@ const abortEffect = (signal: AbortSignal): Effect.Effect<void> =>
     return Effect.sync(() => signal.removeEventListener("abort", onAbort))
   })
 
+/** A completion or inspection request: the cell being typed and where the cursor is in it. */
+export interface IntrospectParams {
+  readonly language: EvalLanguage
+  readonly code: string
+  /** UTF-16 offset into `code`; default its end. */
+  readonly cursorPos?: number
+  /** Inspection only: 1 adds the source (`obj??`). */
+  readonly detailLevel?: 0 | 1
+}
+
+/** Anything `EvalTool.complete` and `EvalTool.inspect` can fail with. */
+export type IntrospectError = InvalidEvalParams | BackendUnavailable | RegistryError | IntrospectionFailed
+
 /** The eval tool service. */
 export interface EvalToolService {
   /** The tool's name, description and JSON Schema. */
   readonly definition: EvalToolDefinition
   /** Runs one cell. Interrupting the effect also interrupts the cell (without a result). */
   readonly run: (params: unknown, context: EvalContext) => Effect.Effect<EvalResult, EvalError>
+  /**
+   * Completions for the token before the cursor, from the session's kernel for the
+   * language and cwd (Jupyter's complete_request). Does not wait for a running cell,
+   * count as a cell or change its state.
+   */
+  readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
+  /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
+  readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
 }
 
 const makeEvalTool = Effect.gen(function*() {
@@ -302,9 +324,33 @@ const makeEvalTool = Effect.gen(function*() {
       (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
     )
 
+  const placeOf = (
+    params: IntrospectParams,
+    context: Pick<EvalContext, "sessionId" | "cwd">
+  ): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable> =>
+    Effect.suspend((): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable> => {
+      const language = params.language
+      if (!enabledLanguages(settings).includes(language)) {
+        return Effect.fail(new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` }))
+      }
+      if (language !== "py" && language !== "js") {
+        return Effect.fail(new BackendUnavailable({ language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[language]} kernel yet` }))
+      }
+      if (typeof params.code !== "string") return Effect.fail(new InvalidEvalParams({ problem: "code must be a string" }))
+      if (params.cursorPos !== undefined && !Number.isFinite(params.cursorPos)) {
+        return Effect.fail(new InvalidEvalParams({ problem: "cursorPos must be a number" }))
+      }
+      return Effect.succeed({ language, sessionId: context.sessionId, cwd: context.cwd })
+    })
+
   return {
     definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
-    run
+    run,
+    complete: (params, context) =>
+      Effect.flatMap(placeOf(params, context), (place) => registry.complete(place, params.code, params.cursorPos)),
+    inspect: (params, context) =>
+      Effect.flatMap(placeOf(params, context), (place) =>
+        registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0))
   } satisfies EvalToolService
 })
 
