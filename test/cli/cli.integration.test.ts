@@ -3,11 +3,12 @@
  * real Python. The tests run concurrently, a few children at a time (see `runCli`);
  * help texts and the usage errors that need no Python are covered in process too.
  */
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { childEnv, cliFromSource, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stopAll, tempDir, waitForExit } from "./support.ts"
+import { childEnv, cliFromSource, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
 
 const python = findPython()
 const artifactsDir = tempDir("veyyon-cli-artifacts-")
@@ -150,6 +151,47 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     const noColor = await onTerminal(["--help"], { ...colourEnv, NO_COLOR: "1" })
     expect(noColor.stdout).toContain("USAGE")
     expect(noColor.stdout).not.toContain("\u001b[")
+  }, SPAWN_TIMEOUT)
+
+  it("repl answers obj? and obj?? with the kernel's inspection, and says when a name is unknown", async () => {
+    const input = "def scale(value, factor=2):\n    '''Scale a value.'''\n    return value * factor\n\nscale?\n??scale\nnope_nothing?\n1 + 1\n"
+    const run = await runCli(["repl"], { env, input })
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain("Signature:   scale(value, factor=2)")
+    expect(run.stdout).toContain("Docstring:   Scale a value.")
+    expect(run.stdout).toContain("    return value * factor")
+    expect(run.stdout).toContain("Object `nope_nothing` not found.")
+    expect(run.stdout.trim().endsWith("2")).toBe(true)
+  }, SPAWN_TIMEOUT)
+
+  it.skipIf(!fs.existsSync("/usr/bin/script"))("repl on a terminal completes with Tab", async () => {
+    const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
+    const command = [cliFromSource.command, ...cliFromSource.args, "repl"].map(quote).join(" ")
+    const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], { env, stdio: ["pipe", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk))
+    const waitFor = async (text: string, from: number) => {
+      const deadline = Date.now() + 120_000
+      while (!output.slice(from).includes(text)) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no ${JSON.stringify(text)} in:\n${output}`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      return output.length
+    }
+    try {
+      let seen = await waitFor(">>> ", 0)
+      child.stdin.write("import collections\n")
+      seen = await waitFor(">>> ", seen)
+      child.stdin.write("x = collections.OrderedD\t")
+      seen = await waitFor("OrderedDict", seen)
+      child.stdin.write("\nx\n")
+      await waitFor("<class 'collections.OrderedDict'>", seen)
+      child.stdin.write("exit\n")
+      await new Promise((resolve) => child.once("close", resolve))
+    } finally {
+      stop(child)
+    }
   }, SPAWN_TIMEOUT)
 
   it("--language js runs JavaScript cells, in eval and in a repl that keeps state, even without Python", async () => {
