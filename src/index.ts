@@ -36,6 +36,15 @@ export { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured, type BridgeCal
 export { Settings, enabledLanguages, type SettingsInput, type SettingsValues, type EvalLanguage, InvalidSettings } from "./services/Settings.ts"
 export { PythonRuntime, PythonUnavailable, type PythonInterpreter } from "./services/PythonRuntime.ts"
 export { ArtifactStore, artifactUri } from "./services/ArtifactStore.ts"
+export {
+  notebookOf,
+  notebookOutputs,
+  type NotebookOutput,
+  type RecordedCell,
+  SessionRecord,
+  SessionRecordError,
+  type SessionRecordService
+} from "./services/SessionRecord.ts"
 export { OutputSink, type SinkOutput, type SinkResult, type Truncation } from "./services/OutputSink.ts"
 export { clampTimeoutSeconds, InvalidTimeout } from "./services/CellTimeout.ts"
 export * as PythonKernel from "./kernel/PythonKernel.ts"

@@ -10,6 +10,7 @@ import { Console, Effect, Logger } from "effect"
 import { colorAllowed, plainConsole } from "./color.ts"
 import { demoCommand } from "./commands/demo.ts"
 import { evalCommand } from "./commands/eval.ts"
+import { exportCommand } from "./commands/export.ts"
 import { mcpCommand } from "./commands/mcp.ts"
 import { replCommand } from "./commands/repl.ts"
 import { setupCommand } from "./commands/setup.ts"
@@ -18,7 +19,7 @@ import { VERSION } from "./version.ts"
 
 const root = Command.make("veyyon").pipe(
   Command.withDescription("Run Python cells in a retained kernel: from the shell, interactively, or as an MCP tool."),
-  Command.withSubcommands([evalCommand, replCommand, setupCommand, mcpCommand, demoCommand])
+  Command.withSubcommands([evalCommand, replCommand, exportCommand, setupCommand, mcpCommand, demoCommand])
 )
 
 const cli = Command.run(root, { name: "veyyon", version: VERSION })

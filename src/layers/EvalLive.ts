@@ -12,6 +12,7 @@ import { KernelRegistry } from "../services/KernelRegistry.ts"
 import { OutputSink } from "../services/OutputSink.ts"
 import { PythonRuntime } from "../services/PythonRuntime.ts"
 import { RunnerCache } from "../services/RunnerCache.ts"
+import { SessionRecord } from "../services/SessionRecord.ts"
 import { Settings, type InvalidSettings, type SettingsInput } from "../services/Settings.ts"
 import { NodeKernelSpawnerLive } from "./NodeKernelSpawner.ts"
 
@@ -26,7 +27,7 @@ export interface EvalLayerOptions {
 }
 
 /** What the eval layer provides. */
-export type EvalServices = EvalTool | KernelRegistry | Settings | ArtifactStore
+export type EvalServices = EvalTool | KernelRegistry | Settings | ArtifactStore | SessionRecord
 
 /** Builds the eval layer; closing its scope shuts every kernel down. */
 export const evalLayer = (
@@ -39,6 +40,7 @@ export const evalLayer = (
     PythonRuntime.Live,
     RunnerCache.Live,
     ArtifactStore.Live,
+    SessionRecord.layer,
     NodeKernelSpawnerLive,
     options.bridge ?? AgentBridgeNotConfigured
   ).pipe(Layer.provideMerge(Layer.merge(settings, NodeContext.layer)))

@@ -16,6 +16,7 @@ import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_
 import { type KernelPlace, KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
 import type { SinkOutput, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
+import { notebookOutputs, SessionRecord } from "./SessionRecord.ts"
 import { enabledLanguages, type EvalLanguage, EVAL_LANGUAGES, Settings, type SettingsValues } from "./Settings.ts"
 
 /** The tool's name as agents see it. */
@@ -244,6 +245,7 @@ const makeEvalTool = Effect.gen(function*() {
   const registry = yield* KernelRegistry
   const sinks = yield* OutputSink
   const artifacts = yield* ArtifactStore
+  const records = yield* SessionRecord
   const sessionStores = new Map<string, ArtifactStoreService>()
   const sessionStore = (sessionId: string) => {
     const known = sessionStores.get(sessionId)
@@ -298,6 +300,13 @@ const makeEvalTool = Effect.gen(function*() {
         killed: false
       }
       const rendered = [...result.outputs, KernelOutput.Done(outcome)]
+      const count = outcome.executionCount > 0 ? outcome.executionCount : null
+      yield* records.record(context.sessionId, {
+        language: params.language,
+        source: params.code,
+        executionCount: count,
+        outputs: notebookOutputs(result.outputs, count, outcome.notice)
+      }).pipe(Effect.catchAll((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
       const error = Option.fromNullable(result.outputs.find((o) => o._tag === "Error")).pipe(
         Option.map((o) => (o._tag === "Error" ? { ename: o.ename, evalue: o.evalue, traceback: o.traceback } : undefined)),
         Option.getOrUndefined
@@ -357,7 +366,7 @@ const makeEvalTool = Effect.gen(function*() {
 /** The `eval` tool. */
 export class EvalTool extends Context.Tag("veyyon-eval/EvalTool")<EvalTool, EvalToolService>() {
   /** The tool over the registry, output sink, artifact store and settings in context. */
-  static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore> = Layer.effect(
+  static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore | SessionRecord> = Layer.effect(
     EvalTool,
     makeEvalTool
   )

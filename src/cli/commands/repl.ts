@@ -9,9 +9,10 @@
  * their paths printed. On a terminal Tab completes from the kernel; `obj?` and `obj??`
  * (or `?obj`) print the kernel's inspection instead of running a cell.
  */
-import { Command } from "@effect/cli"
-import { Data, Effect, type Option, Queue, Runtime, type Scope } from "effect"
+import { Command, Options } from "@effect/cli"
+import { Data, Effect, Option, Queue, Runtime, type Scope } from "effect"
 import { EvalTool } from "../../services/EvalTool.ts"
+import { exportSession } from "./export.ts"
 import * as readline from "node:readline"
 import { makeCellView, stdoutTarget } from "../cellView.ts"
 import { failureOf } from "../exitCodes.ts"
@@ -73,10 +74,23 @@ const openInput = (
 
 const say = (text: string) => Effect.sync(() => process.stdout.write(text + "\n"))
 
-const repl = (language: CliLanguage, python: Option.Option<string>) => Effect.scoped(
+const save = Options.text("save").pipe(
+  Options.withPseudoName("FILE"),
+  Options.withDescription("On exit, write the cells of this REPL session to FILE as a Jupyter notebook (.ipynb)."),
+  Options.optional
+)
+
+const saveOnExit = (sessionId: string, file: string, language: CliLanguage) =>
+  exportSession(sessionId, file, language).pipe(
+    Effect.flatMap((count) => Effect.sync(() => process.stderr.write(`veyyon: saved ${count} cell${count === 1 ? "" : "s"} to ${file}\n`))),
+    Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: the session was not saved: ${error.message}\n`)))
+  )
+
+const repl = (language: CliLanguage, python: Option.Option<string>, saveTo: Option.Option<string>) => Effect.scoped(
   Effect.gen(function*() {
     const interactive = process.stdin.isTTY === true
     const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd(), language }
+    if (Option.isSome(saveTo)) yield* Effect.addFinalizer(() => saveOnExit(context.sessionId, saveTo.value, language))
     const running: { current: AbortController | undefined } = { current: undefined }
     yield* startKernel(context).pipe(Effect.mapError(failureOf))
     const runtime = yield* Effect.runtime<EvalTool>()
@@ -156,7 +170,11 @@ const repl = (language: CliLanguage, python: Option.Option<string>) => Effect.sc
 ).pipe(Effect.provide(cliEvalLayer({ longLived: true, python })))
 
 /** The `repl` command. */
-export const replCommand = Command.make("repl", { language: languageOption, python: pythonOption }, ({ language, python }) => repl(language, python)).pipe(
+export const replCommand = Command.make(
+  "repl",
+  { language: languageOption, python: pythonOption, save },
+  ({ language, python, save }) => repl(language, python, save)
+).pipe(
   Command.withDescription(
     "Interactive Python (or, with --language js, JavaScript) in one kernel, state kept. Ctrl-C interrupts a cell; Ctrl-D exits."
   )
