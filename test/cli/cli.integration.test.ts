@@ -3,7 +3,7 @@
  * real Python. The tests run concurrently, a few children at a time (see `runCli`);
  * help texts and the usage errors that need no Python are covered in process too.
  */
-import { spawn } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -191,6 +191,42 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
       await new Promise((resolve) => child.once("close", resolve))
     } finally {
       stop(child)
+    }
+  }, SPAWN_TIMEOUT)
+
+  it("export --session writes the session's cells as a notebook nbformat validates; repl --save does on exit", async () => {
+    const dir = tempDir("veyyon-cli-export-")
+    const nbPython = ["/usr/bin/python3", python!].find((candidate) => {
+      try {
+        execFileSync(candidate, ["-c", "import nbformat"], { stdio: "ignore" })
+        return true
+      } catch {
+        return false
+      }
+    })
+    const check = (file: string) =>
+      execFileSync(nbPython!, ["-c", "import sys, nbformat\nnb = nbformat.read(sys.argv[1], as_version=4)\nnbformat.validate(nb)\nprint(nb.metadata.kernelspec.name, [c.execution_count for c in nb.cells])", file], { encoding: "utf8" }).trim()
+    try {
+      expect((await runCli(["eval", "--session", "exp1", "print('hi')"], { env })).code).toBe(0)
+      expect((await runCli(["eval", "--session", "exp1", "20 * 2 + 2"], { env })).code).toBe(0)
+      const out = path.join(dir, "exp1.ipynb")
+      const exported = await runCli(["export", "--session", "exp1", out], { env })
+      expect(exported.code).toBe(0)
+      expect(exported.stderr).toContain("wrote 2 cells of session exp1")
+      const saved = path.join(dir, "repl.ipynb")
+      const repl = await runCli(["repl", "--save", saved], { env, input: "y = 1\ny + 1\n" })
+      expect(repl.code).toBe(0)
+      expect(repl.stderr).toContain(`saved 2 cells to ${saved}`)
+      if (nbPython === undefined) {
+        console.log("skipping notebook validation: python3-nbformat is not installed")
+        return
+      }
+      expect(check(out)).toBe("python3 [1, 1]")
+      expect(check(saved)).toBe("python3 [1, 2]")
+      const notebook = JSON.parse(fs.readFileSync(out, "utf8"))
+      expect(notebook.cells[1].outputs[0].data["text/plain"]).toBe("42")
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
     }
   }, SPAWN_TIMEOUT)
 
