@@ -163,13 +163,16 @@ const privateDir = (dir: string): void => {
   if ((stat.mode & 0o077) !== 0) fs.chmodSync(dir, 0o700)
 }
 
-/** Writes `data` to `target` through a fresh file created exclusively with `mode`, renamed into place. */
-export const writeFileAtomically = (target: string, data: string, mode: number): void => {
+/**
+ * Writes `data` to `target` through a fresh file created exclusively with `mode`, renamed
+ * into place; `sync` flushes it to disk first (for files a person asked for).
+ */
+export const writeFileAtomically = (target: string, data: string, mode: number, sync = false): void => {
   const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
   const fd = fs.openSync(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode)
   try {
     fs.writeSync(fd, data)
-    fs.fsyncSync(fd)
+    if (sync) fs.fsyncSync(fd)
   } catch (error) {
     fs.closeSync(fd)
     fs.rmSync(temporary, { force: true })
@@ -190,7 +193,7 @@ const MAX_CELL_FILE_BYTES = 64 * 1024 * 1024
 
 /** The session record service. */
 export interface SessionRecordService {
-  /** Keeps one finished cell of a session. */
+  /** Keeps one finished cell of a session (written in the background; `cells` and the layer's end wait for it). */
   readonly record: (sessionId: string, cell: RecordedCell) => Effect.Effect<void, SessionRecordError>
   /** The session's cells in the order they ran (none for a session that ran nothing). */
   readonly cells: (sessionId: string) => Effect.Effect<ReadonlyArray<RecordedCell>, SessionRecordError>
@@ -200,18 +203,54 @@ export interface SessionRecordService {
   readonly exportNotebook: (sessionId: string, file: string, language?: EvalLanguage) => Effect.Effect<void, SessionRecordError>
 }
 
+/** Writes `data` to `target` as `writeFileAtomically` does, off the event loop (no sync). */
+const writeFileAtomicallyAsync = async (target: string, data: string, mode: number): Promise<void> => {
+  const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
+  const handle = await fs.promises.open(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode)
+  try {
+    await handle.writeFile(data)
+  } catch (error) {
+    await handle.close()
+    await fs.promises.rm(temporary, { force: true })
+    throw error
+  }
+  await handle.close()
+  await fs.promises.rename(temporary, target).catch(async (error) => {
+    await fs.promises.rm(temporary, { force: true })
+    throw error
+  })
+}
+
 const makeSessionRecord = Effect.gen(function*() {
   const settings = yield* Settings
   let sequence = 0
+  /** Directories already made and checked, so a cell costs no directory probes. */
+  const readyDirs = new Set<string>()
+  /** Per session: the chain of cell writes still in flight, and why any failed. */
+  const pending = new Map<string, Promise<void>>()
+  const failures = new Map<string, string>()
 
+  const settle = (sessionId: string) => Effect.promise(() => pending.get(sessionId) ?? Promise.resolve())
+  yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(pending.values())))
+
+  /** Names and serializes the cell now (its place in the order) and writes it in the background. */
   const record = (sessionId: string, cell: RecordedCell) => {
     const dir = sessionCellsDir(settings.artifactsDir, sessionId)
     return Effect.try({
       try: () => {
-        privateDir(path.dirname(dir))
-        privateDir(dir)
+        if (!readyDirs.has(dir)) {
+          privateDir(path.dirname(dir))
+          privateDir(dir)
+          readyDirs.add(dir)
+        }
         const name = `cell-${String(Date.now()).padStart(15, "0")}-${String(++sequence % 1_000_000).padStart(6, "0")}-${randomBytes(4).toString("hex")}.json`
-        writeFileAtomically(path.join(dir, name), JSON.stringify(cell), 0o600)
+        const data = JSON.stringify(cell)
+        const write = (pending.get(sessionId) ?? Promise.resolve())
+          .then(() => writeFileAtomicallyAsync(path.join(dir, name), data, 0o600))
+          .catch((error: Error) => {
+            failures.set(sessionId, error.message)
+          })
+        pending.set(sessionId, write)
       },
       catch: failWith(dir)
     })
@@ -219,7 +258,11 @@ const makeSessionRecord = Effect.gen(function*() {
 
   const cells = (sessionId: string) => {
     const dir = sessionCellsDir(settings.artifactsDir, sessionId)
-    return Effect.try({
+    const failed = Effect.suspend(() => {
+      const reason = failures.get(sessionId)
+      return reason === undefined ? Effect.void : Effect.fail(new SessionRecordError({ path: dir, reason: `a cell could not be recorded: ${reason}` }))
+    })
+    return Effect.zipRight(Effect.zipRight(settle(sessionId), failed), Effect.try({
       try: () => {
         if (!fs.existsSync(dir)) return []
         privateDir(dir)
@@ -239,7 +282,7 @@ const makeSessionRecord = Effect.gen(function*() {
         return found
       },
       catch: failWith(dir)
-    })
+    }))
   }
 
   const notebook = (sessionId: string, language?: EvalLanguage) => Effect.map(cells(sessionId), (all) => notebookOf(all, language))
@@ -247,7 +290,7 @@ const makeSessionRecord = Effect.gen(function*() {
   const exportNotebook = (sessionId: string, file: string, language?: EvalLanguage) =>
     Effect.flatMap(notebook(sessionId, language), (document) =>
       Effect.try({
-        try: () => writeFileAtomically(path.resolve(file), JSON.stringify(document, null, 1) + "\n", 0o644),
+        try: () => writeFileAtomically(path.resolve(file), JSON.stringify(document, null, 1) + "\n", 0o644, true),
         catch: failWith(path.resolve(file))
       }))
 
@@ -257,5 +300,5 @@ const makeSessionRecord = Effect.gen(function*() {
 /** Each session's cells, kept and exported as a notebook. */
 export class SessionRecord extends Context.Tag("veyyon-eval/SessionRecord")<SessionRecord, SessionRecordService>() {
   /** The record under the settings' artifacts directory. */
-  static readonly layer: Layer.Layer<SessionRecord, never, Settings> = Layer.effect(SessionRecord, makeSessionRecord)
+  static readonly layer: Layer.Layer<SessionRecord, never, Settings> = Layer.scoped(SessionRecord, makeSessionRecord)
 }
