@@ -16,14 +16,18 @@ export {
   type EvalParams,
   type EvalResult,
   type EvalToolDefinition,
-  type EvalToolService
+  type EvalToolService,
+  type IntrospectError,
+  type IntrospectParams
 } from "./services/EvalTool.ts"
+export { type Completion, type Inspection, IntrospectionFailed } from "./kernel/Introspection.ts"
 export {
   InvalidCwd,
   KernelKey,
   KernelRegistry,
   type KernelLanguage,
   RESTART_STATUS_OP,
+  type KernelPlace,
   type KernelRegistryService,
   type RegistryError,
   type RegistryRequest
@@ -36,6 +40,15 @@ export { PythonRuntime, PythonUnavailable, type PythonInterpreter } from "./serv
 export { ArtifactStore, artifactUri } from "./services/ArtifactStore.ts"
 export { KvStore, KvRefused, type KvStoreService } from "./services/KvStore.ts"
 export { ensurePrivateDir, PrivateDirRefused } from "./services/PrivateDir.ts"
+export {
+  notebookOf,
+  notebookOutputs,
+  type NotebookOutput,
+  type RecordedCell,
+  SessionRecord,
+  SessionRecordError,
+  type SessionRecordService
+} from "./services/SessionRecord.ts"
 export { OutputSink, type SinkOutput, type SinkResult, type Truncation } from "./services/OutputSink.ts"
 export { clampTimeoutSeconds, InvalidTimeout } from "./services/CellTimeout.ts"
 export * as PythonKernel from "./kernel/PythonKernel.ts"

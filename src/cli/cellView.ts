@@ -6,6 +6,7 @@
  * at the end; nothing is ever redrawn.
  */
 import stripAnsi from "strip-ansi"
+import { colorAllowed } from "./color.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
 import { KernelOutput as Output } from "../kernel/KernelOutput.ts"
 import { EXECUTION_PREVIEW_LINES } from "../render/Columns.ts"
@@ -50,7 +51,7 @@ export const stdoutTarget = (): ViewTarget => {
       stdout.write(text)
     },
     live,
-    color: live && (process.env.NO_COLOR ?? "") === "",
+    color: live && colorAllowed(stdout),
     ...(live ? { columns: stdout.columns, rows: stdout.rows } : {})
   }
 }

@@ -6,9 +6,11 @@
  */
 import { CliConfig, Command, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Effect, Logger } from "effect"
+import { Console, Effect, Logger } from "effect"
+import { colorAllowed, plainConsole } from "./color.ts"
 import { demoCommand } from "./commands/demo.ts"
 import { evalCommand } from "./commands/eval.ts"
+import { exportCommand } from "./commands/export.ts"
 import { mcpCommand } from "./commands/mcp.ts"
 import { replCommand } from "./commands/repl.ts"
 import { setupCommand } from "./commands/setup.ts"
@@ -17,7 +19,7 @@ import { VERSION } from "./version.ts"
 
 const root = Command.make("veyyon").pipe(
   Command.withDescription("Run Python cells in a retained kernel: from the shell, interactively, or as an MCP tool."),
-  Command.withSubcommands([evalCommand, replCommand, setupCommand, mcpCommand, demoCommand])
+  Command.withSubcommands([evalCommand, replCommand, exportCommand, setupCommand, mcpCommand, demoCommand])
 )
 
 const cli = Command.run(root, { name: "veyyon", version: VERSION })
@@ -29,6 +31,13 @@ const report = (sentence: string) => Effect.sync(() => process.stderr.write(`vey
 /** Runs a command line (`argv` as `process.argv`: node, script, arguments) and answers with the exit code. */
 export const program = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
   Effect.suspend(() => cli(argv)).pipe(
+    (run) =>
+      Console.consoleWith((console) =>
+        Effect.withConsole(run, plainConsole(console, {
+          plainStdout: !colorAllowed(process.stdout),
+          plainStderr: !colorAllowed(process.stderr)
+        }))
+      ),
     Effect.as<number>(ExitCode.Ok),
     Effect.catchAll((error) => {
       if (error instanceof CliFailure) {

@@ -94,3 +94,45 @@ export const cellSource = (lines: ReadonlyArray<string>): string => {
   while (kept.length > 0 && isBlank(kept[kept.length - 1]!)) kept.pop()
   return kept.join("\n")
 }
+
+/** An `obj?` / `obj??` (or `?obj` / `??obj`) line: the name to inspect and IPython's detail level. */
+export interface InspectionLine {
+  readonly name: string
+  readonly detailLevel: 0 | 1
+}
+
+const INSPECT_SUFFIX = /^\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(\?\??)\s*$/
+const INSPECT_PREFIX = /^\s*(\?\??)\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*$/
+
+/** The inspection a line asks for, when it is `obj?`, `obj??`, `?obj` or `??obj`. */
+export const inspectionLine = (line: string): InspectionLine | undefined => {
+  const suffix = INSPECT_SUFFIX.exec(line)
+  if (suffix !== null) return { name: suffix[1]!, detailLevel: suffix[2] === "??" ? 1 : 0 }
+  const prefix = INSPECT_PREFIX.exec(line)
+  return prefix === null ? undefined : { name: prefix[2]!, detailLevel: prefix[1] === "??" ? 1 : 0 }
+}
+
+/**
+ * What Tab asks the kernel: the cell typed so far (earlier lines, then the current line
+ * up to the cursor) and where the current line starts in it.
+ */
+export const completionCode = (
+  earlier: ReadonlyArray<string>,
+  lineBeforeCursor: string
+): { readonly code: string; readonly lineStart: number } => {
+  const head = earlier.length === 0 ? "" : earlier.join("\n") + "\n"
+  return { code: head + lineBeforeCursor, lineStart: head.length }
+}
+
+/**
+ * The answer readline's completer wants: the matches and the part of the current line
+ * they replace (what the kernel's `cursorStart` marks, clamped to the line).
+ */
+export const readlineCompletion = (
+  lineBeforeCursor: string,
+  lineStart: number,
+  completion: { readonly matches: ReadonlyArray<string>; readonly cursorStart: number }
+): [Array<string>, string] => {
+  const from = Math.max(0, Math.min(lineBeforeCursor.length, completion.cursorStart - lineStart))
+  return [[...completion.matches], lineBeforeCursor.slice(from)]
+}

@@ -4,7 +4,7 @@
  * into a view with its images saved.
  */
 import { Options } from "@effect/cli"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Option, Stream } from "effect"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/ArtifactStore.ts"
 import type { SettingsInput } from "../services/Settings.ts"
@@ -25,9 +25,26 @@ export const LONG_LIVED_IDLE_TTL_MS = 2 ** 31 - 1
 export const cliSettings = (options: { readonly longLived?: boolean } = {}): SettingsInput =>
   options.longLived === true ? { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {}
 
-/** The eval layer from the CLI's settings and `VEYYON_*`; `longLived` keeps idle kernels for the life of the process. */
-export const cliEvalLayer = (options: { readonly longLived?: boolean } = {}): Layer.Layer<EvalServices, CliFailure> =>
-  evalLayer({ settings: cliSettings(options) }).pipe(Layer.mapError(failureOf))
+/**
+ * The eval layer from the CLI's settings and `VEYYON_*`; `longLived` keeps idle kernels
+ * for the life of the process; `python` (the `--python` flag) wins over `VEYYON_PYTHON_INTERPRETER`.
+ */
+export const cliEvalLayer = (
+  options: { readonly longLived?: boolean; readonly python?: Option.Option<string> } = {}
+): Layer.Layer<EvalServices, CliFailure> => {
+  const python = options.python === undefined ? undefined : Option.getOrUndefined(options.python)
+  const env = python === undefined ? process.env : { ...process.env, VEYYON_PYTHON_INTERPRETER: python }
+  return evalLayer({ settings: cliSettings(options), env }).pipe(Layer.mapError(failureOf))
+}
+
+/** The `--python PATH` option of the commands that run cells. */
+export const pythonOption = Options.text("python").pipe(
+  Options.withPseudoName("PATH"),
+  Options.withDescription(
+    "The Python interpreter for py cells (a path, relative to the cell's directory, or a command name); overrides VEYYON_PYTHON_INTERPRETER."
+  ),
+  Options.optional
+)
 
 /** The languages the CLI runs cells in. */
 export type CliLanguage = "py" | "js"

@@ -1,7 +1,7 @@
 /**
  * Wire frames exchanged with the runner, one JSON object per NDJSON line.
- * Host -> runner: execute requests, the exit request, bridge results.
- * Runner -> host: started, stdout, stderr, display, result, error, done, bridge.
+ * Host -> runner: execute requests, the exit request, bridge results, complete and inspect requests.
+ * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
  */
 import { Either, type ParseResult, Schema } from "effect"
 
@@ -40,8 +40,34 @@ export class BridgeResultFrame extends Schema.Class<BridgeResultFrame>("BridgeRe
   error: Schema.optional(BridgeErrorValue)
 }) {}
 
+/**
+ * Host -> runner: the completions for the token before `cursorPos` (in code points) of
+ * `code`. Answered beside a running cell, never counted as one.
+ */
+export class CompleteRequestFrame extends Schema.Class<CompleteRequestFrame>("CompleteRequestFrame")({
+  type: Schema.Literal("complete"),
+  id: Schema.String,
+  code: Schema.String,
+  cursorPos: Schema.Number
+}) {}
+
+/** Host -> runner: what the name at `cursorPos` of `code` is (`obj?`; detail level 1 is `obj??`, with source). */
+export class InspectRequestFrame extends Schema.Class<InspectRequestFrame>("InspectRequestFrame")({
+  type: Schema.Literal("inspect"),
+  id: Schema.String,
+  code: Schema.String,
+  cursorPos: Schema.Number,
+  detailLevel: Schema.Literal(0, 1)
+}) {}
+
 /** Every frame the host sends. */
-export const HostFrame = Schema.Union(ExecuteRequestFrame, ExitRequestFrame, BridgeResultFrame)
+export const HostFrame = Schema.Union(
+  ExecuteRequestFrame,
+  ExitRequestFrame,
+  BridgeResultFrame,
+  CompleteRequestFrame,
+  InspectRequestFrame
+)
 /** Every frame the host sends, as a value. */
 export type HostFrame = typeof HostFrame.Type
 
@@ -106,6 +132,26 @@ export class BridgeFrame extends Schema.Class<BridgeFrame>("BridgeFrame")({
   params: Schema.optionalWith(Schema.Unknown, { default: () => ({}) })
 }) {}
 
+/** Runner -> host: the answer to a `complete` request; `code[cursorStart:cursorEnd]` is what a match replaces. */
+export class CompleteReplyFrame extends Schema.Class<CompleteReplyFrame>("CompleteReplyFrame")({
+  type: Schema.Literal("complete_reply"),
+  id: Schema.String,
+  matches: Schema.Array(Schema.String),
+  cursorStart: Schema.Number,
+  cursorEnd: Schema.Number,
+  /** Why there are no matches, when looking them up failed. */
+  error: Schema.optional(Schema.String)
+}) {}
+
+/** Runner -> host: the answer to an `inspect` request; `bundle` holds `text/plain` when `found`. */
+export class InspectReplyFrame extends Schema.Class<InspectReplyFrame>("InspectReplyFrame")({
+  type: Schema.Literal("inspect_reply"),
+  id: Schema.String,
+  found: Schema.Boolean,
+  bundle: MimeBundle,
+  error: Schema.optional(Schema.String)
+}) {}
+
 /** Every frame the runner sends. */
 export const RunnerFrame = Schema.Union(
   StartedFrame,
@@ -115,7 +161,9 @@ export const RunnerFrame = Schema.Union(
   ResultFrame,
   ErrorFrame,
   DoneFrame,
-  BridgeFrame
+  BridgeFrame,
+  CompleteReplyFrame,
+  InspectReplyFrame
 )
 /** Every frame the runner sends, as a value. */
 export type RunnerFrame = typeof RunnerFrame.Type

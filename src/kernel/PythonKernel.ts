@@ -24,14 +24,28 @@ import * as CellWatchdog from "./CellWatchdog.ts"
 import { decodeFrames } from "./FrameDecoder.ts"
 import {
   BridgeResultFrame,
+  CompleteRequestFrame,
+  type CompleteReplyFrame,
   type DoneFrame,
   encodeHostLine,
   ExecuteRequestFrame,
   ExitRequestFrame,
   type HostFrame,
+  InspectRequestFrame,
+  type InspectReplyFrame,
   type RunnerFrame,
   STATUS_MIME
 } from "./Frame.ts"
+import {
+  type Completion,
+  completionOf,
+  type Inspection,
+  inspectionOf,
+  INTROSPECT_TIMEOUT,
+  IntrospectionFailed,
+  MAX_INTROSPECT_CODE,
+  toCodePoints
+} from "./Introspection.ts"
 import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
 import { type CellOutcome, KernelOutput } from "./KernelOutput.ts"
 import {
@@ -51,7 +65,7 @@ import {
   LifecycleState,
   transition
 } from "./Lifecycle.ts"
-import { withSpanWhenTraced } from "./Spans.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
 import { StderrTail } from "./StderrTail.ts"
 
 /** A Python runner, spawned as `<python> -u <runnerPath>`. */
@@ -119,6 +133,17 @@ export interface PythonKernel {
   readonly run: (request: ExecuteRequest, onOutput: OutputHandler) => Effect.Effect<CellOutcome, KernelError>
   /** `run` as a stream of outputs ending with `Done`. */
   readonly execute: (request: ExecuteRequest) => Stream.Stream<KernelOutput, KernelError>
+  /**
+   * Completions for the token before `cursor` (a UTF-16 offset into `code`; default its
+   * end). Answered beside a running cell, which it neither waits for nor counts as one.
+   */
+  readonly complete: (code: string, cursor?: number) => Effect.Effect<Completion, KernelClosed | IntrospectionFailed>
+  /** What the name at `cursor` is (IPython's `obj?`; detail level 1 adds the source), beside any running cell. */
+  readonly inspect: (
+    code: string,
+    cursor?: number,
+    detailLevel?: 0 | 1
+  ) => Effect.Effect<Inspection, KernelClosed | IntrospectionFailed>
   /** The lifecycle state now. */
   readonly state: Effect.Effect<LifecycleState>
   /** Whether the kernel can still run cells. */
@@ -250,6 +275,8 @@ export const make = (
     /** The newest open request: raw output of the process belongs to it. */
     let current: ActiveRequest | undefined
     let nextId = 0
+    /** Complete and inspect requests awaiting their reply, by id. */
+    const queries = new Map<string, Deferred.Deferred<CompleteReplyFrame | InspectReplyFrame>>()
 
     const write = (frame: HostFrame): Effect.Effect<void, KernelClosed> => {
       const line = encodeHostLine(frame)
@@ -356,6 +383,12 @@ export const make = (
       })
 
     const route = (frame: RunnerFrame): Effect.Effect<void> => {
+      if (frame.type === "complete_reply" || frame.type === "inspect_reply") {
+        const query = queries.get(frame.id)
+        return query === undefined
+          ? Effect.logDebug(`dropped a ${frame.type} for ${frame.id}, which nobody awaits`)
+          : Effect.asVoid(Deferred.succeed(query, frame))
+      }
       if (frame.type === "error" && (frame.id === undefined || frame.id === null)) {
         return Effect.logWarning(`runner reported an error outside any request: ${frame.ename}: ${frame.evalue}`)
       }
@@ -600,14 +633,53 @@ export const make = (
       withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
         attributes: { "kernel.key": label, "kernel.pid": proc.pid },
         captureStackTrace: false
-      })
+      }, cellSpanFailure)
 
     const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
+
+    const ask = <F extends CompleteReplyFrame | InspectReplyFrame>(
+      code: string,
+      frame: (id: string) => HostFrame
+    ): Effect.Effect<F, KernelClosed | IntrospectionFailed> =>
+      Effect.gen(function*() {
+        if (code.length > MAX_INTROSPECT_CODE) {
+          return yield* new IntrospectionFailed({ reason: `the code is longer than ${MAX_INTROSPECT_CODE} characters` })
+        }
+        if (isTerminal(lifecycle)) return yield* new KernelClosed({ reason: "it was shut down" })
+        const id = `q${++nextId}`
+        const reply = yield* Deferred.make<CompleteReplyFrame | InspectReplyFrame>()
+        queries.set(id, reply)
+        const ended = Effect.flatMap(Deferred.await(deadSignal), () => new KernelClosed({ reason: "it ended before answering" }))
+        const answer = yield* write(frame(id)).pipe(
+          Effect.zipRight(Effect.raceFirst(Deferred.await(reply), ended)),
+          Effect.timeoutFail({
+            duration: INTROSPECT_TIMEOUT,
+            onTimeout: () => new IntrospectionFailed({ reason: `the kernel did not answer within ${Duration.format(INTROSPECT_TIMEOUT)}` })
+          }),
+          Effect.ensuring(Effect.sync(() => queries.delete(id)))
+        )
+        if (answer.error !== undefined) return yield* new IntrospectionFailed({ reason: answer.error })
+        return answer as F
+      })
+
+    const complete = (code: string, cursor = code.length) =>
+      ask<CompleteReplyFrame>(code, (id) =>
+        new CompleteRequestFrame({ type: "complete", id, code, cursorPos: toCodePoints(code, cursor) })).pipe(
+          Effect.map((reply) => completionOf(code, reply))
+        )
+
+    const inspect = (code: string, cursor = code.length, detailLevel: 0 | 1 = 0) =>
+      ask<InspectReplyFrame>(code, (id) =>
+        new InspectRequestFrame({ type: "inspect", id, code, cursorPos: toCodePoints(code, cursor), detailLevel })).pipe(
+          Effect.map(inspectionOf)
+        )
 
     return {
       pid: proc.pid,
       run,
       execute,
+      complete,
+      inspect,
       state: Effect.sync(() => lifecycle),
       isAlive: Effect.sync(() => !isTerminal(lifecycle)),
       dead: Deferred.await(deadSignal),

@@ -13,6 +13,7 @@ import { OutputSink } from "../services/OutputSink.ts"
 import { PythonRuntime } from "../services/PythonRuntime.ts"
 import { RunnerCache } from "../services/RunnerCache.ts"
 import { Sandbox } from "../services/Sandbox.ts"
+import { SessionRecord } from "../services/SessionRecord.ts"
 import { Settings, type InvalidSettings, type SettingsInput } from "../services/Settings.ts"
 import { NodeKernelSpawnerLive } from "./NodeKernelSpawner.ts"
 
@@ -27,7 +28,7 @@ export interface EvalLayerOptions {
 }
 
 /** What the eval layer provides. */
-export type EvalServices = EvalTool | KernelRegistry | Settings | ArtifactStore
+export type EvalServices = EvalTool | KernelRegistry | Settings | ArtifactStore | SessionRecord
 
 /** Builds the eval layer; closing its scope shuts every kernel down. */
 export const evalLayer = (
@@ -40,6 +41,7 @@ export const evalLayer = (
     PythonRuntime.Live,
     RunnerCache.Live,
     ArtifactStore.Live,
+    SessionRecord.layer,
     NodeKernelSpawnerLive,
     Sandbox.Live,
     options.bridge ?? AgentBridgeNotConfigured

@@ -6,16 +6,18 @@
  */
 import { Context, Data, Effect, Either, Layer, Option, Schema } from "effect"
 import { KernelOutput } from "../kernel/KernelOutput.ts"
-import { withSpanWhenTraced } from "../kernel/Spans.ts"
+import type { Completion, Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
 import { outputImages } from "../render/OutputText.ts"
 import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "./ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
-import { KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
+import { type KernelPlace, KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
 import { type FieldHints, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkOutput, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
+import { notebookOutputs, SessionRecord } from "./SessionRecord.ts"
 import { enabledLanguages, type EvalLanguage, EVAL_LANGUAGES, Settings, type SettingsValues } from "./Settings.ts"
 
 /** The tool's name as agents see it. */
@@ -222,12 +224,33 @@ const abortEffect = (signal: AbortSignal): Effect.Effect<void> =>
     return Effect.sync(() => signal.removeEventListener("abort", onAbort))
   })
 
+/** A completion or inspection request: the cell being typed and where the cursor is in it. */
+export interface IntrospectParams {
+  readonly language: EvalLanguage
+  readonly code: string
+  /** UTF-16 offset into `code`; default its end. */
+  readonly cursorPos?: number
+  /** Inspection only: 1 adds the source (`obj??`). */
+  readonly detailLevel?: 0 | 1
+}
+
+/** Anything `EvalTool.complete` and `EvalTool.inspect` can fail with. */
+export type IntrospectError = InvalidEvalParams | BackendUnavailable | RegistryError | IntrospectionFailed
+
 /** The eval tool service. */
 export interface EvalToolService {
   /** The tool's name, description and JSON Schema. */
   readonly definition: EvalToolDefinition
   /** Runs one cell. Interrupting the effect also interrupts the cell (without a result). */
   readonly run: (params: unknown, context: EvalContext) => Effect.Effect<EvalResult, EvalError>
+  /**
+   * Completions for the token before the cursor, from the session's kernel for the
+   * language and cwd (Jupyter's complete_request). Does not wait for a running cell,
+   * count as a cell or change its state.
+   */
+  readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
+  /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
+  readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
 }
 
 const makeEvalTool = Effect.gen(function*() {
@@ -235,6 +258,7 @@ const makeEvalTool = Effect.gen(function*() {
   const registry = yield* KernelRegistry
   const sinks = yield* OutputSink
   const artifacts = yield* ArtifactStore
+  const records = yield* SessionRecord
   const sessionStores = new Map<string, ArtifactStoreService>()
   const sessionStore = (sessionId: string) => {
     const known = sessionStores.get(sessionId)
@@ -290,6 +314,13 @@ const makeEvalTool = Effect.gen(function*() {
         killed: false
       }
       const rendered = [...result.outputs, KernelOutput.Done(outcome)]
+      const count = outcome.executionCount > 0 ? outcome.executionCount : null
+      yield* records.record(context.sessionId, {
+        language: params.language,
+        source: params.code,
+        executionCount: count,
+        outputs: notebookOutputs(result.outputs, count, outcome.notice)
+      }).pipe(Effect.catchAll((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
       const error = Option.fromNullable(result.outputs.find((o) => o._tag === "Error")).pipe(
         Option.map((o) => (o._tag === "Error" ? { ename: o.ename, evalue: o.evalue, traceback: o.traceback } : undefined)),
         Option.getOrUndefined
@@ -315,19 +346,43 @@ const makeEvalTool = Effect.gen(function*() {
       } satisfies EvalResult
     }).pipe(
       lockFor(context.sessionId).withPermits(1),
-      (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false })
+      (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
     )
+
+  const placeOf = (
+    params: IntrospectParams,
+    context: Pick<EvalContext, "sessionId" | "cwd">
+  ): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable> =>
+    Effect.suspend((): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable> => {
+      const language = params.language
+      if (!enabledLanguages(settings).includes(language)) {
+        return Effect.fail(new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` }))
+      }
+      if (language !== "py" && language !== "js") {
+        return Effect.fail(new BackendUnavailable({ language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[language]} kernel yet` }))
+      }
+      if (typeof params.code !== "string") return Effect.fail(new InvalidEvalParams({ problem: "code must be a string" }))
+      if (params.cursorPos !== undefined && !Number.isFinite(params.cursorPos)) {
+        return Effect.fail(new InvalidEvalParams({ problem: "cursorPos must be a number" }))
+      }
+      return Effect.succeed({ language, sessionId: context.sessionId, cwd: context.cwd })
+    })
 
   return {
     definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
-    run
+    run,
+    complete: (params, context) =>
+      Effect.flatMap(placeOf(params, context), (place) => registry.complete(place, params.code, params.cursorPos)),
+    inspect: (params, context) =>
+      Effect.flatMap(placeOf(params, context), (place) =>
+        registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0))
   } satisfies EvalToolService
 })
 
 /** The `eval` tool. */
 export class EvalTool extends Context.Tag("veyyon-eval/EvalTool")<EvalTool, EvalToolService>() {
   /** The tool over the registry, output sink, artifact store and settings in context. */
-  static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore> = Layer.effect(
+  static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore | SessionRecord> = Layer.effect(
     EvalTool,
     makeEvalTool
   )

@@ -20,6 +20,7 @@
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, type Scope, type Stream } from "effect"
+import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { describeExit, KernelSpawner } from "../kernel/KernelProcess.ts"
@@ -84,6 +85,14 @@ export interface RegistryRequest extends PythonKernel.ExecuteRequest {
   readonly reset?: boolean
 }
 
+/** Whose kernel a completion or inspection asks: the one cells of this session, cwd and language run in. */
+export interface KernelPlace {
+  /** Default `py`. */
+  readonly language?: KernelLanguage
+  readonly sessionId: string
+  readonly cwd: string
+}
+
 /** The status op the registry emits when it replaces a kernel that died mid-cell and retries. */
 export const RESTART_STATUS_OP = "kernel-restart"
 
@@ -93,6 +102,19 @@ export interface KernelRegistryService {
   readonly run: (request: RegistryRequest, onOutput: PythonKernel.OutputHandler) => Effect.Effect<CellOutcome, RegistryError>
   /** `run` as a stream of outputs ending with `Done`. */
   readonly execute: (request: RegistryRequest) => Stream.Stream<KernelOutput, RegistryError>
+  /** Completions at `cursor` (UTF-16 offset, default the end) of `code`, from the place's kernel (started if need be). */
+  readonly complete: (
+    place: KernelPlace,
+    code: string,
+    cursor?: number
+  ) => Effect.Effect<Completion, RegistryError | IntrospectionFailed>
+  /** IPython's `obj?` (detail 1: `obj??`) for the name at `cursor`, from the place's kernel. */
+  readonly inspect: (
+    place: KernelPlace,
+    code: string,
+    cursor?: number,
+    detailLevel?: 0 | 1
+  ) => Effect.Effect<Inspection, RegistryError | IntrospectionFailed>
   /** Shuts down every kernel of a session (optionally only those for `cwd`, and of `language`); the next cell starts fresh. */
   readonly reset: (sessionId: string, cwd?: string, language?: KernelLanguage) => Effect.Effect<void>
   /** Shuts down every kernel now. */
@@ -302,8 +324,18 @@ const makeRegistry = Effect.gen(function*() {
         : sessionRun(key, request, onOutput)
     })
 
+  const withKernel = <A>(
+    place: KernelPlace,
+    use: (kernel: PythonKernel.PythonKernel) => Effect.Effect<A, KernelClosed | IntrospectionFailed>
+  ): Effect.Effect<A, RegistryError | IntrospectionFailed> =>
+    settings.python.kernelMode === "per-call"
+      ? Effect.fail(new IntrospectionFailed({ reason: "in per-call kernel mode no kernel is kept between calls to ask" }))
+      : Effect.scoped(Effect.flatMap(keyFor({ ...place, code: "" }), (key) => Effect.flatMap(liveKernel(key), use)))
+
   return {
     run,
+    complete: (place, code, cursor) => withKernel(place, (kernel) => kernel.complete(code, cursor)),
+    inspect: (place, code, cursor, detailLevel) => withKernel(place, (kernel) => kernel.inspect(code, cursor, detailLevel)),
     execute: (request) => PythonKernel.streamOf((onOutput) => run(request, onOutput)),
     reset,
     shutdownAll,

@@ -3,11 +3,12 @@
  * real Python. The tests run concurrently, a few children at a time (see `runCli`);
  * help texts and the usage errors that need no Python are covered in process too.
  */
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { childEnv, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stopAll, tempDir, waitForExit } from "./support.ts"
+import { childEnv, cliFromSource, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
 
 const python = findPython()
 const artifactsDir = tempDir("veyyon-cli-artifacts-")
@@ -107,6 +108,126 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(run.stderr).toContain("/no/such/python does not exist")
     expect(run.stderr).toContain("veyyon setup python --check")
     noStackTrace(run.stderr)
+  }, SPAWN_TIMEOUT)
+
+  it("--python PATH wins over VEYYON_PYTHON_INTERPRETER in eval and repl; a bad --python exits 3 naming it", async () => {
+    const badEnv = { ...env, VEYYON_PYTHON_INTERPRETER: "/no/such/python" }
+    const code = "import sys; print('exe', sys.executable)"
+    const single = await runCli(["eval", "--python", python!, code], { env: badEnv })
+    expect(single.stderr).toBe("")
+    expect(single.code).toBe(0)
+    expect(single.stdout).toContain(`exe ${python}`)
+    const repl = await runCli(["repl", "--python", python!], { env: badEnv, input: code + "\n" })
+    expect(repl.code).toBe(0)
+    expect(repl.stdout).toContain(`exe ${python}`)
+    const bad = await runCli(["eval", "--python", "/no/such/python3", "1"], { env })
+    expect(bad.code).toBe(3)
+    expect(bad.stderr).toContain("/no/such/python3 does not exist")
+  }, SPAWN_TIMEOUT)
+
+  it("no ANSI colour in --help or cell output when stdout is a pipe or NO_COLOR is set; colour on a terminal", async () => {
+    const colourEnv: Record<string, string> = { ...env, TERM: "xterm-256color" }
+    delete colourEnv.NO_COLOR
+    const piped = await runCli(["--help"], { env: colourEnv })
+    expect(piped.code).toBe(0)
+    expect(piped.stdout).toContain("USAGE")
+    expect(piped.stdout).not.toContain("\u001b[")
+    const pipedCell = await runCli(["eval", "1/0"], { env: colourEnv })
+    expect(pipedCell.stdout + pipedCell.stderr).toContain("ZeroDivisionError")
+    expect(pipedCell.stdout + pipedCell.stderr).not.toContain("\u001b[")
+    if (!fs.existsSync("/usr/bin/script")) {
+      console.log("skipping the terminal half: util-linux `script` (a pty) is not installed")
+      return
+    }
+    const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
+    const onTerminal = (args: ReadonlyArray<string>, runEnv: Record<string, string>) =>
+      runCli([], {
+        env: runEnv,
+        entry: { command: "/usr/bin/script", args: ["-qec", [cliFromSource.command, ...cliFromSource.args, ...args].map(quote).join(" "), "/dev/null"] }
+      })
+    const coloured = await onTerminal(["--help"], colourEnv)
+    expect(coloured.stdout).toContain("USAGE")
+    expect(coloured.stdout).toContain("\u001b[")
+    const noColor = await onTerminal(["--help"], { ...colourEnv, NO_COLOR: "1" })
+    expect(noColor.stdout).toContain("USAGE")
+    expect(noColor.stdout).not.toContain("\u001b[")
+  }, SPAWN_TIMEOUT)
+
+  it("repl answers obj? and obj?? with the kernel's inspection, and says when a name is unknown", async () => {
+    const input = "def scale(value, factor=2):\n    '''Scale a value.'''\n    return value * factor\n\nscale?\n??scale\nnope_nothing?\n1 + 1\n"
+    const run = await runCli(["repl"], { env, input })
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain("Signature:   scale(value, factor=2)")
+    expect(run.stdout).toContain("Docstring:   Scale a value.")
+    expect(run.stdout).toContain("    return value * factor")
+    expect(run.stdout).toContain("Object `nope_nothing` not found.")
+    expect(run.stdout.trim().endsWith("2")).toBe(true)
+  }, SPAWN_TIMEOUT)
+
+  it.skipIf(!fs.existsSync("/usr/bin/script"))("repl on a terminal completes with Tab", async () => {
+    const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
+    const command = [cliFromSource.command, ...cliFromSource.args, "repl"].map(quote).join(" ")
+    const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], { env, stdio: ["pipe", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk))
+    const waitFor = async (text: string, from: number) => {
+      const deadline = Date.now() + 120_000
+      while (!output.slice(from).includes(text)) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no ${JSON.stringify(text)} in:\n${output}`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      return output.length
+    }
+    try {
+      let seen = await waitFor(">>> ", 0)
+      child.stdin.write("import collections\n")
+      seen = await waitFor(">>> ", seen)
+      child.stdin.write("x = collections.OrderedD\t")
+      seen = await waitFor("OrderedDict", seen)
+      child.stdin.write("\nx\n")
+      await waitFor("<class 'collections.OrderedDict'>", seen)
+      child.stdin.write("exit\n")
+      await new Promise((resolve) => child.once("close", resolve))
+    } finally {
+      stop(child)
+    }
+  }, SPAWN_TIMEOUT)
+
+  it("export --session writes the session's cells as a notebook nbformat validates; repl --save does on exit", async () => {
+    const dir = tempDir("veyyon-cli-export-")
+    const nbPython = ["/usr/bin/python3", python!].find((candidate) => {
+      try {
+        execFileSync(candidate, ["-c", "import nbformat"], { stdio: "ignore" })
+        return true
+      } catch {
+        return false
+      }
+    })
+    const check = (file: string) =>
+      execFileSync(nbPython!, ["-c", "import sys, nbformat\nnb = nbformat.read(sys.argv[1], as_version=4)\nnbformat.validate(nb)\nprint(nb.metadata.kernelspec.name, [c.execution_count for c in nb.cells])", file], { encoding: "utf8" }).trim()
+    try {
+      expect((await runCli(["eval", "--session", "exp1", "print('hi')"], { env })).code).toBe(0)
+      expect((await runCli(["eval", "--session", "exp1", "20 * 2 + 2"], { env })).code).toBe(0)
+      const out = path.join(dir, "exp1.ipynb")
+      const exported = await runCli(["export", "--session", "exp1", out], { env })
+      expect(exported.code).toBe(0)
+      expect(exported.stderr).toContain("wrote 2 cells of session exp1")
+      const saved = path.join(dir, "repl.ipynb")
+      const repl = await runCli(["repl", "--save", saved], { env, input: "y = 1\ny + 1\n" })
+      expect(repl.code).toBe(0)
+      expect(repl.stderr).toContain(`saved 2 cells to ${saved}`)
+      if (nbPython === undefined) {
+        console.log("skipping notebook validation: python3-nbformat is not installed")
+        return
+      }
+      expect(check(out)).toBe("python3 [1, 1]")
+      expect(check(saved)).toBe("python3 [1, 2]")
+      const notebook = JSON.parse(fs.readFileSync(out, "utf8"))
+      expect(notebook.cells[1].outputs[0].data["text/plain"]).toBe("42")
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   }, SPAWN_TIMEOUT)
 
   it("--language js runs JavaScript cells, in eval and in a repl that keeps state, even without Python", async () => {

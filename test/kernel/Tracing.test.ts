@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { SpanStatusCode } from "@opentelemetry/api"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
@@ -34,13 +35,28 @@ describe("kernel spans", () => {
           yield* PythonKernel.executeCollect(kernel, { code: "hang-hard", timeoutSeconds: 0.02 })
         })
       )
+      yield* Effect.scoped(
+        Effect.gen(function*() {
+          const kernel = yield* PythonKernel.make({ python: "fake", runnerPath: "r.py", cwd: "/", env: {}, skipCheck: true, key: "s2" })
+          yield* PythonKernel.executeCollect(kernel, { code: "raise boom" })
+          yield* PythonKernel.executeCollect(kernel, { code: "sleep", timeoutSeconds: 0.02 })
+        })
+      )
       const spans = exporter.getFinishedSpans()
       const names = spans.map((s) => s.name)
       expect(names).toContain("kernel.start")
       expect(names).toContain("kernel.interrupt")
       expect(names).toContain("kernel.shutdown")
       const executes = spans.filter((s) => s.name === "kernel.execute")
-      expect(executes).toHaveLength(3)
+      expect(executes).toHaveLength(5)
+      expect(executes.map((s) => s.status)).toEqual([
+        { code: SpanStatusCode.OK },
+        { code: SpanStatusCode.ERROR, message: "the cell was cancelled" },
+        { code: SpanStatusCode.ERROR, message: "the cell timed out and its kernel was killed" },
+        { code: SpanStatusCode.ERROR, message: "the cell raised an error" },
+        { code: SpanStatusCode.ERROR, message: "the cell timed out" }
+      ])
+      expect(executes[3]!.attributes).toMatchObject({ "kernel.status": "error", "kernel.cancelled": false })
       expect(executes[0]!.attributes).toMatchObject({
         "kernel.key": "s1",
         "kernel.status": "ok",

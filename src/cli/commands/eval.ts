@@ -1,5 +1,5 @@
 /**
- * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json] [--language py|js]`:
+ * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json] [--language py|js] [--python PATH]`:
  * runs one cell in a fresh kernel and prints its output as it streams, or the
  * `EvalResult` as JSON. Exits 0 when the cell ran cleanly, 1 when it raised, was
  * cancelled (Ctrl-C) or timed out, 2 on bad usage or input, 3 when no backend can run.
@@ -12,7 +12,7 @@ import { parseTimeout, readCode, readProcessStdin } from "../cellInput.ts"
 import { cellExitCode, CliFailure, ExitCode, failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
-import { type CellRun, cliEvalLayer, languageOption, runCell, startKernel } from "../session.ts"
+import { type CellRun, cliEvalLayer, languageOption, pythonOption, runCell, startKernel } from "../session.ts"
 
 /** The session id `veyyon eval` uses unless `--session` says otherwise. */
 export const DEFAULT_EVAL_SESSION = "cli"
@@ -61,7 +61,7 @@ const printImages = (run: CellRun) =>
 /** The `eval` command. */
 export const evalCommand = Command.make(
   "eval",
-  { code, file, timeout, reset, cwd, session, json, language: languageOption },
+  { code, file, timeout, reset, cwd, session, json, language: languageOption, python: pythonOption },
   (flags) =>
     Effect.gen(function*() {
       const source = yield* readCode({
@@ -88,7 +88,7 @@ export const evalCommand = Command.make(
             flags.json ? undefined : makeCellView(stdoutTarget())
           )
         })
-      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer()))
+      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ python: flags.python })))
       yield* flags.json ? printJson(run) : printImages(run)
       const exit = cellExitCode(run.result)
       if (exit !== ExitCode.Ok) return yield* new CliFailure({ code: exit })

@@ -6,17 +6,20 @@
  * Ctrl-C while a cell runs interrupts it (the kernel stays); at the prompt it drops the
  * lines typed so far, and a second Ctrl-C at an empty prompt exits, as Ctrl-D (end of
  * input), `exit` and `quit` do. Magics are the kernel's; images are saved to files and
- * their paths printed.
+ * their paths printed. On a terminal Tab completes from the kernel; `obj?` and `obj??`
+ * (or `?obj`) print the kernel's inspection instead of running a cell.
  */
-import { Command } from "@effect/cli"
-import { Data, Effect, Queue, type Scope } from "effect"
+import { Command, Options } from "@effect/cli"
+import { Data, Effect, Option, Queue, Runtime, type Scope } from "effect"
+import { EvalTool } from "../../services/EvalTool.ts"
+import { exportSession } from "./export.ts"
 import * as readline from "node:readline"
 import { makeCellView, stdoutTarget } from "../cellView.ts"
 import { failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
-import { cellSource, isCompleteCell } from "../replInput.ts"
-import { type CellContext, type CliLanguage, cliEvalLayer, KERNEL_NAMES, languageOption, runCell, startKernel } from "../session.ts"
+import { cellSource, completionCode, inspectionLine, isCompleteCell, readlineCompletion } from "../replInput.ts"
+import { type CellContext, type CliLanguage, cliEvalLayer, KERNEL_NAMES, languageOption, pythonOption, runCell, startKernel } from "../session.ts"
 
 type ReplInput = Data.TaggedEnum<{
   Line: { readonly line: string }
@@ -41,7 +44,8 @@ const clearTypedLine = (rl: readline.Interface) => {
 /** Lines from stdin and Ctrl-C presses as one queue; `running` gets Ctrl-C instead while a cell runs. */
 const openInput = (
   interactive: boolean,
-  running: { current: AbortController | undefined }
+  running: { current: AbortController | undefined },
+  completer: readline.AsyncCompleter | undefined
 ): Effect.Effect<{ readonly rl: readline.Interface; readonly inputs: Queue.Queue<ReplInput> }, never, Scope.Scope> =>
   Effect.gen(function*() {
     const inputs = yield* Queue.unbounded<ReplInput>()
@@ -51,7 +55,8 @@ const openInput = (
           input: process.stdin,
           ...(interactive ? { output: process.stdout } : {}),
           terminal: interactive,
-          prompt: PROMPT
+          prompt: PROMPT,
+          ...(interactive && completer !== undefined ? { completer } : {})
         })
       ),
       (rl) => Effect.sync(() => rl.close())
@@ -69,13 +74,36 @@ const openInput = (
 
 const say = (text: string) => Effect.sync(() => process.stdout.write(text + "\n"))
 
-const repl = (language: CliLanguage) => Effect.scoped(
+const save = Options.text("save").pipe(
+  Options.withPseudoName("FILE"),
+  Options.withDescription("On exit, write the cells of this REPL session to FILE as a Jupyter notebook (.ipynb)."),
+  Options.optional
+)
+
+const saveOnExit = (sessionId: string, file: string, language: CliLanguage) =>
+  exportSession(sessionId, file, language).pipe(
+    Effect.flatMap((count) => Effect.sync(() => process.stderr.write(`veyyon: saved ${count} cell${count === 1 ? "" : "s"} to ${file}\n`))),
+    Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: the session was not saved: ${error.message}\n`)))
+  )
+
+const repl = (language: CliLanguage, python: Option.Option<string>, saveTo: Option.Option<string>) => Effect.scoped(
   Effect.gen(function*() {
     const interactive = process.stdin.isTTY === true
     const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd(), language }
+    if (Option.isSome(saveTo)) yield* Effect.addFinalizer(() => saveOnExit(context.sessionId, saveTo.value, language))
     const running: { current: AbortController | undefined } = { current: undefined }
     yield* startKernel(context).pipe(Effect.mapError(failureOf))
-    const { inputs, rl } = yield* openInput(interactive, running)
+    const runtime = yield* Effect.runtime<EvalTool>()
+    const tool = yield* EvalTool
+    let buffer: Array<string> = []
+    const completer: readline.AsyncCompleter = (lineBeforeCursor, answer) => {
+      const { code, lineStart } = completionCode(buffer, lineBeforeCursor)
+      Runtime.runCallback(runtime)(tool.complete({ language, code }, context), {
+        onExit: (exit) =>
+          answer(null, exit._tag === "Success" ? readlineCompletion(lineBeforeCursor, lineStart, exit.value) : [[], lineBeforeCursor])
+      })
+    }
+    const { inputs, rl } = yield* openInput(interactive, running, completer)
     if (interactive) yield* say(`${KERNEL_NAMES[language]} kernel ready. Ctrl-C interrupts a cell; Ctrl-D or a second Ctrl-C at an empty prompt exits.`)
 
     const runSource = (code: string) =>
@@ -91,7 +119,15 @@ const repl = (language: CliLanguage) => Effect.scoped(
         Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: ${failureOf(error).sentence ?? error.message}\n`)))
       )
 
-    let buffer: Array<string> = []
+    const showInspection = (name: string, detailLevel: 0 | 1) =>
+      tool.inspect({ language, code: name, detailLevel }, context).pipe(
+        Effect.flatMap((inspection) => {
+          const text = inspection.bundle["text/plain"]
+          return inspection.found && typeof text === "string" ? say(text) : say(`Object \`${name}\` not found.`)
+        }),
+        Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: ${error.message}\n`)))
+      )
+
     let armedExit = false
     while (true) {
       if (interactive) {
@@ -119,6 +155,11 @@ const repl = (language: CliLanguage) => Effect.scoped(
       }
       armedExit = false
       if (buffer.length === 0 && EXIT_WORDS.has(input.line.trim())) return
+      const inspection = buffer.length === 0 ? inspectionLine(input.line) : undefined
+      if (inspection !== undefined) {
+        yield* showInspection(inspection.name, inspection.detailLevel)
+        continue
+      }
       buffer.push(input.line)
       if (!isCompleteCell(buffer)) continue
       const code = cellSource(buffer)
@@ -126,10 +167,14 @@ const repl = (language: CliLanguage) => Effect.scoped(
       if (code.trim().length > 0) yield* runSource(code)
     }
   })
-).pipe(Effect.provide(cliEvalLayer({ longLived: true })))
+).pipe(Effect.provide(cliEvalLayer({ longLived: true, python })))
 
 /** The `repl` command. */
-export const replCommand = Command.make("repl", { language: languageOption }, ({ language }) => repl(language)).pipe(
+export const replCommand = Command.make(
+  "repl",
+  { language: languageOption, python: pythonOption, save },
+  ({ language, python, save }) => repl(language, python, save)
+).pipe(
   Command.withDescription(
     "Interactive Python (or, with --language js, JavaScript) in one kernel, state kept. Ctrl-C interrupts a cell; Ctrl-D exits."
   )

@@ -1,0 +1,295 @@
+/**
+ * Sessions as notebooks: every cell a session runs (source, outputs, execution count,
+ * language) is kept in the session's state directory, one JSON file per cell, and a
+ * session exports as a valid nbformat 4 notebook (images as PNG/JPEG outputs, cut text
+ * with the artifact:// link that holds all of it).
+ *
+ * Cell files live in `<session dir>/cells/` (the directory `sessionArtifactsDir` names),
+ * mode 0700, checked to be ours and not a symlink; each file is written under a fresh
+ * name created exclusively (0600) and renamed into place.
+ */
+import { Context, Data, Effect, Layer, Schema } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { STATUS_MIME } from "../kernel/Frame.ts"
+import { sessionArtifactsDir } from "./ArtifactStore.ts"
+import type { SinkOutput } from "./OutputSink.ts"
+import { ensurePrivateDirSync } from "./PrivateDir.ts"
+import { type EvalLanguage, Settings } from "./Settings.ts"
+
+/** One nbformat 4 output, as stored and exported. */
+export type NotebookOutput = Readonly<Record<string, unknown>>
+
+/** One cell as the session ran it. */
+export interface RecordedCell {
+  readonly language: EvalLanguage
+  readonly source: string
+  readonly executionCount: number | null
+  readonly outputs: ReadonlyArray<NotebookOutput>
+}
+
+const RecordedCellSchema = Schema.Struct({
+  language: Schema.Literal("py", "js", "rb", "jl"),
+  source: Schema.String,
+  executionCount: Schema.NullOr(Schema.Number),
+  outputs: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+const decodeCell = Schema.decodeUnknownEither(Schema.parseJson(RecordedCellSchema))
+
+/** The session's record could not be read or written. */
+export class SessionRecordError extends Data.TaggedError("SessionRecordError")<{ readonly path: string; readonly reason: string }> {
+  override get message(): string {
+    return `cannot use the session record at ${this.path}: ${this.reason}`
+  }
+}
+
+/** The directory a session's cells are kept in. */
+export const sessionCellsDir = (artifactsRoot: string, sessionId: string): string =>
+  path.join(sessionArtifactsDir(artifactsRoot, sessionId), "cells")
+
+const isJsonMime = (mime: string) => /^application\/(.*\+)?json$/.test(mime)
+
+const mimeData = (bundle: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const data: Record<string, unknown> = {}
+  for (const [mime, value] of Object.entries(bundle)) {
+    if (mime === STATUS_MIME) continue
+    data[mime] = isJsonMime(mime) || typeof value === "string" ? value : JSON.stringify(value)
+  }
+  return data
+}
+
+const stream = (name: "stdout" | "stderr", text: string): NotebookOutput => ({ output_type: "stream", name, text })
+
+/** A cell's outputs as nbformat outputs: streams merged, status events dropped, cut text with its artifact link. */
+export const notebookOutputs = (
+  outputs: ReadonlyArray<SinkOutput>,
+  executionCount: number | null,
+  notice?: string
+): Array<NotebookOutput> => {
+  const result: Array<NotebookOutput> = []
+  const push = (output: NotebookOutput) => {
+    const last = result[result.length - 1]
+    if (output.output_type === "stream" && last?.output_type === "stream" && last.name === output.name) {
+      result[result.length - 1] = { ...last, text: String(last.text) + String(output.text) }
+    } else result.push(output)
+  }
+  for (const output of outputs) {
+    switch (output._tag) {
+      case "Stdout":
+        push(stream("stdout", output.text))
+        break
+      case "Stderr":
+        push(stream("stderr", output.text))
+        break
+      case "Display": {
+        const data = mimeData(output.bundle)
+        if (Object.keys(data).length > 0) push({ output_type: "display_data", data, metadata: {} })
+        break
+      }
+      case "Result":
+        push({ output_type: "execute_result", execution_count: executionCount, data: mimeData(output.bundle), metadata: {} })
+        break
+      case "Error":
+        push({ output_type: "error", ename: output.ename, evalue: output.evalue, traceback: [...output.traceback] })
+        break
+      case "TextOmitted":
+      case "OutputsOmitted":
+        push(stream("stdout", output.text.endsWith("\n") ? output.text : output.text + "\n"))
+        break
+      case "Status":
+        break
+    }
+  }
+  if (notice !== undefined) push(stream("stderr", notice + "\n"))
+  return result
+}
+
+const KERNELS: Readonly<Record<EvalLanguage, { kernelspec: object; language_info: object }>> = {
+  py: {
+    kernelspec: { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" },
+    language_info: {
+      name: "python",
+      file_extension: ".py",
+      mimetype: "text/x-python",
+      codemirror_mode: { name: "ipython", version: 3 },
+      pygments_lexer: "ipython3",
+      nbconvert_exporter: "python"
+    }
+  },
+  js: {
+    kernelspec: { name: "javascript", display_name: "JavaScript (Node.js)", language: "javascript" },
+    language_info: { name: "javascript", file_extension: ".js", mimetype: "application/javascript", version: process.versions.node }
+  },
+  rb: {
+    kernelspec: { name: "ruby", display_name: "Ruby", language: "ruby" },
+    language_info: { name: "ruby", file_extension: ".rb", mimetype: "application/x-ruby" }
+  },
+  jl: {
+    kernelspec: { name: "julia", display_name: "Julia", language: "julia" },
+    language_info: { name: "julia", file_extension: ".jl", mimetype: "application/julia" }
+  }
+}
+
+const cellId = () => randomBytes(4).toString("hex")
+
+/**
+ * An nbformat 4.5 notebook of the cells. Its kernel is `language`'s (default: the first
+ * cell's); cells in another language become raw cells that keep their source and say
+ * their language in their metadata.
+ */
+export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLanguage): Record<string, unknown> => {
+  const kernel = language ?? cells[0]?.language ?? "py"
+  return {
+    nbformat: 4,
+    nbformat_minor: 5,
+    metadata: { ...KERNELS[kernel], veyyon: { exported: new Date().toISOString() } },
+    cells: cells.map((cell) =>
+      cell.language === kernel
+        ? { cell_type: "code", id: cellId(), metadata: {}, execution_count: cell.executionCount, source: cell.source, outputs: cell.outputs }
+        : { cell_type: "raw", id: cellId(), metadata: { veyyon: { language: cell.language } }, source: cell.source }
+    )
+  }
+}
+
+const failWith = (where: string) => (error: unknown) =>
+  new SessionRecordError({ path: where, reason: error instanceof Error ? error.message : String(error) })
+
+/**
+ * Writes `data` to `target` through a fresh file created exclusively with `mode`, renamed
+ * into place; `sync` flushes it to disk first (for files a person asked for).
+ */
+export const writeFileAtomically = (target: string, data: string, mode: number, sync = false): void => {
+  const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
+  const fd = fs.openSync(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode)
+  try {
+    fs.writeSync(fd, data)
+    if (sync) fs.fsyncSync(fd)
+  } catch (error) {
+    fs.closeSync(fd)
+    fs.rmSync(temporary, { force: true })
+    throw error
+  }
+  fs.closeSync(fd)
+  try {
+    fs.renameSync(temporary, target)
+  } catch (error) {
+    fs.rmSync(temporary, { force: true })
+    throw error
+  }
+}
+
+const CELL_FILE = /^cell-\d{15}-\d{6}-[0-9a-f]{8}\.json$/
+/** The largest cell file read back (a cell's retained output is bounded far below it). */
+const MAX_CELL_FILE_BYTES = 64 * 1024 * 1024
+
+/** The session record service. */
+export interface SessionRecordService {
+  /** Keeps one finished cell of a session (written in the background; `cells` and the layer's end wait for it). */
+  readonly record: (sessionId: string, cell: RecordedCell) => Effect.Effect<void, SessionRecordError>
+  /** The session's cells in the order they ran (none for a session that ran nothing). */
+  readonly cells: (sessionId: string) => Effect.Effect<ReadonlyArray<RecordedCell>, SessionRecordError>
+  /** The session as an nbformat 4 notebook (see `notebookOf`). */
+  readonly notebook: (sessionId: string, language?: EvalLanguage) => Effect.Effect<Record<string, unknown>, SessionRecordError>
+  /** Writes the session's notebook to `file` (created, or replaced atomically). */
+  readonly exportNotebook: (sessionId: string, file: string, language?: EvalLanguage) => Effect.Effect<void, SessionRecordError>
+}
+
+/** Writes `data` to `target` as `writeFileAtomically` does, off the event loop (no sync). */
+const writeFileAtomicallyAsync = async (target: string, data: string, mode: number): Promise<void> => {
+  const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
+  const handle = await fs.promises.open(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode)
+  try {
+    await handle.writeFile(data)
+  } catch (error) {
+    await handle.close()
+    await fs.promises.rm(temporary, { force: true })
+    throw error
+  }
+  await handle.close()
+  await fs.promises.rename(temporary, target).catch(async (error) => {
+    await fs.promises.rm(temporary, { force: true })
+    throw error
+  })
+}
+
+const makeSessionRecord = Effect.gen(function*() {
+  const settings = yield* Settings
+  let sequence = 0
+  /** Directories already made and checked, so a cell costs no directory probes. */
+  const readyDirs = new Set<string>()
+  /** Per session: the chain of cell writes still in flight, and why any failed. */
+  const pending = new Map<string, Promise<void>>()
+  const failures = new Map<string, string>()
+
+  const settle = (sessionId: string) => Effect.promise(() => pending.get(sessionId) ?? Promise.resolve())
+  yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(pending.values())))
+
+  /** Names and serializes the cell now (its place in the order) and writes it in the background. */
+  const record = (sessionId: string, cell: RecordedCell) => {
+    const dir = sessionCellsDir(settings.artifactsDir, sessionId)
+    return Effect.try({
+      try: () => {
+        if (!readyDirs.has(dir)) {
+          ensurePrivateDirSync(dir)
+          readyDirs.add(dir)
+        }
+        const name = `cell-${String(Date.now()).padStart(15, "0")}-${String(++sequence % 1_000_000).padStart(6, "0")}-${randomBytes(4).toString("hex")}.json`
+        const data = JSON.stringify(cell)
+        const write = (pending.get(sessionId) ?? Promise.resolve())
+          .then(() => writeFileAtomicallyAsync(path.join(dir, name), data, 0o600))
+          .catch((error: Error) => {
+            failures.set(sessionId, error.message)
+          })
+        pending.set(sessionId, write)
+      },
+      catch: failWith(dir)
+    })
+  }
+
+  const cells = (sessionId: string) => {
+    const dir = sessionCellsDir(settings.artifactsDir, sessionId)
+    const failed = Effect.suspend(() => {
+      const reason = failures.get(sessionId)
+      return reason === undefined ? Effect.void : Effect.fail(new SessionRecordError({ path: dir, reason: `a cell could not be recorded: ${reason}` }))
+    })
+    return Effect.zipRight(Effect.zipRight(settle(sessionId), failed), Effect.try({
+      try: () => {
+        if (!fs.existsSync(dir)) return []
+        ensurePrivateDirSync(dir)
+        const found: Array<RecordedCell> = []
+        for (const name of fs.readdirSync(dir).filter((name) => CELL_FILE.test(name)).sort()) {
+          const file = path.join(dir, name)
+          const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+          try {
+            const stat = fs.fstatSync(fd)
+            if (!stat.isFile() || stat.size > MAX_CELL_FILE_BYTES) continue
+            const decoded = decodeCell(fs.readFileSync(fd, "utf8"))
+            if (decoded._tag === "Right") found.push(decoded.right)
+          } finally {
+            fs.closeSync(fd)
+          }
+        }
+        return found
+      },
+      catch: failWith(dir)
+    }))
+  }
+
+  const notebook = (sessionId: string, language?: EvalLanguage) => Effect.map(cells(sessionId), (all) => notebookOf(all, language))
+
+  const exportNotebook = (sessionId: string, file: string, language?: EvalLanguage) =>
+    Effect.flatMap(notebook(sessionId, language), (document) =>
+      Effect.try({
+        try: () => writeFileAtomically(path.resolve(file), JSON.stringify(document, null, 1) + "\n", 0o644, true),
+        catch: failWith(path.resolve(file))
+      }))
+
+  return { record, cells, notebook, exportNotebook } satisfies SessionRecordService
+})
+
+/** Each session's cells, kept and exported as a notebook. */
+export class SessionRecord extends Context.Tag("veyyon-eval/SessionRecord")<SessionRecord, SessionRecordService>() {
+  /** The record under the settings' artifacts directory. */
+  static readonly layer: Layer.Layer<SessionRecord, never, Settings> = Layer.scoped(SessionRecord, makeSessionRecord)
+}
