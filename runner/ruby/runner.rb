@@ -661,8 +661,11 @@ module VeyyonRunner
       @cell_seq += 1
       @execution_count += 1 if !request.silent && request.store_history
       before = request.silent ? names_now : nil
-      enter_cell(request)
-      send_frame(type: "started", id: request.id)
+      @output_lock.synchronize do
+        @pipes.each_value { |reader, _| drain(reader) }
+        enter_cell(request)
+        send_frame(type: "started", id: request.id)
+      end
       failure = nil
       begin
         Thread.handle_interrupt(Interrupt => :immediate) do
