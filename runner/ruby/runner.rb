@@ -815,8 +815,11 @@ module VeyyonRunner
 
   # Serves the protocol until an exit request, the end of input, or the host's death.
   def main
+    verbose = $VERBOSE
+    $VERBOSE = nil
     Encoding.default_external = Encoding::UTF_8
     Encoding.default_internal = nil
+    $VERBOSE = verbose
     input, output = open_channel
     input.set_encoding(Encoding::BINARY)
     output.set_encoding(Encoding::BINARY)
