@@ -209,6 +209,18 @@ describe.skipIf(runner === undefined)("Ruby runner", () => {
       expect(own.done).toMatchObject({ status: "error", cancelled: false })
     })
 
+    it("interrupts a cell waiting for the host's answer and resumes the paused timeout before done", async () => {
+      const id = kernel.request("puts 'ready'\ncompletion('never answered')")
+      await kernel.waitFor((f) => f.type === "bridge" && f.id === id)
+      kernel.interrupt()
+      const cell = await kernel.collect(id)
+      expect(cell.done).toMatchObject({ status: "error", cancelled: true })
+      expect(cell.statuses.map((s) => s.action)).toEqual(["pause", "resume"])
+      const late = kernel.frames.find((f) => f.type === "bridge" && f.id === id)!
+      kernel.send({ type: "bridge_result", callId: late.callId, ok: true, value: "too late" })
+      expect(plainResult(await run("1 + 1"))).toBe("2")
+    })
+
     it("survives a burst of SIGINTs landing anywhere in a cell and its bookkeeping", async () => {
       const id = kernel.request("200_000.times { |k| puts k }")
       await kernel.waitForStdout("\n", id)
