@@ -253,8 +253,6 @@ module VeyyonRunner
 
   # The kernel: the channel, output pumps, the binding, SIGINT and the bridge.
   class Server
-    attr_reader :binding_, :execution_count
-
     def initialize(channel_in, channel_out)
       @in = channel_in
       @out = channel_out
@@ -275,6 +273,7 @@ module VeyyonRunner
       @protected = { locals: [], methods: [], constants: [] }
       @main_thread = Thread.current
       @binding_ = TOPLEVEL_BINDING.eval("binding")
+      @baseline = { methods: Object.private_instance_methods(false), constants: Object.constants }
     end
 
     # Serves requests until an exit request, the end of input, or the host's death.
@@ -753,20 +752,13 @@ module VeyyonRunner
 
     # User-defined names: [[name, value-or-method], ...] for defs().
     def user_definitions
-      base = @baseline ||= { methods: [], constants: [] }
+      base = @baseline
       locals = (@binding_.local_variables - @protected[:locals] - [:_]).map { |n| [n.to_s, @binding_.local_variable_get(n)] }
       methods = (Object.private_instance_methods(false) - base[:methods] - @protected[:methods]).map { |n| [n.to_s, Object.instance_method(n)] }
       constants = (Object.constants - base[:constants] - @protected[:constants]).map { |n| [n.to_s, Object.const_get(n)] }
       (locals + methods + constants).sort_by(&:first)
     end
 
-    def record_baseline
-      @baseline = { methods: Object.private_instance_methods(false), constants: Object.constants }
-    end
-
-    def current_request_id
-      @current_id
-    end
 
     # ----------------------------------------------------------------------------------------
     # Threads and the host
@@ -824,7 +816,6 @@ module VeyyonRunner
     input.set_encoding(Encoding::BINARY)
     output.set_encoding(Encoding::BINARY)
     server = Server.new(input, output)
-    server.record_baseline
     server.serve
   end
 end
