@@ -413,7 +413,7 @@ module VeyyonRunner
     end
 
     def mime_hash?(value)
-      value.is_a?(Hash) && !value.empty? && value.keys.all? { |k| k.is_a?(String) && MIME_TYPE.match?(k) }
+      Hash === value && !value.empty? && value.keys.all? { |k| k.is_a?(String) && MIME_TYPE.match?(k) }
     end
 
     def explicit_bundle(hash)
@@ -474,11 +474,17 @@ module VeyyonRunner
       binary ? [bytes.b].pack("m0") : bytes.delete("\n")
     end
 
+    def class_name(value)
+      value.class.name
+    rescue NoMethodError
+      "BasicObject"
+    end
+
     def plain_text(value)
       text = begin
         Jsonable.text(value.inspect)
-      rescue Exception => e # rubocop:disable Lint/RescueException
-        "#<#{value.class} (inspect raised #{e.class})>"
+      rescue StandardError, NotImplementedError => e
+        "#<#{class_name(value)} (inspect raised #{e.class})>"
       end
       text.length > MAX_PLAIN_CHARS ? "#{text[0, MAX_PLAIN_CHARS]}… [#{text.length - MAX_PLAIN_CHARS} characters omitted]" : text
     end
@@ -697,7 +703,7 @@ module VeyyonRunner
     def run_cell(request)
       filename = request.silent && request.code.start_with?(PRELUDE_MARK) ? PRELUDE_FILE : "<cell-#{@cell_seq}>"
       value = @binding_.eval(request.code, filename, 1)
-      return if value.nil? || request.silent || no_result?(request.code)
+      return if NilClass === value || request.silent || no_result?(request.code)
 
       @binding_.local_variable_set(:_, value) if request.store_history
       bundle = mime_bundle(value)

@@ -79,6 +79,14 @@ describe.skipIf(runner === undefined)("Ruby runner", () => {
       expect(plainResult(await run("y"))).toBe("6")
     })
 
+    it("shows a result whose inspect raises, or that has no methods at all, without failing the cell", async () => {
+      const raising = await run("class Grumpy; def inspect; raise('no'); end; end\nGrumpy.new")
+      expect(plainResult(raising)).toBe("#<Grumpy (inspect raised RuntimeError)>")
+      const bare = await run("BasicObject.new")
+      expect(plainResult(bare)).toBe("#<BasicObject (inspect raised NoMethodError)>")
+      expect(bare.done.status).toBe("ok")
+    })
+
     it("binds _ to the last result of a cell that stores history", async () => {
       await run("6 * 7")
       expect(plainResult(await run("_"))).toBe("42")
