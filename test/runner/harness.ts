@@ -1,14 +1,98 @@
 /**
- * Drives runner/runner.py standalone for the integration suites: spawns it, writes NDJSON
- * requests, parses every frame it prints (flagging any line that is not valid UTF-8 JSON),
- * and collects one cell's frames until its `done`.
+ * Drives a runner standalone for the integration suites: spawns it the way the host does
+ * (runner/runner.py on stdin/stdout, runner/runner.mjs and runner/ruby/runner.rb with the
+ * protocol on fd 3), writes NDJSON requests, parses every frame it sends (flagging any line
+ * that is not valid UTF-8 JSON, and any frame the protocol schema of src/kernel/Frame.ts does
+ * not decode), answers bridge calls when told how, and collects one cell's frames until its
+ * `done`.
  */
-import { spawn, type ChildProcess } from "node:child_process"
+import { execFileSync, spawn, type ChildProcess } from "node:child_process"
+import * as NodeCrypto from "node:crypto"
+import * as NodeFs from "node:fs"
 import path from "node:path"
+import type { Readable, Writable } from "node:stream"
 import { fileURLToPath } from "node:url"
+import { Either, ParseResult, Schema } from "effect"
+import { RunnerFrame } from "../../src/kernel/Frame.ts"
 import { findPython } from "../support/python.ts"
 
-export const RUNNER_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../runner/runner.py")
+const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../runner")
+export const RUNNER_PATH = path.join(RUNNER_DIR, "runner.py")
+export const NODE_RUNNER_PATH = path.join(RUNNER_DIR, "runner.mjs")
+export const RUBY_RUNNER_PATH = path.join(RUNNER_DIR, "ruby", "runner.rb")
+
+/** How to start one kind of runner standalone, as the host does. */
+export interface RunnerSpec {
+  /** The language as the tool names it: "py", "js", "rb". */
+  readonly language: string
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  /** "stdio": requests on stdin, frames on stdout; "fd3": both on a socket at fd 3, stdin ignored. */
+  readonly channel: "stdio" | "fd3"
+  readonly env: Record<string, string>
+  /** The prelude the host sends as one silent request after init; undefined when the runner loads its own. */
+  readonly preludePath: string | undefined
+}
+
+/** The Python runner: `<python> -u runner.py`, the protocol on stdin/stdout; undefined without Python. */
+export const pythonRunner = (python: string | undefined = findPython()): RunnerSpec | undefined =>
+  python === undefined ? undefined : {
+    language: "py",
+    command: python,
+    args: ["-u", RUNNER_PATH],
+    channel: "stdio",
+    env: { PYTHONIOENCODING: "utf-8", PYTHONUNBUFFERED: "1" },
+    preludePath: path.join(RUNNER_DIR, "prelude.py")
+  }
+
+/** The Node runner: `node runner.mjs` with the protocol on fd 3; it imports its prelude itself. */
+export const nodeRunner = (): RunnerSpec => ({
+  language: "js",
+  command: process.execPath,
+  args: [NODE_RUNNER_PATH],
+  channel: "fd3",
+  env: {},
+  preludePath: undefined
+})
+
+let rubyCache: string | undefined | null = null
+
+/** The `ruby` on PATH (or `VEYYON_TEST_RUBY`) when it runs, else undefined. */
+export const findRuby = (): string | undefined => {
+  if (rubyCache === null) {
+    rubyCache = undefined
+    for (const candidate of [process.env.VEYYON_TEST_RUBY, "ruby"]) {
+      if (candidate === undefined || candidate === "") continue
+      try {
+        execFileSync(candidate, ["-e", "exit 0"], { stdio: "ignore", timeout: 60_000 })
+        rubyCache = candidate
+        break
+      } catch {
+        // not this one
+      }
+    }
+  }
+  return rubyCache
+}
+
+/** The Ruby runner: `ruby runner.rb` with the protocol on fd 3, prelude.rb sent after init; undefined without Ruby. */
+export const rubyRunner = (ruby: string | undefined = findRuby()): RunnerSpec | undefined =>
+  ruby === undefined ? undefined : {
+    language: "rb",
+    command: ruby,
+    args: [RUBY_RUNNER_PATH],
+    channel: "fd3",
+    env: {},
+    preludePath: path.join(RUNNER_DIR, "ruby", "prelude.rb")
+  }
+
+const decodeFrameStrictly = Schema.decodeUnknownEither(Schema.parseJson(RunnerFrame), { onExcessProperty: "error" })
+
+/** Why line is not a runner frame by the protocol schema, or undefined when it is one. */
+export const frameSchemaProblem = (line: string): string | undefined => {
+  const decoded = decodeFrameStrictly(line)
+  return Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : undefined
+}
 
 export type Bundle = Record<string, unknown>
 
@@ -40,47 +124,64 @@ export interface ExecuteOptions {
 }
 
 export interface SpawnOptions {
+  /** The runner to start; the Python runner (with `python`, when given) by default. */
+  readonly runner?: RunnerSpec
   readonly python?: string
   readonly cwd?: string
   readonly env?: Record<string, string>
 }
+
+/** The answer to one bridge call: a value, or an error the runner raises in the cell. */
+export type BridgeAnswer =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly error: { readonly name: string; readonly message: string } }
 
 export const STATUS_MIME = "application/x-veyyon-status"
 
 const live = new Set<Kernel>()
 let requestSeq = 0
 
-/** A running runner process and every frame it has printed so far. */
+/** A running runner process and every frame it has sent so far. */
 export class Kernel {
   readonly frames: Array<Frame> = []
   readonly badLines: Array<string> = []
+  /** Each line the protocol schema does not decode, with the schema's complaint. */
+  readonly schemaErrors: Array<string> = []
+  /** The id of every request sent with send() or request(). */
+  readonly sentIds = new Set<string>()
   rawStderr = ""
+  /** What reached the process's fd 1 when frames travel on fd 3 (nothing should). */
+  rawStdout = ""
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
   private pending = Buffer.alloc(0)
   private listeners = new Set<() => void>()
   private exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined
+  private bridgeHandler: ((frame: Frame) => BridgeAnswer | undefined) | undefined
 
-  private constructor(readonly proc: ChildProcess) {
+  private constructor(readonly proc: ChildProcess, readonly runner: RunnerSpec, private readonly input: Writable) {
     const decoder = new TextDecoder("utf-8", { fatal: true })
-    proc.stdout!.on("data", (chunk: Buffer) => {
+    const channel = (runner.channel === "fd3" ? proc.stdio[3] : proc.stdout) as Readable
+    channel.on("data", (chunk: Buffer) => {
       this.pending = Buffer.concat([this.pending, chunk])
       let newline = this.pending.indexOf(0x0a)
       while (newline !== -1) {
         const line = this.pending.subarray(0, newline)
         this.pending = this.pending.subarray(newline + 1)
-        try {
-          this.frames.push(JSON.parse(decoder.decode(line)) as Frame)
-        } catch {
-          this.badLines.push(line.toString("latin1").slice(0, 500))
-        }
+        this.receive(line, decoder)
         newline = this.pending.indexOf(0x0a)
       }
       this.notify()
     })
+    channel.on("error", () => undefined)
+    if (runner.channel === "fd3") {
+      proc.stdout!.on("data", (chunk: Buffer) => {
+        this.rawStdout += chunk.toString("utf8")
+      })
+    }
     proc.stderr!.on("data", (chunk: Buffer) => {
       this.rawStderr += chunk.toString("utf8")
     })
-    proc.stdin!.on("error", () => undefined)
+    input.on("error", () => undefined)
     this.exited = new Promise((resolve) => {
       proc.on("exit", (code, signal) => {
         this.exitInfo = { code, signal }
@@ -91,17 +192,42 @@ export class Kernel {
     })
   }
 
-  /** Spawn the runner as the host does: `<python> -u runner.py`, in its own process group. */
+  private receive(line: Buffer, decoder: { decode: (input: Uint8Array) => string }): void {
+    let text: string
+    let frame: Frame
+    try {
+      text = decoder.decode(line)
+      frame = JSON.parse(text) as Frame
+    } catch {
+      this.badLines.push(line.toString("latin1").slice(0, 500))
+      return
+    }
+    this.frames.push(frame)
+    const problem = frameSchemaProblem(text)
+    if (problem !== undefined) this.schemaErrors.push(`${text.slice(0, 300)}\n${problem}`)
+    if (frame.type === "bridge" && this.bridgeHandler !== undefined) {
+      const answer = this.bridgeHandler(frame)
+      if (answer !== undefined) this.send({ type: "bridge_result", callId: frame.callId, ...answer })
+    }
+  }
+
+  /** Answer every bridge call from now on with handler's answer (undefined: leave it unanswered). */
+  answerBridge(handler: ((frame: Frame) => BridgeAnswer | undefined) | undefined): void {
+    this.bridgeHandler = handler
+  }
+
+  /** Spawn the runner as the host does, in its own process group. */
   static spawn(options: SpawnOptions = {}): Kernel {
-    const python = options.python ?? findPython()
-    if (python === undefined) throw new Error("no Python interpreter found")
-    const proc = spawn(python, ["-u", RUNNER_PATH], {
+    const runner = options.runner ?? pythonRunner(options.python)
+    if (runner === undefined) throw new Error("no Python interpreter found")
+    const proc = spawn(runner.command, [...runner.args], {
       cwd: options.cwd ?? process.cwd(),
-      env: { ...process.env, PYTHONIOENCODING: "utf-8", PYTHONUNBUFFERED: "1", ...options.env },
-      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, ...runner.env, ...options.env },
+      stdio: runner.channel === "fd3" ? ["ignore", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"],
       detached: true
     })
-    const kernel = new Kernel(proc)
+    const input = (runner.channel === "fd3" ? proc.stdio[3] : proc.stdin) as Writable
+    const kernel = new Kernel(proc, runner, input)
     live.add(kernel)
     return kernel
   }
@@ -116,12 +242,19 @@ export class Kernel {
 
   /** Write one JSON message as a line. */
   send(message: unknown): void {
+    const id = (message as { id?: unknown } | null)?.id
+    if (typeof id === "string") this.sentIds.add(id)
     this.sendRaw(JSON.stringify(message) + "\n")
   }
 
   /** Write raw bytes to the runner's stdin. */
   sendRaw(data: string | Buffer): void {
-    this.proc.stdin!.write(data)
+    this.input.write(data)
+  }
+
+  /** Close the runner's input (its end of input), as a host that goes away does. */
+  endInput(): void {
+    this.input.end()
   }
 
   /** Send an execute request without waiting; returns its id. */
@@ -249,6 +382,42 @@ export const startKernel = async (options: SpawnOptions & { readonly initCwd?: s
   const cwd = options.initCwd ?? options.cwd
   await kernel.execute("", { silent: true, storeHistory: false, ...(cwd !== undefined ? { cwd } : {}) })
   return kernel
+}
+
+/** The runner's prelude source, sent by the host as one silent request after init (undefined: built in). */
+export const preludeSource = (runner: RunnerSpec): string | undefined =>
+  runner.preludePath === undefined ? undefined : NodeFs.readFileSync(runner.preludePath, "utf8")
+
+/** Start a runner as the host does: the init request, then its prelude as one silent request. */
+export const startWithPrelude = async (runner: RunnerSpec, options: Omit<SpawnOptions, "runner"> = {}): Promise<Kernel> => {
+  const kernel = await startKernel({ ...options, runner })
+  const prelude = preludeSource(runner)
+  if (prelude !== undefined) {
+    const cell = await kernel.execute(prelude, { silent: true, storeHistory: false })
+    if (cell.done.status !== "ok") throw new Error(`the ${runner.language} prelude failed: ${JSON.stringify(cell.error)}`)
+  }
+  return kernel
+}
+
+/**
+ * Answers `kv` bridge calls as the host's store does, on the kv directory `dir`: a set writes
+ * `<hex SHA-256 of the key>.json` holding `{"key": key, "value": <the value's JSON text>}`
+ * through a temporary file renamed into place; a delete answers whether the key was stored.
+ */
+export const kvHost = (dir: string) => (frame: Frame): BridgeAnswer | undefined => {
+  if (frame.method !== "kv") return undefined
+  const params = frame.params as { op: string; key: string; value?: string }
+  const file = path.join(dir, NodeCrypto.createHash("sha256").update(params.key, "utf8").digest("hex") + ".json")
+  if (params.op === "delete") {
+    const existed = NodeFs.existsSync(file)
+    NodeFs.rmSync(file, { force: true })
+    return { ok: true, value: existed }
+  }
+  NodeFs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const temp = path.join(dir, `.${path.basename(file)}.${process.pid}-${NodeCrypto.randomBytes(4).toString("hex")}.tmp`)
+  NodeFs.writeFileSync(temp, `{"key":${JSON.stringify(params.key)},"value":${params.value}}`, { flag: "wx", mode: 0o600 })
+  NodeFs.renameSync(temp, file)
+  return { ok: true, value: null }
 }
 
 /** The text/plain of a cell's single result. */
