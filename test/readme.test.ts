@@ -9,6 +9,9 @@ const root = path.resolve(import.meta.dirname, "..")
 const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
 const example = fs.readFileSync(path.join(root, "examples/embed.ts"), "utf8")
 
+/** A liveness bound for the example's child process: about 5 s when quiet, several times that under load. */
+const LIVENESS_MS = 240_000
+
 describe("README", () => {
   it("shows the embedding example exactly as it is in examples/embed.ts, in under 20 lines", () => {
     expect(readme).toContain("```ts\n" + example + "```")
@@ -27,11 +30,11 @@ describe("README", () => {
         cwd: root,
         encoding: "utf8",
         env: { ...process.env, VEYYON_PYTHON_INTERPRETER: findPython()!, XDG_STATE_HOME: state },
-        timeout: 60_000
+        timeout: LIVENESS_MS
       })
       expect(out.trim()).toBe("12.566370614359172")
     } finally {
       fs.rmSync(state, { recursive: true, force: true })
     }
-  })
+  }, LIVENESS_MS)
 })

@@ -186,7 +186,8 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
       child.stdin.write("x = collections.OrderedD\t")
       seen = await waitFor("OrderedDict", seen)
       child.stdin.write("\nx\n")
-      await waitFor("<class 'collections.OrderedDict'>", seen)
+      // the terminal echoes typed lines ending "\r\r\n"; the result's line ends "\r\n"
+      await waitFor("collections.OrderedDict\r\n", seen)
       child.stdin.write("exit\n")
       await new Promise((resolve) => child.once("close", resolve))
     } finally {

@@ -74,7 +74,7 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
   afterAll(() => runtime.dispose())
   const run = runner(runtime, cwd)
 
-  it("sees an empty HOME, read-only system dirs and session state, a writable cwd", async () => {
+  it("sees an empty HOME (but for the read-only runner cache below it), read-only system dirs and session state, a writable cwd", async () => {
     const result = await run({
       language: "py",
       code: [
@@ -86,7 +86,7 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
         "    except OSError as e:",
         "        return type(e).__name__",
         "print(json.dumps({",
-        "  'home': os.environ['HOME'], 'homeList': os.listdir(os.environ['HOME']),",
+        "  'home': os.environ['HOME'], 'homeList': sorted(os.path.relpath(os.path.join(d, n), os.environ['HOME']) for d, ds, fs in os.walk(os.environ['HOME']) for n in fs),",
         `  'secret': os.path.exists(${JSON.stringify(path.join(home, "secret.txt"))}),`,
         "  'usr': attempt('/usr/veyyon-test'), 'etc': attempt('/etc/veyyon-test'),",
         "  'session': attempt(os.path.join(os.environ['VEYYON_ARTIFACTS_DIR'], 'planted')),",
@@ -96,7 +96,8 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
     })
     expect(result.status).toBe("ok")
     const seen = JSON.parse(result.text)
-    expect(seen).toMatchObject({ home, homeList: [], secret: false, cwd: "written" })
+    expect(seen).toMatchObject({ home, secret: false, cwd: "written" })
+    expect(seen.homeList.filter((name: string) => !name.startsWith(path.join(".cache", "veyyon", "runner") + path.sep))).toEqual([])
     expect(seen.usr).not.toBe("written")
     expect(seen.etc).not.toBe("written")
     expect(seen.session).not.toBe("written")
@@ -138,19 +139,19 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
   }, 60_000)
 
   it("a runner cache only sandboxed kernels use still gets the compiled runner (written outside the sandbox)", async () => {
-    const tmp = freshDir("tmpdir")
-    const saved = process.env.TMPDIR
-    process.env.TMPDIR = tmp
+    const tmp = freshDir("cachehome")
+    const saved = process.env.XDG_CACHE_HOME
+    process.env.XDG_CACHE_HOME = tmp
     const own = runtimeWith({ sandbox: { mode: "required" } })
     try {
       expect((await runner(own, cwd)({ language: "py", code: "1 + 1" })).text).toBe("2")
-      if (saved === undefined) delete process.env.TMPDIR
-      else process.env.TMPDIR = saved
+      if (saved === undefined) delete process.env.XDG_CACHE_HOME
+      else process.env.XDG_CACHE_HOME = saved
       const cached = fs.readdirSync(tmp, { recursive: true }).map(String)
       expect(cached.some((name) => /runner\.[^/]+\.pyc$/.test(name))).toBe(true)
     } finally {
-      if (saved === undefined) delete process.env.TMPDIR
-      else process.env.TMPDIR = saved
+      if (saved === undefined) delete process.env.XDG_CACHE_HOME
+      else process.env.XDG_CACHE_HOME = saved
       await own.dispose()
     }
   }, 60_000)
