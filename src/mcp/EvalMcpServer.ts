@@ -16,7 +16,6 @@ import { cellToolResult, EVAL_OUTPUT_SCHEMA, failureToolResult } from "../cli/mc
 import { ArtifactStore } from "../services/ArtifactStore.ts"
 import { clampTimeoutSeconds, DEFAULT_TIMEOUT_SECONDS } from "../services/CellTimeout.ts"
 import { EvalTool, type EvalToolService } from "../services/EvalTool.ts"
-import { KernelRegistry } from "../services/KernelRegistry.ts"
 import { listResult, readArtifact } from "./ArtifactResources.ts"
 import { ErrorCode } from "./JsonRpc.ts"
 import { McpCall, type McpDoor, McpFailure, makeMcpDoor } from "./McpDoor.ts"
@@ -92,11 +91,10 @@ const withOutputSchema = (method: string, result: unknown): unknown => {
 export const serveMcp = <E, R>(
   options: McpServeOptions,
   transport: (door: McpDoor, sessions: McpSessions) => Effect.Effect<void, E, R>
-): Effect.Effect<void, E, Exclude<R, Scope.Scope> | EvalTool | ArtifactStore | KernelRegistry> =>
+): Effect.Effect<void, E, Exclude<R, Scope.Scope> | EvalTool | ArtifactStore> =>
   Effect.gen(function*() {
     const tool = yield* EvalTool
     const artifacts = yield* ArtifactStore
-    const registry = yield* KernelRegistry
     const server = yield* McpServer.McpServer
     const cwd = process.cwd()
     const serverToken = randomBytes(4).toString("hex")
@@ -120,7 +118,7 @@ export const serveMcp = <E, R>(
     })
     const sessions: McpSessions = {
       sessionIdOf,
-      end: (clientId) => Effect.zipRight(door.disconnect(clientId), registry.reset(sessionIdOf(clientId)))
+      end: (clientId) => Effect.zipRight(door.disconnect(clientId), tool.endSession(sessionIdOf(clientId)))
     }
 
     yield* server.addTool({

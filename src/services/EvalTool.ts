@@ -251,6 +251,8 @@ export interface EvalToolService {
   readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
   /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
   readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
+  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its lock, its store); kv and artifacts stay on disk. */
+  readonly endSession: (sessionId: string) => Effect.Effect<void>
 }
 
 const makeEvalTool = Effect.gen(function*() {
@@ -375,7 +377,15 @@ const makeEvalTool = Effect.gen(function*() {
       Effect.flatMap(placeOf(params, context), (place) => registry.complete(place, params.code, params.cursorPos)),
     inspect: (params, context) =>
       Effect.flatMap(placeOf(params, context), (place) =>
-        registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0))
+        registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0)),
+    endSession: (sessionId) =>
+      Effect.zipRight(
+        registry.reset(sessionId),
+        Effect.sync(() => {
+          sessionStores.delete(sessionId)
+          sessionLocks.delete(sessionId)
+        })
+      )
   } satisfies EvalToolService
 })
 

@@ -42,6 +42,15 @@ describe.skipIf(!integrationEnabled() || python === undefined)("EvalTool with a 
     expect((await run({ language: "py", code: "y" })).text).toBe("20")
   })
 
+  it("endSession shuts the session's kernels down; its next cell starts fresh", async () => {
+    await run({ language: "py", code: "ended = 1" }, "t-end")
+    const keysOf = () => runtime.runPromise(Effect.map(Effect.flatMap(KernelRegistry, (registry) => registry.keys), (keys) => keys.filter((key) => key.sessionId === "t-end")))
+    expect(await keysOf()).toHaveLength(1)
+    await runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.endSession("t-end")))
+    expect(await keysOf()).toHaveLength(0)
+    expect((await run({ language: "py", code: "'ended' in dir()" }, "t-end")).text).toBe("False")
+  })
+
   it("reset starts a fresh kernel", async () => {
     const result = await run({ language: "py", code: "'x' in dir()", reset: true })
     expect(result.text).toBe("False")
