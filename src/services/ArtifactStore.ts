@@ -244,15 +244,10 @@ const newId = (kind: string, extension: string | undefined): Effect.Effect<strin
   Effect.map(Clock.currentTimeMillis, (now) =>
     `${kind}-${now.toString(36)}-${randomBytes(4).toString("hex")}${extension === undefined ? "" : `.${extension}`}`)
 
-const artifactFiles = (dir: string): Array<ArtifactFileInfo> => {
-  let names: Array<string>
-  try {
-    names = NodeFs.readdirSync(dir)
-  } catch {
-    return []
-  }
+/** The artifacts of ours in `dir`: regular files with an artifact id for a name; throws when `dir` cannot be read. */
+const ownArtifacts = (dir: string): Array<ArtifactFileInfo> => {
   const files: Array<ArtifactFileInfo> = []
-  for (const name of names) {
+  for (const name of NodeFs.readdirSync(dir)) {
     if (artifactIdProblem(name) !== undefined) continue
     try {
       const stats = NodeFs.lstatSync(path.join(dir, name))
@@ -262,6 +257,14 @@ const artifactFiles = (dir: string): Array<ArtifactFileInfo> => {
     }
   }
   return files
+}
+
+const artifactFiles = (dir: string): Array<ArtifactFileInfo> => {
+  try {
+    return ownArtifacts(dir)
+  } catch {
+    return []
+  }
 }
 
 const pruneDir = (dir: string, retention: ArtifactRetention, now: number): PruneReport => {
@@ -455,15 +458,10 @@ export const makeArtifactStore = (
     const prune = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => pruneDir(root, retention, now)))
 
     const list = Effect.try({
-      try: () => {
-        const names = NodeFs.existsSync(root) ? NodeFs.readdirSync(root) : []
-        const entries: Array<ArtifactEntry> = []
-        for (const id of names.filter((name) => artifactIdProblem(name) === undefined).sort()) {
-          const stats = NodeFs.lstatSync(fileOf(id), { throwIfNoEntry: false })
-          if (stats !== undefined && ownFileProblem(stats) === undefined) entries.push({ id, uri: artifactUri(id), size: stats.size })
-        }
-        return entries as ReadonlyArray<ArtifactEntry>
-      },
+      try: (): ReadonlyArray<ArtifactEntry> =>
+        (NodeFs.existsSync(root) ? ownArtifacts(root) : [])
+          .sort((a, b) => (a.id < b.id ? -1 : 1))
+          .map(({ id, size }) => ({ id, uri: artifactUri(id), size })),
       catch: (error) => new ArtifactReadFailed({ id: "*", path: root, reason: error instanceof Error ? error.message : String(error) })
     })
 
