@@ -17,11 +17,12 @@
  * as written.
  */
 import { Context, Effect, Layer, Schema } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { type AgentBridge, AgentBridgeError, type BridgeCall } from "./AgentBridge.ts"
-import { ensurePrivateDir, ownFileProblem, PRIVATE_FILE_MODE } from "./PrivateDir.ts"
+import { writeFileAtomically } from "./AtomicFile.ts"
+import { ensurePrivateDir, ownFileProblem } from "./PrivateDir.ts"
 
 /** The bridge method the preludes send kv writes under. */
 export const KV_BRIDGE_METHOD = "kv"
@@ -103,22 +104,6 @@ const entriesSize = (dir: string, skip?: string): number => {
   return total
 }
 
-const EXCLUSIVE_WRITE = NodeFs.constants.O_WRONLY | NodeFs.constants.O_CREAT | NodeFs.constants.O_EXCL |
-  (NodeFs.constants.O_NOFOLLOW ?? 0)
-
-const writeAtomically = (dir: string, name: string, data: Buffer): void => {
-  const temp = path.join(dir, `.${name}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`)
-  const fd = NodeFs.openSync(temp, EXCLUSIVE_WRITE, PRIVATE_FILE_MODE)
-  try {
-    NodeFs.writeFileSync(fd, data)
-    NodeFs.closeSync(fd)
-    NodeFs.renameSync(temp, path.join(dir, name))
-  } catch (error) {
-    NodeFs.rmSync(temp, { force: true })
-    throw error
-  }
-}
-
 const validValue = (key: string, valueJson: unknown): string | KvRefused => {
   if (typeof valueJson !== "string") return invalid("a kv value travels as its JSON text, a string")
   const bytes = Buffer.byteLength(valueJson, "utf8")
@@ -171,7 +156,7 @@ export const makeKvStore = (): KvStoreService => {
             reason: `kv store is full: ${used} bytes stored, ${data.length} more would pass its ${KV_STORE_MAX}-byte (4 MiB) limit; kv.delete() keys you no longer need`
           })
         }
-        yield* Effect.try({ try: () => writeAtomically(kvDir, name, data), catch: writeFailed(kvDir) })
+        yield* Effect.try({ try: () => writeFileAtomically(path.join(kvDir, name), data), catch: writeFailed(kvDir) })
       }))
     })
 

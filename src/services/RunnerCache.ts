@@ -25,6 +25,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { EXCLUSIVE_CREATE } from "./AtomicFile.ts"
 import { ensurePrivateDir, PRIVATE_FILE_MODE, processUserDirsContext, userCacheDir } from "./PrivateDir.ts"
 
 /** The package name looked for when walking up to the package root. */
@@ -157,12 +158,9 @@ const isNotFound = (error: PlatformError): boolean => error._tag === "SystemErro
 const describeError = (error: PlatformError): string =>
   error._tag === "SystemError" ? `${error.reason}: ${error.message}` : error.message
 
-const EXCLUSIVE_WRITE = NodeFs.constants.O_WRONLY | NodeFs.constants.O_CREAT | NodeFs.constants.O_EXCL |
-  (NodeFs.constants.O_NOFOLLOW ?? 0)
-
 /** Writes a new file (never an existing one, never through a symbolic link), mode 0600. */
 const writeExclusive = async (file: string, content: string): Promise<void> => {
-  const handle = await NodeFs.promises.open(file, EXCLUSIVE_WRITE, PRIVATE_FILE_MODE)
+  const handle = await NodeFs.promises.open(file, EXCLUSIVE_CREATE, PRIVATE_FILE_MODE)
   try {
     await handle.writeFile(content, "utf8")
   } finally {

@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { STATUS_MIME } from "../kernel/Frame.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
+import { writeFileAtomically, writeFileAtomicallyAsync } from "./AtomicFile.ts"
 import type { SinkOutput } from "./OutputSink.ts"
 import { ensurePrivateDirSync } from "./PrivateDir.ts"
 import { type EvalLanguage, Settings } from "./Settings.ts"
@@ -155,30 +156,6 @@ export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLa
 const failWith = (where: string) => (error: unknown) =>
   new SessionRecordError({ path: where, reason: error instanceof Error ? error.message : String(error) })
 
-/**
- * Writes `data` to `target` through a fresh file created exclusively with `mode`, renamed
- * into place; `sync` flushes it to disk first (for files a person asked for).
- */
-export const writeFileAtomically = (target: string, data: string, mode: number, sync = false): void => {
-  const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
-  const fd = fs.openSync(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode)
-  try {
-    fs.writeSync(fd, data)
-    if (sync) fs.fsyncSync(fd)
-  } catch (error) {
-    fs.closeSync(fd)
-    fs.rmSync(temporary, { force: true })
-    throw error
-  }
-  fs.closeSync(fd)
-  try {
-    fs.renameSync(temporary, target)
-  } catch (error) {
-    fs.rmSync(temporary, { force: true })
-    throw error
-  }
-}
-
 const CELL_FILE = /^cell-\d{15}-\d{6}-[0-9a-f]{8}\.json$/
 /** The largest cell file read back (a cell's retained output is bounded far below it). */
 const MAX_CELL_FILE_BYTES = 64 * 1024 * 1024
@@ -193,24 +170,6 @@ export interface SessionRecordService {
   readonly notebook: (sessionId: string, language?: EvalLanguage) => Effect.Effect<Record<string, unknown>, SessionRecordError>
   /** Writes the session's notebook to `file` (created, or replaced atomically). */
   readonly exportNotebook: (sessionId: string, file: string, language?: EvalLanguage) => Effect.Effect<void, SessionRecordError>
-}
-
-/** Writes `data` to `target` as `writeFileAtomically` does, off the event loop (no sync). */
-const writeFileAtomicallyAsync = async (target: string, data: string, mode: number): Promise<void> => {
-  const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`)
-  const handle = await fs.promises.open(temporary, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode)
-  try {
-    await handle.writeFile(data)
-  } catch (error) {
-    await handle.close()
-    await fs.promises.rm(temporary, { force: true })
-    throw error
-  }
-  await handle.close()
-  await fs.promises.rename(temporary, target).catch(async (error) => {
-    await fs.promises.rm(temporary, { force: true })
-    throw error
-  })
 }
 
 const makeSessionRecord = Effect.gen(function*() {
@@ -237,7 +196,7 @@ const makeSessionRecord = Effect.gen(function*() {
         const name = `cell-${String(Date.now()).padStart(15, "0")}-${String(++sequence % 1_000_000).padStart(6, "0")}-${randomBytes(4).toString("hex")}.json`
         const data = JSON.stringify(cell)
         const write = (pending.get(sessionId) ?? Promise.resolve())
-          .then(() => writeFileAtomicallyAsync(path.join(dir, name), data, 0o600))
+          .then(() => writeFileAtomicallyAsync(path.join(dir, name), data))
           .catch((error: Error) => {
             failures.set(sessionId, error.message)
           })
@@ -281,7 +240,7 @@ const makeSessionRecord = Effect.gen(function*() {
   const exportNotebook = (sessionId: string, file: string, language?: EvalLanguage) =>
     Effect.flatMap(notebook(sessionId, language), (document) =>
       Effect.try({
-        try: () => writeFileAtomically(path.resolve(file), JSON.stringify(document, null, 1) + "\n", 0o644, true),
+        try: () => writeFileAtomically(path.resolve(file), JSON.stringify(document, null, 1) + "\n", { mode: 0o644, sync: true }),
         catch: failWith(path.resolve(file))
       }))
 
