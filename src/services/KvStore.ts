@@ -7,7 +7,7 @@
  * exclusively created temp file (no symbolic link followed, mode 0600) renamed into place.
  * Reads stay in the preludes, straight from the files.
  *
- * Files (shared with `runner/prelude.py` and `runner/prelude.mjs`):
+ * Files (shared with `runner/python/prelude.py` and `runner/js/prelude.mjs`):
  * `<session dir>/kv/<hex SHA-256 of the key's UTF-8>.json` holding
  * `{"key": <key>, "value": <value>}` as compact UTF-8 JSON.
  *

@@ -1,7 +1,7 @@
 /**
  * Puts the runner scripts where kernels can spawn them:
- * `<cache root>/<hash>/{boot.py,runner.py,prelude.py}` for Python and
- * `<cache root>/<hash>/{runner.mjs,prelude.mjs}` for Node (each set in the directory named
+ * `<cache root>/<hash>/{boot.py,runner.py,prelude.py}` for Python (from `runner/python/`) and
+ * `<cache root>/<hash>/{runner.mjs,prelude.mjs}` for Node (from `runner/js/`) (each set in the directory named
  * by its own hash, so one changing leaves the other's cache alone). The cache root is
  * `runner` below the per-user cache directory (`$XDG_CACHE_HOME/veyyon`, `~/.cache/veyyon`,
  * see `PrivateDir`); it and every `<hash>` directory are private and checked before use.
@@ -71,7 +71,7 @@ export class RunnerSourceMissing extends Schema.TaggedError<RunnerSourceMissing>
 }) {
   override get message(): string {
     return `The runner file ${this.path} cannot be read (${this.reason}). ` +
-      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so runner/${path.basename(this.path)} is present.`
+      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so runner/${path.basename(path.dirname(this.path))}/${path.basename(this.path)} is present.`
   }
 }
 
@@ -129,7 +129,7 @@ export const findPackageRoot = (
       const parent = path.dirname(dir)
       if (parent === dir) {
         return yield* new RunnerSourceMissing({
-          path: path.join("runner", "runner.py"),
+          path: path.join("runner", "python", "runner.py"),
           reason: `no ${PACKAGE_NAME} package.json found above ${start}`
         })
       }
@@ -139,7 +139,7 @@ export const findPackageRoot = (
 
 /** Where the cache and the sources are. */
 export interface RunnerCacheOptions {
-  /** Directory holding runner.py with boot.py, (optionally) prelude.py, and runner.mjs with prelude.mjs. */
+  /** The runner root: `python/` holding runner.py with boot.py and (optionally) prelude.py, `js/` holding runner.mjs with prelude.mjs. */
   readonly sourceDir: string
   /** Directory the `<hash>` directories go in. */
   readonly cacheRoot: string
@@ -222,9 +222,9 @@ export const makeRunnerCache = (
       })
 
     const ensure = Effect.gen(function*() {
-      const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.py"), false)
-      const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.py"), true)
-      const bootSource = yield* readSource(path.join(options.sourceDir, "boot.py"), false)
+      const runnerSource = yield* readSource(path.join(options.sourceDir, "python", "runner.py"), false)
+      const preludeSource = yield* readSource(path.join(options.sourceDir, "python", "prelude.py"), true)
+      const bootSource = yield* readSource(path.join(options.sourceDir, "python", "boot.py"), false)
       const hash = runnerHash(runnerSource, preludeSource, bootSource)
       const { dir, wrote } = yield* writeFiles(hash, [["prelude.py", preludeSource], ["runner.py", runnerSource], ["boot.py", bootSource]])
       return {
@@ -238,8 +238,8 @@ export const makeRunnerCache = (
     })
 
     const ensureJs = Effect.gen(function*() {
-      const runnerSource = yield* readSource(path.join(options.sourceDir, "runner.mjs"), false)
-      const preludeSource = yield* readSource(path.join(options.sourceDir, "prelude.mjs"), false)
+      const runnerSource = yield* readSource(path.join(options.sourceDir, "js", "runner.mjs"), false)
+      const preludeSource = yield* readSource(path.join(options.sourceDir, "js", "prelude.mjs"), false)
       const hash = jsRunnerHash(runnerSource, preludeSource)
       const { dir, wrote } = yield* writeFiles(hash, [["prelude.mjs", preludeSource], ["runner.mjs", runnerSource]])
       return {
@@ -267,7 +267,7 @@ export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCa
   /** Always answers with `answer` and `js` (files or the error; no Node runner unless given), for tests of the cache's users. */
   static fixed(
     answer: RunnerFiles | RunnerCacheError,
-    js: JsRunnerFiles | RunnerCacheError = new RunnerSourceMissing({ path: "runner/runner.mjs", reason: "this test layer has no Node runner" })
+    js: JsRunnerFiles | RunnerCacheError = new RunnerSourceMissing({ path: "runner/js/runner.mjs", reason: "this test layer has no Node runner" })
   ): Layer.Layer<RunnerCache> {
     const settle = <A>(value: A | RunnerCacheError): Effect.Effect<A, RunnerCacheError> =>
       value instanceof RunnerSourceMissing || value instanceof RunnerCacheWriteFailed ? Effect.fail(value) : Effect.succeed(value as A)

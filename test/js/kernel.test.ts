@@ -1,5 +1,5 @@
 /**
- * The JavaScript kernel end to end: runner/runner.mjs under the kernel actor, over the
+ * The JavaScript kernel end to end: runner/js/runner.mjs under the kernel actor, over the
  * fd-3 channel, with the frames, state, results, errors, output capture and SIGINT
  * semantics the Python kernel has.
  */

@@ -1,5 +1,5 @@
 /**
- * Shared set-up for the JavaScript kernel suites: the real runner/runner.mjs under the
+ * Shared set-up for the JavaScript kernel suites: the real runner/js/runner.mjs under the
  * kernel actor, a temporary artifacts directory, and output helpers.
  */
 import * as NodeFs from "node:fs"
@@ -14,8 +14,8 @@ import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
 import { AgentBridge, AgentBridgeNotConfigured, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
 
-export const jsRunnerPath = path.resolve(import.meta.dirname, "../../runner/runner.mjs")
-export const jsPreludePath = path.resolve(import.meta.dirname, "../../runner/prelude.mjs")
+export const jsRunnerPath = path.resolve(import.meta.dirname, "../../runner/js/runner.mjs")
+export const jsPreludePath = path.resolve(import.meta.dirname, "../../runner/js/prelude.mjs")
 
 /** The runner's exports (importing it does not start a server). */
 export const loadRunner = (): Promise<Record<string, any>> => import(pathToFileURL(jsRunnerPath).href)

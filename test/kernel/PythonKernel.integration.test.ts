@@ -10,7 +10,7 @@ import { isRunning } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const python = findPython()
-const runnerPath = path.resolve(import.meta.dirname, "../../runner/runner.py")
+const runnerPath = path.resolve(import.meta.dirname, "../../runner/python/runner.py")
 
 const layer = Layer.mergeAll(
   NodeKernelSpawnerLive,

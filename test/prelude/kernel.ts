@@ -1,5 +1,5 @@
 /**
- * Shared set-up for the prelude suites: a real kernel started with runner/prelude.py,
+ * Shared set-up for the prelude suites: a real kernel started with runner/python/prelude.py,
  * a temporary artifacts directory, and AgentBridge test layers.
  */
 import * as NodeFs from "node:fs"
@@ -15,8 +15,8 @@ import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.t
 import { findPython } from "../support/python.ts"
 
 export const python = findPython()
-export const runnerPath = path.resolve(import.meta.dirname, "../../runner/runner.py")
-export const preludePath = path.resolve(import.meta.dirname, "../../runner/prelude.py")
+export const runnerPath = path.resolve(import.meta.dirname, "../../runner/python/runner.py")
+export const preludePath = path.resolve(import.meta.dirname, "../../runner/python/prelude.py")
 export const preludeSource = NodeFs.readFileSync(preludePath, "utf8")
 
 /** The spawner and short escalation delays; add an AgentBridge layer. */

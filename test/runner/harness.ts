@@ -1,6 +1,6 @@
 /**
  * Drives a runner standalone for the integration suites: spawns it the way the host does
- * (runner/runner.py on stdin/stdout, runner/runner.mjs and runner/ruby/runner.rb with the
+ * (runner/python/runner.py on stdin/stdout, runner/js/runner.mjs and runner/ruby/runner.rb with the
  * protocol on fd 3), writes NDJSON requests, parses every frame it sends (flagging any line
  * that is not valid UTF-8 JSON, and any frame the protocol schema of src/kernel/Frame.ts does
  * not decode), answers bridge calls when told how, and collects one cell's frames until its
@@ -17,8 +17,8 @@ import { RunnerFrame } from "../../src/kernel/Frame.ts"
 import { findPython } from "../support/python.ts"
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../runner")
-export const RUNNER_PATH = path.join(RUNNER_DIR, "runner.py")
-export const NODE_RUNNER_PATH = path.join(RUNNER_DIR, "runner.mjs")
+export const RUNNER_PATH = path.join(RUNNER_DIR, "python", "runner.py")
+export const NODE_RUNNER_PATH = path.join(RUNNER_DIR, "js", "runner.mjs")
 export const RUBY_RUNNER_PATH = path.join(RUNNER_DIR, "ruby", "runner.rb")
 
 /** How to start one kind of runner standalone, as the host does. */
@@ -42,7 +42,7 @@ export const pythonRunner = (python: string | undefined = findPython()): RunnerS
     args: ["-u", RUNNER_PATH],
     channel: "stdio",
     env: { PYTHONIOENCODING: "utf-8", PYTHONUNBUFFERED: "1" },
-    preludePath: path.join(RUNNER_DIR, "prelude.py")
+    preludePath: path.join(RUNNER_DIR, "python", "prelude.py")
   }
 
 /** The Node runner: `node runner.mjs` with the protocol on fd 3; it imports its prelude itself. */

@@ -300,7 +300,7 @@ describe.skipIf(!integrationEnabled())("runner process lifetime", () => {
     const kernel = await startKernel()
     const cell = await kernel.execute(
       "import importlib.util, os\nspec = importlib.util.spec_from_file_location('imported_runner', " +
-        JSON.stringify(path.resolve("runner/runner.py")) +
+        JSON.stringify(path.resolve("runner/python/runner.py")) +
         ")\nmod = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(mod)\nmod._frame_fd is None"
     )
     expect(plainResult(cell)).toBe("True")

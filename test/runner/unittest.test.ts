@@ -7,10 +7,10 @@ import { findPython, integrationEnabled } from "../support/python.ts"
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 describe.skipIf(!integrationEnabled())("runner unit tests (Python unittest)", () => {
-  it("pass: python -m unittest discover runner/tests", () => {
+  it("pass: python -m unittest discover runner/python/tests", () => {
     const python = findPython()
     expect(python, "no Python interpreter found").toBeDefined()
-    const run = spawnSync(python!, ["-m", "unittest", "discover", "runner/tests"], {
+    const run = spawnSync(python!, ["-m", "unittest", "discover", "runner/python/tests"], {
       cwd: ROOT,
       encoding: "utf8",
       timeout: 120_000

@@ -293,7 +293,7 @@ describe("KernelRegistry (JavaScript)", () => {
     )))
     return Effect.gen(function*() {
       const exit = yield* Effect.exit(run({ code: "print a", language: "js" }))
-      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("runner/runner.mjs")
+      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("runner/js/runner.mjs")
       expect(done(yield* run({ code: "print b" })).status).toBe("ok")
     }).pipe(Effect.provide(layer))
   })

@@ -203,7 +203,8 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
     Effect.gen(function*() {
       const cacheRoot = plantDir("runner-cache")
       const source = tempDir()
-      for (const name of ["runner.py", "prelude.py", "boot.py"]) fs.writeFileSync(path.join(source, name), "print('x')\n")
+      fs.mkdirSync(path.join(source, "python"))
+      for (const name of ["runner.py", "prelude.py", "boot.py"]) fs.writeFileSync(path.join(source, "python", name), "print('x')\n")
       const cache = yield* makeRunnerCache({ sourceDir: source, cacheRoot }).pipe(Effect.provide(NodeContext.layer))
       const error = yield* Effect.flip(cache.ensure)
       expect(error).toBeInstanceOf(RunnerCacheWriteFailed)
@@ -214,7 +215,7 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
   const python = findPython()
   it.skipIf(!integrationEnabled() || python === undefined)("boot.py run from their directory refuses to load anything", () => {
     const planted = plantDir("boot-dir", "755")
-    const runnerDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "runner")
+    const runnerDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "runner", "python")
     for (const name of ["boot.py", "runner.py"]) {
       const copied = other!.run("cp", [path.join(runnerDir, name), path.join(planted, name)])
       expect(copied.status, copied.stderr).toBe(0)

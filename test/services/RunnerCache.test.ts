@@ -36,9 +36,11 @@ const BOOT = "exec(open('runner.py').read())\n"
 /** A source directory; boot.py is written unless `boot` is null. */
 const sources = (runner: string | undefined, prelude: string | undefined, boot: string | null = BOOT): string => {
   const dir = tempDir()
-  if (runner !== undefined) fs.writeFileSync(path.join(dir, "runner.py"), runner)
-  if (prelude !== undefined) fs.writeFileSync(path.join(dir, "prelude.py"), prelude)
-  if (boot !== null) fs.writeFileSync(path.join(dir, "boot.py"), boot)
+  fs.mkdirSync(path.join(dir, "python"))
+  fs.mkdirSync(path.join(dir, "js"))
+  if (runner !== undefined) fs.writeFileSync(path.join(dir, "python", "runner.py"), runner)
+  if (prelude !== undefined) fs.writeFileSync(path.join(dir, "python", "prelude.py"), prelude)
+  if (boot !== null) fs.writeFileSync(path.join(dir, "python", "boot.py"), boot)
   return dir
 }
 
@@ -117,7 +119,7 @@ describe("RunnerCache", () => {
       const source = sources(undefined, PRELUDE)
       const error = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure)
       expect(error).toBeInstanceOf(RunnerSourceMissing)
-      expect(error.message).toContain(path.join(source, "runner.py"))
+      expect(error.message).toContain(path.join(source, "python", "runner.py"))
       expect(error.message).toContain("reinstall")
     }))
 
@@ -126,8 +128,8 @@ describe("RunnerCache", () => {
       const source = sources(RUNNER, PRELUDE, null)
       const error = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure)
       expect(error).toBeInstanceOf(RunnerSourceMissing)
-      expect(error.message).toContain(path.join(source, "boot.py"))
-      expect(error.message).toContain("runner/boot.py")
+      expect(error.message).toContain(path.join(source, "python", "boot.py"))
+      expect(error.message).toContain("runner/python/boot.py")
     }))
 
   it.effect("an edited boot.py gets a new directory too", () =>
@@ -136,7 +138,7 @@ describe("RunnerCache", () => {
       const source = sources(RUNNER, PRELUDE)
       const cache = yield* cacheFor(source, root)
       const first = yield* cache.ensure
-      fs.writeFileSync(path.join(source, "boot.py"), BOOT + "# v2\n")
+      fs.writeFileSync(path.join(source, "python", "boot.py"), BOOT + "# v2\n")
       const second = yield* cache.ensure
       expect(second.dir).not.toBe(first.dir)
       expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(BOOT + "# v2\n")
@@ -161,7 +163,7 @@ describe("RunnerCache", () => {
       const source = sources(RUNNER, PRELUDE)
       const cache = yield* cacheFor(source, root)
       const first = yield* cache.ensure
-      fs.writeFileSync(path.join(source, "runner.py"), RUNNER + "# v2\n")
+      fs.writeFileSync(path.join(source, "python", "runner.py"), RUNNER + "# v2\n")
       const second = yield* cache.ensure
       expect(second.hash).not.toBe(first.hash)
       expect(second.wrote).toBe(true)
@@ -213,8 +215,8 @@ describe("RunnerCache.ensureJs", () => {
   const JS_PRELUDE = "export const kv = 1\n"
   const withJs = (runner: string | undefined, prelude: string | undefined): string => {
     const dir = sources(RUNNER, PRELUDE)
-    if (runner !== undefined) fs.writeFileSync(path.join(dir, "runner.mjs"), runner)
-    if (prelude !== undefined) fs.writeFileSync(path.join(dir, "prelude.mjs"), prelude)
+    if (runner !== undefined) fs.writeFileSync(path.join(dir, "js", "runner.mjs"), runner)
+    if (prelude !== undefined) fs.writeFileSync(path.join(dir, "js", "prelude.mjs"), prelude)
     return dir
   }
 
@@ -245,8 +247,8 @@ describe("RunnerCache.ensureJs", () => {
       const cache = yield* cacheFor(source, tempDir())
       const error = yield* Effect.flip(cache.ensureJs)
       expect(error).toBeInstanceOf(RunnerSourceMissing)
-      expect(error.message).toContain(path.join(source, "runner.mjs"))
-      expect(error.message).toContain("runner/runner.mjs")
+      expect(error.message).toContain(path.join(source, "js", "runner.mjs"))
+      expect(error.message).toContain("runner/js/runner.mjs")
       expect((yield* cache.ensure).wrote).toBe(true)
       const noPrelude = yield* Effect.flip((yield* cacheFor(withJs(JS_RUNNER, undefined), tempDir())).ensureJs)
       expect(noPrelude.message).toContain("prelude.mjs")
@@ -268,15 +270,15 @@ describe("RunnerCache.Live", () => {
     Effect.gen(function*() {
       const cache = yield* RunnerCache
       const result = yield* Effect.either(cache.ensure)
-      const runnerFile = path.join(packageRoot, "runner", "runner.py")
+      const runnerFile = path.join(packageRoot, "runner", "python", "runner.py")
       if (result._tag === "Right") {
         expect(path.dirname(result.right.dir)).toBe(defaultRunnerCacheRoot())
         expect(result.right.runnerPath).toBe(path.join(result.right.dir, "boot.py"))
-        expect(fs.readFileSync(result.right.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "boot.py"), "utf8"))
+        expect(fs.readFileSync(result.right.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "python", "boot.py"), "utf8"))
         expect(fs.readFileSync(path.join(result.right.dir, "runner.py"), "utf8")).toBe(fs.readFileSync(runnerFile, "utf8"))
         const js = yield* cache.ensureJs
-        expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "runner.mjs"), "utf8"))
-        expect(fs.readFileSync(js.preludePath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "prelude.mjs"), "utf8"))
+        expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "js", "runner.mjs"), "utf8"))
+        expect(fs.readFileSync(js.preludePath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "js", "prelude.mjs"), "utf8"))
       } else {
         expect(fs.existsSync(runnerFile)).toBe(false)
         expect(result.left._tag).toBe("RunnerSourceMissing")
@@ -340,6 +342,6 @@ describe("RunnerCache.fixed", () => {
       const error = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensure).pipe(Effect.provide(RunnerCache.fixed(missing))))
       expect(error).toBe(missing)
       const noJs = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensureJs).pipe(Effect.provide(RunnerCache.fixed(files))))
-      expect(noJs.message).toContain("runner/runner.mjs")
+      expect(noJs.message).toContain("runner/js/runner.mjs")
     }))
 })
