@@ -1,5 +1,5 @@
 /**
- * veyyon-eval: Python and JavaScript execution backends for coding agents. Embed `EvalLive` (or
+ * veyyon-eval: Python, JavaScript and Ruby execution backends for coding agents. Embed `EvalLive` (or
  * `evalLayer(options)`) and call `EvalTool.run`, or use the kernel pieces directly.
  */
 export { EvalLive, evalLayer, type EvalLayerOptions, type EvalServices } from "./layers/EvalLive.ts"
@@ -25,13 +25,14 @@ export {
   InvalidCwd,
   KernelKey,
   KernelRegistry,
-  type KernelLanguage,
   RESTART_STATUS_OP,
   type KernelPlace,
   type KernelRegistryService,
   type RegistryError,
   type RegistryRequest
 } from "./services/KernelRegistry.ts"
+export { type BackendId, registeredBackends } from "./backends/index.ts"
+export { type KernelBackend, type KernelLaunch, RuntimeUnavailable } from "./backends/Backend.ts"
 export { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured, type BridgeCall } from "./services/AgentBridge.ts"
 export { Settings, enabledLanguages, type SettingsInput, type SettingsValues, type EvalLanguage, InvalidSettings } from "./services/Settings.ts"
 export { LimitsUnavailable, Sandbox, SandboxUnavailable, type SandboxProbe, type SandboxService } from "./services/Sandbox.ts"

@@ -42,6 +42,7 @@ const USAGE_TAGS: ReadonlySet<string> = new Set(["InvalidEvalParams", "InvalidCw
 const BACKEND_TAGS: ReadonlySet<string> = new Set([
   "BackendUnavailable",
   "PythonUnavailable",
+  "RuntimeUnavailable",
   "KernelStartError",
   "SandboxUnavailable",
   "LimitsUnavailable",

@@ -5,6 +5,7 @@
  */
 import { Options } from "@effect/cli"
 import { Effect, Layer, Option, Stream } from "effect"
+import { type BackendId, backendOf, registeredBackends } from "../backends/index.ts"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/ArtifactStore.ts"
 import type { SettingsInput } from "../services/Settings.ts"
@@ -21,16 +22,22 @@ import { withSpinner } from "./spinner.ts"
  */
 export const LONG_LIVED_IDLE_TTL_MS = 2 ** 31 - 1
 
-/** The settings the CLI starts from, under the `VEYYON_*` variables; `longLived` keeps idle kernels. */
-export const cliSettings = (options: { readonly longLived?: boolean } = {}): SettingsInput =>
-  options.longLived === true ? { python: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {}
+/**
+ * The settings the CLI starts from, under the `VEYYON_*` variables; `longLived` keeps idle
+ * kernels; `language` (the `--language` a person chose) is enabled unless its `VEYYON_<ID>`
+ * variable turns it off.
+ */
+export const cliSettings = (options: { readonly longLived?: boolean; readonly language?: BackendId } = {}): SettingsInput => ({
+  ...(options.longLived === true ? { kernel: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {}),
+  ...(options.language === undefined ? {} : { eval: { [options.language]: true } })
+})
 
 /**
  * The eval layer from the CLI's settings and `VEYYON_*`; `longLived` keeps idle kernels
  * for the life of the process; `python` (the `--python` flag) wins over `VEYYON_PYTHON_INTERPRETER`.
  */
 export const cliEvalLayer = (
-  options: { readonly longLived?: boolean; readonly python?: Option.Option<string> } = {}
+  options: { readonly longLived?: boolean; readonly python?: Option.Option<string>; readonly language?: BackendId } = {}
 ): Layer.Layer<EvalServices, CliFailure> => {
   const python = options.python === undefined ? undefined : Option.getOrUndefined(options.python)
   const env = python === undefined ? process.env : { ...process.env, VEYYON_PYTHON_INTERPRETER: python }
@@ -46,23 +53,23 @@ export const pythonOption = Options.text("python").pipe(
   Options.optional
 )
 
-/** The languages the CLI runs cells in. */
-export type CliLanguage = "py" | "js"
+/** The name of a backend for people, e.g. `Python` for `py`. */
+export const kernelName = (language: BackendId): string => backendOf(language)?.displayName ?? language
 
-/** The kernel names shown while one starts. */
-export const KERNEL_NAMES: Readonly<Record<CliLanguage, string>> = { py: "Python", js: "JavaScript" }
-
-/** The `--language py|js` option of the commands that run cells. */
-export const languageOption = Options.choice("language", ["py", "js"] as const).pipe(
-  Options.withDescription("The cells' language: py (Python, the default) or js (JavaScript)."),
-  Options.withDefault("py" as const)
+/** The `--language` option of the commands that run cells: one of the registered backends. */
+export const languageOption = Options.choice("language", registeredBackends().map((backend) => backend.id)).pipe(
+  Options.withDescription(
+    `The cells' language: ${registeredBackends().map((backend) => `${backend.id} (${backend.displayName})`).join(", ")}; default py. ` +
+      "Choosing one enables it unless its VEYYON_<ID> variable is 0."
+  ),
+  Options.withDefault<BackendId>("py")
 )
 
 /** Who the cells run for, where, and in which language (Python unless said otherwise). */
 export interface CellContext {
   readonly sessionId: string
   readonly cwd: string
-  readonly language?: CliLanguage
+  readonly language?: BackendId
 }
 
 /** Starts (or, with `reset`, restarts) the session's kernel before any cell, so a start failure surfaces first. */
@@ -81,7 +88,7 @@ export const startKernel = (
         storeHistory: false,
         reset: options.reset ?? false
       })
-    )).pipe(withSpinner(`starting the ${KERNEL_NAMES[context.language ?? "py"]} kernel…`))
+    )).pipe(withSpinner(`starting the ${kernelName(context.language ?? "py")} kernel…`))
 
 /** A finished cell and the files its images were written to. */
 export interface CellRun {

@@ -1,5 +1,5 @@
 /**
- * Which host environment variables reach the Python runner.
+ * Which host environment variables reach a kernel (every backend builds its environment here).
  *
  * A variable passes when its name is on the allowlist or starts with an allowed
  * prefix, and is not a secret: neither named like one (`*_API_KEY`, `*_TOKEN`, `*_KEY`,
@@ -30,6 +30,8 @@ export const ALLOWED_ENV_NAMES: ReadonlySet<string> = new Set([
   "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
   // the JavaScript kernel (NODE_OPTIONS stays out: it could load code into every kernel)
   "NODE_PATH", "NODE_EXTRA_CA_CERTS",
+  // the Ruby kernel's gems (RUBYOPT stays out for the same reason)
+  "GEM_HOME", "GEM_PATH",
   // native libraries
   "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH",
   // TLS and proxies, so %pip and HTTP clients work behind corporate networks
@@ -144,9 +146,11 @@ export interface RunnerEnvOptions {
   readonly extra?: EnvRecord | undefined
   /** Platform whose PATH conventions apply; defaults to the current one. */
   readonly platform?: NodeJS.Platform | undefined
+  /** The variables the backend always sets (default `RUNNER_FIXED_ENV`, the Python runner's). */
+  readonly fixed?: Readonly<Record<string, string>> | undefined
 }
 
-/** Variables the runner always receives so streamed output reaches the host promptly and decodes as UTF-8. */
+/** Variables the Python runner always receives so streamed output reaches the host promptly and decodes as UTF-8. */
 export const RUNNER_FIXED_ENV: Readonly<Record<string, string>> = {
   PYTHONUNBUFFERED: "1",
   PYTHONIOENCODING: "utf-8"
@@ -159,7 +163,7 @@ export const runnerEnv = (hostEnv: EnvRecord, options: RunnerEnvOptions = {}): R
   for (const [name, value] of Object.entries(options.extra ?? {})) {
     if (value !== undefined && !isSecretEnvName(name) && !isSecretEnvValue(value)) env[name] = value
   }
-  Object.assign(env, RUNNER_FIXED_ENV)
+  Object.assign(env, options.fixed ?? RUNNER_FIXED_ENV)
   if (options.artifactsDir !== undefined) env["VEYYON_ARTIFACTS_DIR"] = options.artifactsDir
   if (options.venvBin !== undefined) env = prependToPath(env, options.venvBin, platform)
   return env

@@ -1,12 +1,13 @@
 /**
- * The agent-facing `eval` tool: validates the seed's params, runs one `py` or `js` cell
- * through the registry with calls of one session never overlapping (a failing Python
- * preflight only fails `py` cells), bounds the output through the
+ * The agent-facing `eval` tool: validates the seed's params, runs one cell of an enabled
+ * backend through the registry with calls of one session never overlapping (a backend
+ * whose interpreter is missing only fails its own cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
 import { Context, Data, Effect, Either, Layer, Option, Schema } from "effect"
 import { KernelOutput } from "../kernel/KernelOutput.ts"
-import type { Completion, Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
+import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
+import { backendOf, registeredBackends } from "../backends/index.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
 import { outputImages } from "../render/OutputText.ts"
 import type { ImagePayload } from "../render/Mime.ts"
@@ -18,7 +19,7 @@ import { type FieldHints, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkOutput, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "./SessionRecord.ts"
-import { enabledLanguages, type EvalLanguage, EVAL_LANGUAGES, Settings, type SettingsValues } from "./Settings.ts"
+import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } from "./Settings.ts"
 
 /** The tool's name as agents see it. */
 export const EVAL_TOOL_NAME = "eval"
@@ -99,37 +100,19 @@ export interface EvalToolDefinition {
   readonly parameters: Readonly<Record<string, unknown>>
 }
 
-const LANGUAGE_NAMES: Readonly<Record<EvalLanguage, string>> = {
-  py: "Python",
-  js: "JavaScript",
-  rb: "Ruby",
-  jl: "Julia"
-}
-
 const WORKSPACE_GUIDANCE =
   "Treat the kernel as your workspace: keep large intermediate results in variables instead of printing them, transform them in the kernel, reuse the helpers you defined earlier, and display only compact conclusions."
 
-const PYTHON_GUIDANCE = [
-  "Python: the value of a cell's last expression is shown (end the line with `;` to hide it); print(), display() and matplotlib figures are captured.",
-  "Python cells accept IPython-style magics: %pip, %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run, %load, %%bash, %%capture, %%writefile, !cmd and var = !cmd.",
-  "input() is not supported: pass data in code."
-]
-
-const JAVASCRIPT_GUIDANCE = [
-  "JavaScript (Node): top-level await works; `import x from \"pkg\"`, import() and require() resolve from the working directory; let/const may be declared again in a later cell.",
-  "JavaScript shows the cell's completion value as the Node REPL does (a trailing `;` does not hide it; end with `void 0` or a declaration); console.*, process.stdout and child-process output are captured; display(value) or display({\"text/html\": html}, { raw: true }) shows rich output.",
-  "JavaScript cells have kv, defs() and env(), and agent()/completion() return Promises (run several with Promise.all)."
-]
+const enabledBackends = (settings: SettingsValues) => registeredBackends().filter((backend) => settings.eval[backend.id] === true)
 
 /** The tool description for the enabled languages. */
 export const evalDescription = (settings: SettingsValues): string => {
-  const enabled = enabledLanguages(settings)
-  const languages = enabled.map((language) => `${language} (${LANGUAGE_NAMES[language]})`).join(", ")
+  const enabled = enabledBackends(settings)
+  const languages = enabled.map((backend) => `${backend.id} (${backend.displayName})`).join(", ")
   const lines = [
     `Run one code cell in a persistent kernel and get its output. Languages: ${languages || "none enabled"}.`,
     "State persists between calls: names defined in one cell are available in the next. A failing cell keeps earlier state.",
-    ...(enabled.includes("py") ? PYTHON_GUIDANCE : []),
-    ...(enabled.includes("js") ? JAVASCRIPT_GUIDANCE : []),
+    ...enabled.flatMap((backend) => backend.guidance),
     `timeout is the cell's budget in seconds (${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS}, default ${DEFAULT_TIMEOUT_SECONDS}); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel for that language before the cell.`,
     "Large output is truncated and saved; the result names the artifact:// holding all of it."
   ]
@@ -192,7 +175,7 @@ export const checkParams = (
       Either.mapLeft((error) => new InvalidEvalParams({ problem: paramsProblem(error, EVAL_TOOL_NAME, PARAM_HINTS) }))
     )
     const enabled = enabledLanguages(settings)
-    if (!(EVAL_LANGUAGES as ReadonlyArray<string>).includes(params.language)) {
+    if (backendOf(params.language) === undefined) {
       return yield* Either.left(
         new InvalidEvalParams({ problem: `language must be one of ${enabled.join(", ") || "(none enabled)"}, got ${JSON.stringify(params.language)}` })
       )
@@ -278,13 +261,8 @@ const makeEvalTool = Effect.gen(function*() {
     return lock
   }
 
-  const runCell = (params: CheckedParams, context: EvalContext, push: (output: KernelOutput) => Effect.Effect<void>): Effect.Effect<void, EvalError> => {
-    if (params.language !== "py" && params.language !== "js") {
-      return Effect.fail(
-        new BackendUnavailable({ language: params.language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[params.language]} kernel yet` })
-      )
-    }
-    return registry.run({
+  const runCell = (params: CheckedParams, context: EvalContext, push: (output: KernelOutput) => Effect.Effect<void>): Effect.Effect<void, EvalError> =>
+    registry.run({
       language: params.language,
       sessionId: context.sessionId,
       cwd: context.cwd,
@@ -293,7 +271,6 @@ const makeEvalTool = Effect.gen(function*() {
       reset: params.reset,
       ...(context.signal === undefined ? {} : { cancel: abortEffect(context.signal) })
     }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
-  }
 
   const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
     Effect.gen(function*() {
@@ -354,14 +331,15 @@ const makeEvalTool = Effect.gen(function*() {
   const placeOf = (
     params: IntrospectParams,
     context: Pick<EvalContext, "sessionId" | "cwd">
-  ): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable> =>
-    Effect.suspend((): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable> => {
+  ): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable | IntrospectionFailed> =>
+    Effect.suspend((): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable | IntrospectionFailed> => {
       const language = params.language
       if (!enabledLanguages(settings).includes(language)) {
         return Effect.fail(new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` }))
       }
-      if (language !== "py" && language !== "js") {
-        return Effect.fail(new BackendUnavailable({ language, reason: `this version of veyyon-eval has no ${LANGUAGE_NAMES[language]} kernel yet` }))
+      const backend = backendOf(language)
+      if (backend !== undefined && !backend.introspects) {
+        return Effect.fail(new IntrospectionFailed({ reason: `the ${backend.displayName} kernel does not answer completions or inspections` }))
       }
       if (typeof params.code !== "string") return Effect.fail(new InvalidEvalParams({ problem: "code must be a string" }))
       if (params.cursorPos !== undefined && !Number.isFinite(params.cursorPos)) {

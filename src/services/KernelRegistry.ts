@@ -1,13 +1,15 @@
 /**
- * Owns the kernels, keyed by language, session, working directory and interpreter (a
- * Python kernel runs the resolved Python; a JavaScript kernel runs this process's own
- * Node, so it needs no Python at all). In `session`
+ * Owns the kernels, keyed by backend, session, working directory and interpreter: each
+ * registered backend (see `src/backends/`) resolves its own interpreter and says how its
+ * kernels are launched, so a JavaScript kernel needs no Python and a Ruby kernel no Node
+ * beyond this process. In a backend's `session`
  * mode kernels are reference-counted and retained (shut down after an idle time-to-live
  * nobody holds them); a dead kernel is replaced before the next cell, and a kernel that
  * dies during a cell is replaced and the cell retried once (the outcome says `retried`, with
  * a notice that side effects may have happened twice; a second death ends the cell with a
  * `KernelDied` error output and `kernelExit`, not a failure). In `per-call` mode every
- * request gets a fresh kernel that is shut down after it.
+ * request gets a fresh kernel that is shut down after it. The mode and the idle time-to-live
+ * are `kernel.mode` and `kernel.idleTtlMs`, or the backend's own override.
  *
  * Kernels' `kv` writes are answered by the `KvStore` on the session's directory; every other
  * bridge call goes to the embedder's `AgentBridge`.
@@ -26,21 +28,21 @@ import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { describeExit, KernelSpawner } from "../kernel/KernelProcess.ts"
 import { KernelTimings } from "../kernel/KernelTimings.ts"
 import * as PythonKernel from "../kernel/PythonKernel.ts"
+import type { BackendInterpreter, BackendRuntime, BackendRuntimeError, KernelBackend } from "../backends/Backend.ts"
+import { RuntimeUnavailable } from "../backends/Backend.ts"
+import { type BackendId, registeredBackends } from "../backends/index.ts"
 import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { kvDirOf, KvStore, withKvWrites } from "./KvStore.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
-import { PythonRuntime, type PythonUnavailable } from "./PythonRuntime.ts"
-import { RunnerCache, type RunnerCacheError } from "./RunnerCache.ts"
-import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable, warmRunnerCache } from "./Sandbox.ts"
-import { Settings } from "./Settings.ts"
-
-/** The languages the registry starts kernels for. */
-export type KernelLanguage = "py" | "js"
+import { PythonRuntime } from "./PythonRuntime.ts"
+import { RunnerCache, type RunnerCacheError, RunnerSourceMissing } from "./RunnerCache.ts"
+import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable } from "./Sandbox.ts"
+import { idleTtlMsOf, kernelModeOf, Settings } from "./Settings.ts"
 
 /** Identifies one retained kernel. */
 export class KernelKey extends Data.Class<{
-  readonly language: KernelLanguage
+  readonly language: BackendId
   readonly sessionId: string
   readonly cwd: string
   readonly interpreter: string
@@ -52,7 +54,7 @@ export class KernelKey extends Data.Class<{
   }
 
   /** Whether this key's kernel belongs to `sessionId` (and, when given, `cwd` and `language`). */
-  matches(sessionId: string, cwd?: string, language?: KernelLanguage): boolean {
+  matches(sessionId: string, cwd?: string, language?: BackendId): boolean {
     return this.sessionId === sessionId && (cwd === undefined || this.cwd === cwd) && (language === undefined || this.language === language)
   }
 }
@@ -67,7 +69,7 @@ export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{ readonly cwd: s
 /** What a registry request can fail with. */
 export type RegistryError =
   | InvalidCwd
-  | PythonUnavailable
+  | BackendRuntimeError
   | RunnerCacheError
   | KernelStartError
   | SandboxUnavailable
@@ -78,7 +80,7 @@ export type RegistryError =
 /** One cell for the registry: where, for whom, and what. */
 export interface RegistryRequest extends PythonKernel.ExecuteRequest {
   /** Default `py`. */
-  readonly language?: KernelLanguage
+  readonly language?: BackendId
   readonly sessionId: string
   readonly cwd: string
   /** Replace this session's kernel for `cwd` before running. */
@@ -88,7 +90,7 @@ export interface RegistryRequest extends PythonKernel.ExecuteRequest {
 /** Whose kernel a completion or inspection asks: the one cells of this session, cwd and language run in. */
 export interface KernelPlace {
   /** Default `py`. */
-  readonly language?: KernelLanguage
+  readonly language?: BackendId
   readonly sessionId: string
   readonly cwd: string
 }
@@ -116,7 +118,7 @@ export interface KernelRegistryService {
     detailLevel?: 0 | 1
   ) => Effect.Effect<Inspection, RegistryError | IntrospectionFailed>
   /** Shuts down every kernel of a session (optionally only those for `cwd`, and of `language`); the next cell starts fresh. */
-  readonly reset: (sessionId: string, cwd?: string, language?: KernelLanguage) => Effect.Effect<void>
+  readonly reset: (sessionId: string, cwd?: string, language?: BackendId) => Effect.Effect<void>
   /** Shuts down every kernel now. */
   readonly shutdownAll: Effect.Effect<void>
   /** The keys of the kernels alive or starting. */
@@ -182,7 +184,6 @@ const diedTwiceOutcome = (first: KernelDied, second: KernelDied): CellOutcome =>
 
 const makeRegistry = Effect.gen(function*() {
   const settings = yield* Settings
-  const runtime = yield* PythonRuntime
   const runners = yield* RunnerCache
   const spawner = yield* KernelSpawner
   const bridge = yield* AgentBridge
@@ -192,6 +193,15 @@ const makeRegistry = Effect.gen(function*() {
     Effect.serviceOption(Sandbox),
     Option.match({ onNone: () => makeSandbox(settings.sandbox, settings.limits), onSome: Effect.succeed })
   )
+
+  const backends = new Map<string, { readonly backend: KernelBackend; readonly runtime: BackendRuntime }>()
+  for (const backend of registeredBackends()) backends.set(backend.id, { backend, runtime: yield* backend.runtime })
+  const backendFor = (id: string) => {
+    const found = backends.get(id)
+    return found === undefined
+      ? Effect.fail(new RuntimeUnavailable({ language: id, detail: `no backend ${JSON.stringify(id)} is registered`, fix: `use one of ${[...backends.keys()].join(", ")}` }))
+      : Effect.succeed(found)
+  }
 
   const knownKeys = new Map<string, KernelKey>()
   const startedKernels = new WeakMap<KernelKey, PythonKernel.PythonKernel>()
@@ -207,24 +217,32 @@ const makeRegistry = Effect.gen(function*() {
         Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
       )
       const kernelBridge = withKvWrites(bridge, kv, kvDirOf(artifactsDir))
-      const js = key.language === "js" ? yield* runners.ensureJs : undefined
-      const py = key.language === "js" ? undefined : yield* runners.ensure
+      const { backend, runtime } = yield* backendFor(key.language)
+      const runner = backend.runner === undefined
+        ? yield* new RuntimeUnavailable({ language: backend.id, detail: `the ${backend.displayName} backend ships no runner`, fix: "use another language" })
+        : yield* runners.ensure(backend.runner.folder)
+      if (backend.runner !== undefined && !runner.sources.has(backend.runner.entry)) {
+        return yield* new RunnerSourceMissing({ path: `runner/${backend.runner.folder}/${backend.runner.entry}`, reason: "the package's runner folder does not hold it" })
+      }
+      const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
       const confinement = yield* sandbox.confine({
-        language: key.language,
-        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), (js ?? py)!.dir, artifactsDir],
+        memoryLimit: backend.memoryLimit,
+        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir, artifactsDir],
         readWrite: [key.cwd]
       })
-      if (confinement.sandboxed && py !== undefined) yield* warmRunnerCache(key.interpreter, py.runnerPath)
-      const common = {
+      if (confinement.sandboxed && runtime.beforeSandboxedStart !== undefined) yield* runtime.beforeSandboxedStart(interpreter, runner)
+      const launch = backend.launch(interpreter, runner)
+      const start = PythonKernel.make({
+        command: launch.command,
+        args: launch.args,
+        channel: launch.channel,
+        ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
         cwd: key.cwd,
-        env: runtime.kernelEnv({ venvBin: key.venvBin }, { artifactsDir }),
+        env: runtime.env(interpreter, { artifactsDir }),
         key: key.label,
         skipCheck: true,
         trace: process.env.VEYYON_PYTHON_IPC_TRACE === "1"
-      }
-      const start = py === undefined
-        ? PythonKernel.make({ command: key.interpreter, args: [js!.runnerPath], channel: "fd3", ...common })
-        : PythonKernel.make({ python: key.interpreter, runnerPath: py.runnerPath, prelude: py.preludeSource, ...common })
+      })
       return yield* start.pipe(
         Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
         Effect.provideService(AgentBridge, kernelBridge)
@@ -236,28 +254,23 @@ const makeRegistry = Effect.gen(function*() {
 
   const kernels = yield* RcMap.make({
     lookup: startKernel,
-    idleTimeToLive: Duration.millis(settings.python.idleTtlMs)
+    idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMsOf(settings, key.language))
   })
 
   const resolveKey = (request: RegistryRequest) =>
     Effect.gen(function*() {
       const cwd = yield* normalizeCwd(request.cwd)
-      if (request.language === "js") {
-        return new KernelKey({ language: "js", sessionId: request.sessionId, cwd, interpreter: process.execPath, venvBin: undefined })
-      }
+      const language = request.language ?? "py"
+      const { runtime } = yield* backendFor(language)
       const interpreter = yield* runtime.resolve(cwd)
-      return new KernelKey({
-        language: "py",
-        sessionId: request.sessionId,
-        cwd,
-        interpreter: interpreter.executable,
-        venvBin: interpreter.venvBin
-      })
+      return new KernelKey({ language, sessionId: request.sessionId, cwd, interpreter: interpreter.executable, venvBin: interpreter.binDir })
     })
 
-  const keyFor = (request: RegistryRequest): Effect.Effect<KernelKey, InvalidCwd | PythonUnavailable> =>
+  const perCall = (language: string | undefined) => kernelModeOf(settings, language ?? "py") === "per-call"
+
+  const keyFor = (request: RegistryRequest): Effect.Effect<KernelKey, InvalidCwd | BackendRuntimeError> =>
     Effect.suspend(() => {
-      if (settings.python.kernelMode === "per-call") return resolveKey(request)
+      if (perCall(request.language)) return resolveKey(request)
       const id = `${request.language ?? "py"}\u0000${request.sessionId}\u0000${request.cwd}`
       const fresh = () => Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
       const known = request.reset === true ? undefined : knownKeys.get(id)
@@ -304,7 +317,7 @@ const makeRegistry = Effect.gen(function*() {
       onOutput
     )
 
-  const reset = (sessionId: string, cwd?: string, language?: KernelLanguage) =>
+  const reset = (sessionId: string, cwd?: string, language?: BackendId) =>
     Effect.gen(function*() {
       const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
       for (const key of yield* RcMap.keys(kernels)) {
@@ -318,7 +331,7 @@ const makeRegistry = Effect.gen(function*() {
 
   const run = (request: RegistryRequest, onOutput: PythonKernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> =>
     Effect.flatMap(keyFor(request), (key) => {
-      if (settings.python.kernelMode === "per-call") return perCallRun(key, request, onOutput)
+      if (perCall(key.language)) return perCallRun(key, request, onOutput)
       return request.reset === true
         ? Effect.zipRight(RcMap.invalidate(kernels, key), sessionRun(key, request, onOutput))
         : sessionRun(key, request, onOutput)
@@ -328,7 +341,7 @@ const makeRegistry = Effect.gen(function*() {
     place: KernelPlace,
     use: (kernel: PythonKernel.PythonKernel) => Effect.Effect<A, KernelClosed | IntrospectionFailed>
   ): Effect.Effect<A, RegistryError | IntrospectionFailed> =>
-    settings.python.kernelMode === "per-call"
+    perCall(place.language)
       ? Effect.fail(new IntrospectionFailed({ reason: "in per-call kernel mode no kernel is kept between calls to ask" }))
       : Effect.scoped(Effect.flatMap(keyFor({ ...place, code: "" }), (key) => Effect.flatMap(liveKernel(key), use)))
 

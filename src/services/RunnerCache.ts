@@ -1,22 +1,22 @@
 /**
- * Puts the runner scripts where kernels can spawn them:
- * `<cache root>/<hash>/{boot.py,runner.py,prelude.py}` for Python (from `runner/python/`) and
- * `<cache root>/<hash>/{runner.mjs,prelude.mjs}` for Node (from `runner/js/`) (each set in the directory named
- * by its own hash, so one changing leaves the other's cache alone). The cache root is
- * `runner` below the per-user cache directory (`$XDG_CACHE_HOME/veyyon`, `~/.cache/veyyon`,
- * see `PrivateDir`); it and every `<hash>` directory are private and checked before use.
+ * Puts a backend's runner where its kernels can spawn it: every regular file below the
+ * backend's folder in the package's `runner/` directory (e.g. `runner/python/`), except
+ * `tests/`, `__pycache__/` and `*.pyc`, is copied to `<cache root>/<hash>/` keeping its
+ * relative path, where `<hash>` covers all of the folder's files (names and contents), so
+ * each folder's copy lives in a directory of its own and one changing leaves the others'
+ * alone. The cache root is `runner` below the per-user cache directory
+ * (`$XDG_CACHE_HOME/veyyon`, `~/.cache/veyyon`, see `PrivateDir`); it, every `<hash>`
+ * directory and every directory below one are private and checked before use.
  *
- * Python kernels spawn `boot.py`, which runs `runner.py` from a code object it caches
- * beside it per interpreter (`runner.<cache_tag>.pyc`), and lets the runner cache the
- * prelude's compiled code the same way (`prelude.<cache_tag>.pyc`), so neither is compiled
- * from source at every kernel start. Those files are written by the kernels, not here.
+ * The cache does not know which files a runner has: a runner may be one script or a
+ * package of modules. Kernels may write files of their own beside the copy (Python's boot
+ * script caches compiled code there); those are left alone.
  *
- * The sources are read from the package's `runner/` directory on every call (they
- * are small), hashed together, and written only when the cached copy is missing or
- * differs. Each file is created exclusively (never through a symbolic link, mode 0600)
- * under a unique temp name in the same directory and renamed into place, so a reader never sees a partial file and two hosts racing
- * on the same hash both end up with the same, complete content. A missing
- * `prelude.py` counts as empty; the Node runner needs both of its files.
+ * The sources are read from the package on every call (they are small), hashed together,
+ * and written only when the cached copy is missing or differs. Each file is created
+ * exclusively (never through a symbolic link, mode 0600) under a unique temp name in the
+ * same directory and renamed into place, so a reader never sees a partial file and two
+ * hosts racing on the same hash both end up with the same, complete content.
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
@@ -34,44 +34,31 @@ export const PACKAGE_NAME = "veyyon-eval"
 /** Where runners are cached below the per-user cache directory. */
 export const RUNNER_CACHE_DIR_NAME = "runner"
 
-/** The runner as written to the cache. */
-export interface RunnerFiles {
-  /** `<cache root>/<hash>`. */
+/** A runner folder as written to the cache. */
+export interface CachedRunner {
+  /** The folder below `runner/` it was copied from, e.g. `python`. */
+  readonly folder: string
+  /** `<cache root>/<hash>`: the folder's files keep their relative paths below it. */
   readonly dir: string
-  /** The script to spawn: `<python> -u <runnerPath>`; it is `boot.py`, which runs `runner.py` beside it. */
-  readonly runnerPath: string
-  /** The prelude's cached copy (the kernel is sent `preludeSource` itself, and caches its code when it matches). */
-  readonly preludePath: string
-  /** Prelude source, sent to a new kernel as one silent request. */
-  readonly preludeSource: string
-  /** Short hex sha256 over the three sources. */
+  /** The sources copied, by relative path (`/`-separated), e.g. the prelude a host sends. */
+  readonly sources: ReadonlyMap<string, string>
+  /** Short hex sha256 over the folder's files. */
   readonly hash: string
   /** Whether this call wrote anything (false when the cache was reused). */
   readonly wrote: boolean
 }
 
-/** The Node runner as written to the cache. */
-export interface JsRunnerFiles {
-  /** `<cache root>/<hash>`. */
-  readonly dir: string
-  /** The script to spawn: `node <runnerPath>`; it imports the prelude beside it. */
-  readonly runnerPath: string
-  /** The prelude's cached copy. */
-  readonly preludePath: string
-  /** Short hex sha256 over both sources. */
-  readonly hash: string
-  /** Whether this call wrote anything (false when the cache was reused). */
-  readonly wrote: boolean
-}
+/** The path of one of a cached runner's files. */
+export const cachedPath = (runner: CachedRunner, relative: string): string => path.join(runner.dir, ...relative.split("/"))
 
-/** The package does not contain a runner file. */
+/** The package does not contain a runner folder or a file a backend needs from it. */
 export class RunnerSourceMissing extends Schema.TaggedError<RunnerSourceMissing>()("RunnerSourceMissing", {
   path: Schema.String,
   reason: Schema.String
 }) {
   override get message(): string {
-    return `The runner file ${this.path} cannot be read (${this.reason}). ` +
-      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so runner/${path.basename(path.dirname(this.path))}/${path.basename(this.path)} is present.`
+    return `The runner source ${this.path} cannot be read (${this.reason}). ` +
+      `The ${PACKAGE_NAME} installation is incomplete: reinstall it so its runner/ directory is complete.`
   }
 }
 
@@ -98,13 +85,26 @@ export const filesHash = (files: ReadonlyArray<readonly [name: string, source: s
   return hash.digest("hex").slice(0, 16)
 }
 
-/** The content hash of a Python runner, its prelude and its boot script. */
-export const runnerHash = (runnerSource: string, preludeSource: string, bootSource: string): string =>
-  filesHash([["runner.py", runnerSource], ["prelude.py", preludeSource], ["boot.py", bootSource]])
+/** Whether a path below a runner folder (`/`-separated) is left out of the cache: tests, bytecode. */
+export const isExcludedRunnerPath = (relative: string): boolean => {
+  const parts = relative.split("/")
+  return parts.some((part) => part === "tests" || part === "__pycache__") || relative.endsWith(".pyc")
+}
 
-/** The content hash of a Node runner and prelude pair. */
-export const jsRunnerHash = (runnerSource: string, preludeSource: string): string =>
-  filesHash([["runner.mjs", runnerSource], ["prelude.mjs", preludeSource]])
+/** The regular files below `root` that belong in the cache, as sorted `/`-separated relative paths (symbolic links are not followed). */
+export const listRunnerFiles = (root: string): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  const walk = (relative: string) => {
+    for (const entry of NodeFs.readdirSync(path.join(root, relative), { withFileTypes: true })) {
+      const child = relative === "" ? entry.name : `${relative}/${entry.name}`
+      if (isExcludedRunnerPath(child)) continue
+      if (entry.isDirectory()) walk(child)
+      else if (entry.isFile()) found.push(child)
+    }
+  }
+  walk("")
+  return found.sort()
+}
 
 /** The nearest directory at or above `start` holding this package's package.json. */
 export const findPackageRoot = (
@@ -129,7 +129,7 @@ export const findPackageRoot = (
       const parent = path.dirname(dir)
       if (parent === dir) {
         return yield* new RunnerSourceMissing({
-          path: path.join("runner", "python", "runner.py"),
+          path: "runner/",
           reason: `no ${PACKAGE_NAME} package.json found above ${start}`
         })
       }
@@ -139,21 +139,17 @@ export const findPackageRoot = (
 
 /** Where the cache and the sources are. */
 export interface RunnerCacheOptions {
-  /** The runner root: `python/` holding runner.py with boot.py and (optionally) prelude.py, `js/` holding runner.mjs with prelude.mjs. */
+  /** The runner root: one folder per backend (`python/`, `js/`, `ruby/`). */
   readonly sourceDir: string
   /** Directory the `<hash>` directories go in. */
   readonly cacheRoot: string
 }
 
-/** The service: make sure the current runner is cached and say where. */
+/** The service: make sure a runner folder's current files are cached and say where. */
 export interface RunnerCacheService {
-  /** The Python runner. */
-  readonly ensure: Effect.Effect<RunnerFiles, RunnerCacheError>
-  /** The Node runner. */
-  readonly ensureJs: Effect.Effect<JsRunnerFiles, RunnerCacheError>
+  /** The folder below `runner/` (e.g. `python`) as cached now. */
+  readonly ensure: (folder: string) => Effect.Effect<CachedRunner, RunnerCacheError>
 }
-
-const isNotFound = (error: PlatformError): boolean => error._tag === "SystemError" && error.reason === "NotFound"
 
 const describeError = (error: PlatformError): string =>
   error._tag === "SystemError" ? `${error.reason}: ${error.message}` : error.message
@@ -175,14 +171,24 @@ export const makeRunnerCache = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
 
-    const readSource = (file: string, optional: boolean) =>
-      fs.readFileString(file, "utf8").pipe(
-        Effect.catchAll((error) =>
-          optional && isNotFound(error)
-            ? Effect.succeed("")
-            : Effect.fail(new RunnerSourceMissing({ path: file, reason: describeError(error) }))
-        )
-      )
+    const readFolder = (folder: string) =>
+      Effect.gen(function*() {
+        const root = path.join(options.sourceDir, folder)
+        const names = yield* Effect.try({
+          try: () => listRunnerFiles(root),
+          catch: (error) => new RunnerSourceMissing({ path: root, reason: (error as Error).message })
+        })
+        if (names.length === 0) return yield* new RunnerSourceMissing({ path: root, reason: "it holds no files" })
+        const files: Array<readonly [string, string]> = []
+        for (const name of names) {
+          const file = path.join(root, ...name.split("/"))
+          const source = yield* fs.readFileString(file, "utf8").pipe(
+            Effect.mapError((error) => new RunnerSourceMissing({ path: file, reason: describeError(error) }))
+          )
+          files.push([name, source])
+        }
+        return files
+      })
 
     const writeAtomically = (dir: string, name: string, content: string) =>
       Effect.gen(function*() {
@@ -208,70 +214,61 @@ export const makeRunnerCache = (
         Effect.mapError((error) => error._tag === "RunnerCacheWriteFailed" ? error : new RunnerCacheWriteFailed({ dir, reason: describeError(error) }))
       )
 
+    const privateDir = (dir: string) =>
+      ensurePrivateDir(dir).pipe(
+        Effect.mapError((refused) => new RunnerCacheWriteFailed({ dir: refused.path, reason: refused.problem }))
+      )
+
     const writeFiles = (hash: string, files: ReadonlyArray<readonly [name: string, source: string]>) =>
       Effect.gen(function*() {
         const dir = path.join(options.cacheRoot, hash)
-        yield* ensurePrivateDir(dir).pipe(
-          Effect.mapError((refused) => new RunnerCacheWriteFailed({ dir: refused.path, reason: refused.problem }))
-        )
+        yield* privateDir(dir)
+        const made = new Set<string>()
         let wrote = false
         for (const [name, source] of files) {
-          if (yield* writeAtomically(dir, name, source)) wrote = true
+          const parts = name.split("/")
+          for (let depth = 1; depth < parts.length; depth++) {
+            const sub = path.join(dir, ...parts.slice(0, depth))
+            if (!made.has(sub)) {
+              yield* privateDir(sub)
+              made.add(sub)
+            }
+          }
+          if (yield* writeAtomically(path.join(dir, ...parts.slice(0, -1)), parts[parts.length - 1]!, source)) wrote = true
         }
         return { dir, wrote }
       })
 
-    const ensure = Effect.gen(function*() {
-      const runnerSource = yield* readSource(path.join(options.sourceDir, "python", "runner.py"), false)
-      const preludeSource = yield* readSource(path.join(options.sourceDir, "python", "prelude.py"), true)
-      const bootSource = yield* readSource(path.join(options.sourceDir, "python", "boot.py"), false)
-      const hash = runnerHash(runnerSource, preludeSource, bootSource)
-      const { dir, wrote } = yield* writeFiles(hash, [["prelude.py", preludeSource], ["runner.py", runnerSource], ["boot.py", bootSource]])
-      return {
-        dir,
-        runnerPath: path.join(dir, "boot.py"),
-        preludePath: path.join(dir, "prelude.py"),
-        preludeSource,
-        hash,
-        wrote
-      }
-    })
+    const ensure = (folder: string) =>
+      Effect.gen(function*() {
+        const files = yield* readFolder(folder)
+        const hash = filesHash(files)
+        const { dir, wrote } = yield* writeFiles(hash, files)
+        return { folder, dir, sources: new Map(files), hash, wrote } satisfies CachedRunner
+      })
 
-    const ensureJs = Effect.gen(function*() {
-      const runnerSource = yield* readSource(path.join(options.sourceDir, "js", "runner.mjs"), false)
-      const preludeSource = yield* readSource(path.join(options.sourceDir, "js", "prelude.mjs"), false)
-      const hash = jsRunnerHash(runnerSource, preludeSource)
-      const { dir, wrote } = yield* writeFiles(hash, [["prelude.mjs", preludeSource], ["runner.mjs", runnerSource]])
-      return {
-        dir,
-        runnerPath: path.join(dir, "runner.mjs"),
-        preludePath: path.join(dir, "prelude.mjs"),
-        hash,
-        wrote
-      }
-    })
-
-    return { ensure, ensureJs }
+    return { ensure }
   })
 
 /** The default cache root: `runner` below the per-user cache directory. */
 export const defaultRunnerCacheRoot = (): string => path.join(userCacheDir(processUserDirsContext()), RUNNER_CACHE_DIR_NAME)
 
-/** Caches the runner scripts for kernels to spawn. */
+/** Caches the runner folders for kernels to spawn. */
 export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCache, RunnerCacheService>() {
   /** The service over explicit directories. */
   static layer(options: RunnerCacheOptions): Layer.Layer<RunnerCache, never, FileSystem.FileSystem> {
     return Layer.effect(RunnerCache, makeRunnerCache(options))
   }
 
-  /** Always answers with `answer` and `js` (files or the error; no Node runner unless given), for tests of the cache's users. */
-  static fixed(
-    answer: RunnerFiles | RunnerCacheError,
-    js: JsRunnerFiles | RunnerCacheError = new RunnerSourceMissing({ path: "runner/js/runner.mjs", reason: "this test layer has no Node runner" })
-  ): Layer.Layer<RunnerCache> {
-    const settle = <A>(value: A | RunnerCacheError): Effect.Effect<A, RunnerCacheError> =>
-      value instanceof RunnerSourceMissing || value instanceof RunnerCacheWriteFailed ? Effect.fail(value) : Effect.succeed(value as A)
-    return Layer.succeed(RunnerCache, { ensure: settle(answer), ensureJs: settle(js) })
+  /** Answers each folder with the given runner or error (a folder not given is missing), for tests of the cache's users. */
+  static fixed(answers: Readonly<Record<string, CachedRunner | RunnerCacheError>>): Layer.Layer<RunnerCache> {
+    return Layer.succeed(RunnerCache, {
+      ensure: (folder) => {
+        const answer = answers[folder]
+        if (answer === undefined) return Effect.fail(new RunnerSourceMissing({ path: `runner/${folder}/`, reason: "this test layer has no such runner" }))
+        return answer instanceof RunnerSourceMissing || answer instanceof RunnerCacheWriteFailed ? Effect.fail(answer) : Effect.succeed(answer as CachedRunner)
+      }
+    })
   }
 
   /** Sources from this package's `runner/` directory, cache under the per-user cache directory. */
@@ -287,10 +284,7 @@ export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCa
           Effect.provideService(FileSystem.FileSystem, fs)
         )
       )
-      return {
-        ensure: Effect.flatMap(cache, (service) => service.ensure),
-        ensureJs: Effect.flatMap(cache, (service) => service.ensureJs)
-      }
+      return { ensure: (folder) => Effect.flatMap(cache, (service) => service.ensure(folder)) }
     })
   )
 }

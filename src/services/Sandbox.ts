@@ -20,6 +20,7 @@ import { execFile } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { Context, Effect, Layer, Schema } from "effect"
+import type { MemoryLimitKind } from "../backends/Backend.ts"
 import type { SpawnSpec } from "../kernel/KernelProcess.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
 import { Settings } from "./Settings.ts"
@@ -58,7 +59,8 @@ export interface SandboxProbe {
 
 /** What a kernel needs to see besides the system. */
 export interface SandboxRequest {
-  readonly language: "py" | "js"
+  /** How the kernel's backend takes `limits.memoryMb`. */
+  readonly memoryLimit: MemoryLimitKind
   /** Host paths bound read-only (interpreter prefix, venv, runner cache, session state). */
   readonly readOnly: ReadonlyArray<string>
   /** Host paths bound read-write (the kernel's cwd). */
@@ -166,21 +168,21 @@ export const sandboxEnv = (env: Readonly<Record<string, string>>, home: string):
 
 const MIB = 1024 * 1024
 
-/** A JavaScript kernel's spec with its V8 heap capped at `limits.memoryMb` (applied before sandboxing). */
-export const withHeapLimit = (spec: SpawnSpec, language: SandboxRequest["language"], limits: KernelLimits): SpawnSpec =>
-  language === "js" && limits.memoryMb !== undefined
+/** A spec whose backend takes a V8 heap cap, capped at `limits.memoryMb` (applied before sandboxing). */
+export const withHeapLimit = (spec: SpawnSpec, memoryLimit: MemoryLimitKind, limits: KernelLimits): SpawnSpec =>
+  memoryLimit === "heap" && limits.memoryMb !== undefined
     ? { ...spec, args: [`--max-old-space-size=${limits.memoryMb}`, ...spec.args] }
     : spec
 
-/** `spec` started by `prlimit` with the resource limits a kernel of `language` gets, and its pids cap for the spawner. */
+/** `spec` started by `prlimit` with the resource limits its kernel gets, and its pids cap for the spawner. */
 export const withRlimits = (
   spec: SpawnSpec,
-  language: SandboxRequest["language"],
+  memoryLimit: MemoryLimitKind,
   limits: KernelLimits,
   prlimit: string
 ): SpawnSpec => {
   const rlimits = [
-    ...(language === "py" && limits.memoryMb !== undefined ? [`--as=${limits.memoryMb * MIB}`] : []),
+    ...(memoryLimit === "address-space" && limits.memoryMb !== undefined ? [`--as=${limits.memoryMb * MIB}`] : []),
     ...(limits.fileSizeMb !== undefined ? [`--fsize=${limits.fileSizeMb * MIB}`] : [])
   ]
   const limited = rlimits.length === 0 ? spec : { ...spec, command: prlimit, args: [...rlimits, "--", spec.command, ...spec.args] }
@@ -207,27 +209,6 @@ export const probeBwrap = (bwrap: string): Effect.Effect<string | undefined> =>
     execFile(bwrap, args, { timeout: 30_000 }, (error, _stdout, stderr) => {
       resume(Effect.succeed(error === null ? undefined : (String(stderr).trim() || error.message).split("\n")[0]))
     })
-  })
-
-/**
- * Writes `boot.py`'s compiled runner beside it when no interpreter has yet: a sandboxed
- * kernel sees the runner cache read-only, so it could not, and would compile the runner
- * at every start. Runs our own runner once, outside the sandbox, with no input (it exits
- * at end of input) and only PATH in its environment; no cell code is involved.
- */
-export const warmRunnerCache = (python: string, runnerPath: string): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    const dir = NodePath.dirname(runnerPath)
-    let cached = false
-    try {
-      cached = NodeFs.readdirSync(dir).some((name) => /^runner\..+\.pyc$/.test(name))
-    } catch {
-      cached = false
-    }
-    if (cached) return resume(Effect.void)
-    const child = execFile(python, ["-u", runnerPath], { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 60_000 }, () =>
-      resume(Effect.void))
-    child.stdin?.end()
   })
 
 /** How the service finds its tools: by default `bwrap` and `prlimit` on the process's PATH. */
@@ -274,7 +255,7 @@ export const makeSandbox = (
     }
     const confine = (request: SandboxRequest) =>
       Effect.gen(function*() {
-        const needsPrlimit = (request.language === "py" && limits.memoryMb !== undefined) || limits.fileSizeMb !== undefined ||
+        const needsPrlimit = (request.memoryLimit === "address-space" && limits.memoryMb !== undefined) || limits.fileSizeMb !== undefined ||
           limits.pids !== undefined
         if (needsPrlimit && prlimit === undefined) {
           return yield* new LimitsUnavailable({ reason: "kernel limits are set but prlimit is not on PATH" })
@@ -292,9 +273,9 @@ export const makeSandbox = (
         return {
           sandboxed: bwrap !== undefined,
           apply: (spec: SpawnSpec) => {
-            const heapLimited = withHeapLimit(spec, request.language, limits)
+            const heapLimited = withHeapLimit(spec, request.memoryLimit, limits)
             const confined = bwrap === undefined ? heapLimited : sandboxed(heapLimited, request, bwrap)
-            return withRlimits(confined, request.language, limits, prlimit ?? "prlimit")
+            return withRlimits(confined, request.memoryLimit, limits, prlimit ?? "prlimit")
           }
         } satisfies Confinement
       })

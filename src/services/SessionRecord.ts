@@ -17,6 +17,7 @@ import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { writeFileAtomically, writeFileAtomicallyAsync } from "./AtomicFile.ts"
 import type { SinkOutput } from "./OutputSink.ts"
 import { ensurePrivateDirSync } from "./PrivateDir.ts"
+import { backendOf } from "../backends/index.ts"
 import { type EvalLanguage, Settings } from "./Settings.ts"
 
 /** One nbformat 4 output, as stored and exported. */
@@ -31,7 +32,9 @@ export interface RecordedCell {
 }
 
 const RecordedCellSchema = Schema.Struct({
-  language: Schema.Literal("py", "js", "rb", "jl"),
+  language: Schema.String.pipe(
+    Schema.filter((id): id is EvalLanguage => backendOf(id) !== undefined, { message: () => "not a registered backend" })
+  ),
   source: Schema.String,
   executionCount: Schema.NullOr(Schema.Number),
   outputs: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
@@ -106,32 +109,6 @@ export const notebookOutputs = (
   return result
 }
 
-const KERNELS: Readonly<Record<EvalLanguage, { kernelspec: object; language_info: object }>> = {
-  py: {
-    kernelspec: { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" },
-    language_info: {
-      name: "python",
-      file_extension: ".py",
-      mimetype: "text/x-python",
-      codemirror_mode: { name: "ipython", version: 3 },
-      pygments_lexer: "ipython3",
-      nbconvert_exporter: "python"
-    }
-  },
-  js: {
-    kernelspec: { name: "javascript", display_name: "JavaScript (Node.js)", language: "javascript" },
-    language_info: { name: "javascript", file_extension: ".js", mimetype: "application/javascript", version: process.versions.node }
-  },
-  rb: {
-    kernelspec: { name: "ruby", display_name: "Ruby", language: "ruby" },
-    language_info: { name: "ruby", file_extension: ".rb", mimetype: "application/x-ruby" }
-  },
-  jl: {
-    kernelspec: { name: "julia", display_name: "Julia", language: "julia" },
-    language_info: { name: "julia", file_extension: ".jl", mimetype: "application/julia" }
-  }
-}
-
 const cellId = () => randomBytes(4).toString("hex")
 
 /**
@@ -144,7 +121,7 @@ export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLa
   return {
     nbformat: 4,
     nbformat_minor: 5,
-    metadata: { ...KERNELS[kernel], veyyon: { exported: new Date().toISOString() } },
+    metadata: { ...backendOf(kernel)?.notebook, veyyon: { exported: new Date().toISOString() } },
     cells: cells.map((cell) =>
       cell.language === kernel
         ? { cell_type: "code", id: cellId(), metadata: {}, execution_count: cell.executionCount, source: cell.source, outputs: cell.outputs }

@@ -5,16 +5,23 @@
  * overrides only its own setting; an empty or blank value counts as unset; a value
  * that cannot be read fails the layer with `InvalidSettings` rather than being guessed.
  *
- *   VEYYON_PY, VEYYON_JS, VEYYON_RB, VEYYON_JL   eval.py / eval.js / eval.rb / eval.jl
+ *   VEYYON_<ID> (VEYYON_PY, VEYYON_JS, ...)      eval.<id> for every registered backend
  *                                                (1/0, true/false, yes/no, on/off)
  *   VEYYON_PYTHON_INTERPRETER                    python.interpreter
- *   VEYYON_PYTHON_KERNEL_MODE                    python.kernelMode: session | per-call
+ *   a backend's interpreter variable             kernel.backends.<id>.interpreter
+ *                                                (VEYYON_RUBY_INTERPRETER for rb)
+ *   VEYYON_KERNEL_MODE                           kernel.mode: session | per-call
+ *   VEYYON_PYTHON_KERNEL_MODE                    the same (its older name)
  *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
  *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
  *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
  *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network
  *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
+ *
+ * `kernel.mode` and `kernel.idleTtlMs` govern every backend's kernels unless
+ * `kernel.backends.<id>` overrides them for one; `python.kernelMode` and
+ * `python.idleTtlMs` are their older names and still work (the new names win).
  *
  * The default artifacts dir is `sessions` below the per-user state directory
  * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
@@ -23,16 +30,14 @@
 import { Context, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
+import { type BackendId, registeredBackends } from "../backends/index.ts"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
 import { userStateDir } from "./PrivateDir.ts"
 import { type KernelLimits, LimitsInput, resolveLimits, resolveSandbox, SandboxInput, type SandboxSettings } from "./SandboxSettings.ts"
 
-/** Languages of the eval tool, in the order they are listed. */
-export const EVAL_LANGUAGES = ["py", "js", "rb", "jl"] as const
-
-/** One eval backend language. */
-export type EvalLanguage = (typeof EVAL_LANGUAGES)[number]
+/** One eval backend language: the id of a registered backend. */
+export type EvalLanguage = BackendId
 
 /** How kernels are retained: one per session key, or a fresh one per call. */
 export const KernelMode = Schema.Literal("session", "per-call")
@@ -53,18 +58,17 @@ export const DEFAULT_ARTIFACTS_MAX_AGE_HOURS = 7 * 24
 
 /** The resolved settings every service reads. */
 export interface SettingsValues {
-  readonly eval: {
-    readonly py: boolean
-    readonly js: boolean
-    readonly rb: boolean
-    readonly jl: boolean
-    readonly pyWorkspace: boolean
-  }
+  /** `eval.<id>` for every registered backend, and `pyWorkspace`. */
+  readonly eval: { readonly pyWorkspace: boolean; readonly [id: string]: boolean }
   readonly python: {
-    readonly kernelMode: KernelMode
     readonly interpreter: string | undefined
-    readonly idleTtlMs: number
     readonly skipCheck: boolean
+  }
+  readonly kernel: {
+    readonly mode: KernelMode
+    readonly idleTtlMs: number
+    /** Per-backend overrides, by backend id. */
+    readonly backends: Readonly<Record<string, BackendKernelSettings>>
   }
   readonly artifactsDir: string
   readonly artifacts: {
@@ -83,20 +87,32 @@ const PositiveInt = Schema.Int.pipe(Schema.positive())
 
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
+/** What one backend may set for its own kernels. */
+export const BackendKernelInput = Schema.Struct({
+  mode: optional(KernelMode),
+  idleTtlMs: optional(Schema.NonNegativeInt),
+  interpreter: optional(Schema.NonEmptyTrimmedString)
+})
+
+/** One backend's kernel overrides (`kernel.backends.<id>`). */
+export type BackendKernelSettings = typeof BackendKernelInput.Type
+
 /** Schema of the partial settings object an embedder (or a config file) supplies. */
 export const SettingsInput = Schema.Struct({
-  eval: optional(Schema.Struct({
-    py: optional(Schema.Boolean),
-    js: optional(Schema.Boolean),
-    rb: optional(Schema.Boolean),
-    jl: optional(Schema.Boolean),
-    pyWorkspace: optional(Schema.Boolean)
-  })),
+  eval: optional(Schema.Struct(
+    { pyWorkspace: optional(Schema.Boolean) },
+    Schema.Record({ key: Schema.String, value: Schema.Boolean })
+  )),
   python: optional(Schema.Struct({
     kernelMode: optional(KernelMode),
     interpreter: optional(Schema.NonEmptyTrimmedString),
     idleTtlMs: optional(Schema.NonNegativeInt),
     skipCheck: optional(Schema.Boolean)
+  })),
+  kernel: optional(Schema.Struct({
+    mode: optional(KernelMode),
+    idleTtlMs: optional(Schema.NonNegativeInt),
+    backends: optional(Schema.Record({ key: Schema.String, value: BackendKernelInput }))
   })),
   artifactsDir: optional(Schema.NonEmptyTrimmedString),
   artifacts: optional(Schema.Struct({
@@ -148,13 +164,6 @@ export const processSettingsContext = (): SettingsContext => {
 export const defaultArtifactsDir = (context: SettingsContext, env: EnvRecord = {}): string =>
   path.join(userStateDir({ env, home: context.home, tmpdir: context.tmpdir, uid: context.uid }), "sessions")
 
-const LANGUAGE_FLAGS: ReadonlyArray<readonly [EvalLanguage, string]> = [
-  ["py", "VEYYON_PY"],
-  ["js", "VEYYON_JS"],
-  ["rb", "VEYYON_RB"],
-  ["jl", "VEYYON_JL"]
-]
-
 const envFlag = (env: EnvRecord, name: string): Either.Either<boolean | undefined, InvalidSettings> => {
   const raw = env[name]
   if (raw === undefined || isUnsetEnvValue(raw)) return Either.right(undefined)
@@ -175,15 +184,15 @@ const envString = (env: EnvRecord, name: string): string | undefined => {
   return raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.trim()
 }
 
-const envKernelMode = (env: EnvRecord): Either.Either<KernelMode | undefined, InvalidSettings> => {
-  const raw = envString(env, "VEYYON_PYTHON_KERNEL_MODE")
+const envKernelMode = (env: EnvRecord, name: string): Either.Either<KernelMode | undefined, InvalidSettings> => {
+  const raw = envString(env, name)
   if (raw === undefined) return Either.right(undefined)
   const mode = raw.toLowerCase()
   return Schema.is(KernelMode)(mode)
     ? Either.right(mode)
     : Either.left(
       new InvalidSettings({
-        source: "VEYYON_PYTHON_KERNEL_MODE",
+        source: name,
         problem: `${JSON.stringify(raw)} is not a kernel mode; use "session" or "per-call", or unset it.`
       })
     )
@@ -219,13 +228,29 @@ export const resolveSettings = (
 ): Either.Either<SettingsValues, InvalidSettings> =>
   Either.gen(function*() {
     const given = yield* decodeSettingsInput(input)
-    const flags: Partial<Record<EvalLanguage, boolean>> = {}
-    for (const [language, name] of LANGUAGE_FLAGS) {
-      const value = yield* envFlag(env, name)
-      if (value !== undefined) flags[language] = value
+    const backends = registeredBackends()
+    const known = backends.map((backend) => backend.id as string)
+    const unknown = [
+      ...Object.keys(given.eval ?? {}).filter((id) => id !== "pyWorkspace").map((id) => `eval.${id}`),
+      ...Object.keys(given.kernel?.backends ?? {}).map((id) => `kernel.backends.${id}`)
+    ].filter((name) => !known.includes(name.slice(name.lastIndexOf(".") + 1)))
+    if (unknown.length > 0) {
+      return yield* Either.left(new InvalidSettings({
+        source: "settings object",
+        problem: `${unknown.join(", ")}: no such backend; the backends are ${known.join(", ")}`
+      }))
+    }
+    const evalFlags: Record<string, boolean> = {}
+    const kernelBackends: Record<string, BackendKernelSettings> = {}
+    for (const backend of backends) {
+      const flag = yield* envFlag(env, `VEYYON_${backend.id.toUpperCase()}`)
+      evalFlags[backend.id] = flag ?? given.eval?.[backend.id] ?? backend.enabledByDefault
+      const own = given.kernel?.backends?.[backend.id] ?? {}
+      const interpreter = backend.interpreterEnv === undefined ? undefined : envString(env, backend.interpreterEnv)
+      kernelBackends[backend.id] = interpreter === undefined ? own : { ...own, interpreter }
     }
     const skipCheck = yield* envFlag(env, "VEYYON_PYTHON_SKIP_CHECK")
-    const kernelMode = yield* envKernelMode(env)
+    const kernelMode = (yield* envKernelMode(env, "VEYYON_KERNEL_MODE")) ?? (yield* envKernelMode(env, "VEYYON_PYTHON_KERNEL_MODE"))
     const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
     const artifactsDir = envArtifacts ?? given.artifactsDir
     const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
@@ -233,18 +258,15 @@ export const resolveSettings = (
     const sandbox = yield* Either.mapLeft(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
     const limits = yield* Either.mapLeft(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
     return {
-      eval: {
-        py: flags.py ?? given.eval?.py ?? true,
-        js: flags.js ?? given.eval?.js ?? true,
-        rb: flags.rb ?? given.eval?.rb ?? false,
-        jl: flags.jl ?? given.eval?.jl ?? false,
-        pyWorkspace: given.eval?.pyWorkspace ?? false
-      },
+      eval: { ...evalFlags, pyWorkspace: given.eval?.pyWorkspace ?? false },
       python: {
-        kernelMode: kernelMode ?? given.python?.kernelMode ?? "session",
         interpreter: envString(env, "VEYYON_PYTHON_INTERPRETER") ?? given.python?.interpreter,
-        idleTtlMs: given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
         skipCheck: skipCheck ?? given.python?.skipCheck ?? false
+      },
+      kernel: {
+        mode: kernelMode ?? given.kernel?.mode ?? given.python?.kernelMode ?? "session",
+        idleTtlMs: given.kernel?.idleTtlMs ?? given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
+        backends: kernelBackends
       },
       artifactsDir: artifactsDir === undefined
         ? defaultArtifactsDir(context, env)
@@ -262,9 +284,17 @@ export const resolveSettings = (
     }
   })
 
-/** The enabled eval languages, in the order py, js, rb, jl. */
+/** The ids of the enabled backends, in registration order. */
 export const enabledLanguages = (settings: SettingsValues): ReadonlyArray<EvalLanguage> =>
-  EVAL_LANGUAGES.filter((language) => settings.eval[language])
+  registeredBackends().filter((backend) => settings.eval[backend.id] === true).map((backend) => backend.id)
+
+/** How kernels of backend `id` are retained: its override, else `kernel.mode`. */
+export const kernelModeOf = (settings: SettingsValues, id: string): KernelMode =>
+  settings.kernel.backends[id]?.mode ?? settings.kernel.mode
+
+/** The idle time-to-live of backend `id`'s kernels: its override, else `kernel.idleTtlMs`. */
+export const idleTtlMsOf = (settings: SettingsValues, id: string): number =>
+  settings.kernel.backends[id]?.idleTtlMs ?? settings.kernel.idleTtlMs
 
 /** The settings service: resolved once when its layer is built. */
 export class Settings extends Context.Tag("veyyon-eval/Settings")<Settings, SettingsValues>() {

@@ -1,5 +1,5 @@
 /**
- * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json] [--language py|js] [--python PATH]`:
+ * `veyyon eval [CODE] [--file F] [--timeout S] [--reset] [--cwd DIR] [--session ID] [--json] [--language ID] [--python PATH]`:
  * runs one cell in a fresh kernel and prints its output as it streams, or the
  * `EvalResult` as JSON. Exits 0 when the cell ran cleanly, 1 when it raised, was
  * cancelled (Ctrl-C) or timed out, 2 on bad usage or input, 3 when no backend can run.
@@ -88,13 +88,13 @@ export const evalCommand = Command.make(
             flags.json ? undefined : makeCellView(stdoutTarget())
           )
         })
-      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ python: flags.python })))
+      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ python: flags.python, language: flags.language })))
       yield* flags.json ? printJson(run) : printImages(run)
       const exit = cellExitCode(run.result)
       if (exit !== ExitCode.Ok) return yield* new CliFailure({ code: exit })
     })
 ).pipe(
   Command.withDescription(
-    "Run one Python cell and print its output. Exit 0 ok, 1 cell error/cancelled/timed out, 2 usage, 3 no backend."
+    "Run one cell (Python unless --language says otherwise) and print its output. Exit 0 ok, 1 cell error/cancelled/timed out, 2 usage, 3 no backend."
   )
 )

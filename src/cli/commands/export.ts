@@ -1,10 +1,11 @@
 /**
- * `veyyon export --session ID FILE.ipynb [--language py|js]`: writes the cells a session
+ * `veyyon export --session ID FILE.ipynb [--language ID]`: writes the cells a session
  * ran (through `veyyon eval --session ID`, the MCP server or the library) as an nbformat 4
  * notebook. Exit 0 once written, 2 on bad usage, 1 when the record or FILE cannot be used.
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
+import { type BackendId, registeredBackends } from "../../backends/index.ts"
 import { SessionRecord } from "../../services/SessionRecord.ts"
 import { CliFailure, ExitCode } from "../exitCodes.ts"
 import { cliEvalLayer } from "../session.ts"
@@ -16,13 +17,13 @@ const session = Options.text("session").pipe(
   Options.withDescription("The session whose cells to export (the id given to eval --session, or the MCP/library session)."),
   Options.withDefault(DEFAULT_EVAL_SESSION)
 )
-const language = Options.choice("language", ["py", "js"] as const).pipe(
+const language = Options.choice("language", registeredBackends().map((backend) => backend.id)).pipe(
   Options.withDescription("The notebook's kernel (default: the first cell's language); cells in another language become raw cells."),
   Options.optional
 )
 
 /** Writes the session's notebook and says how many cells it holds. */
-export const exportSession = (sessionId: string, target: string, kernel?: "py" | "js") =>
+export const exportSession = (sessionId: string, target: string, kernel?: BackendId) =>
   Effect.gen(function*() {
     const record = yield* SessionRecord
     const cells = yield* record.cells(sessionId)

@@ -69,7 +69,7 @@ const httpServer = (host: string, port: number) =>
     const settings = yield* Settings
     yield* serveMcp(serveOptions(), (door, sessions) =>
       Effect.gen(function*() {
-        const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.python.idleTtlMs })
+        const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
         yield* server.serve(router)
         const address = server.address._tag === "TcpAddress"

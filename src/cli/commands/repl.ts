@@ -11,6 +11,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Data, Effect, Option, Queue, Runtime, type Scope } from "effect"
+import type { BackendId } from "../../backends/index.ts"
 import { EvalTool } from "../../services/EvalTool.ts"
 import { exportSession } from "./export.ts"
 import * as readline from "node:readline"
@@ -19,7 +20,7 @@ import { failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
 import { cellSource, completionCode, inspectionLine, isCompleteCell, readlineCompletion } from "../replInput.ts"
-import { type CellContext, type CliLanguage, cliEvalLayer, KERNEL_NAMES, languageOption, pythonOption, runCell, startKernel } from "../session.ts"
+import { type CellContext, cliEvalLayer, kernelName, languageOption, pythonOption, runCell, startKernel } from "../session.ts"
 
 type ReplInput = Data.TaggedEnum<{
   Line: { readonly line: string }
@@ -80,13 +81,13 @@ const save = Options.text("save").pipe(
   Options.optional
 )
 
-const saveOnExit = (sessionId: string, file: string, language: CliLanguage) =>
+const saveOnExit = (sessionId: string, file: string, language: BackendId) =>
   exportSession(sessionId, file, language).pipe(
     Effect.flatMap((count) => Effect.sync(() => process.stderr.write(`veyyon: saved ${count} cell${count === 1 ? "" : "s"} to ${file}\n`))),
     Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: the session was not saved: ${error.message}\n`)))
   )
 
-const repl = (language: CliLanguage, python: Option.Option<string>, saveTo: Option.Option<string>) => Effect.scoped(
+const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option.Option<string>) => Effect.scoped(
   Effect.gen(function*() {
     const interactive = process.stdin.isTTY === true
     const context: CellContext = { sessionId: `repl-${process.pid}`, cwd: process.cwd(), language }
@@ -104,7 +105,7 @@ const repl = (language: CliLanguage, python: Option.Option<string>, saveTo: Opti
       })
     }
     const { inputs, rl } = yield* openInput(interactive, running, completer)
-    if (interactive) yield* say(`${KERNEL_NAMES[language]} kernel ready. Ctrl-C interrupts a cell; Ctrl-D or a second Ctrl-C at an empty prompt exits.`)
+    if (interactive) yield* say(`${kernelName(language)} kernel ready. Ctrl-C interrupts a cell; Ctrl-D or a second Ctrl-C at an empty prompt exits.`)
 
     const runSource = (code: string) =>
       Effect.gen(function*() {
@@ -167,7 +168,7 @@ const repl = (language: CliLanguage, python: Option.Option<string>, saveTo: Opti
       if (code.trim().length > 0) yield* runSource(code)
     }
   })
-).pipe(Effect.provide(cliEvalLayer({ longLived: true, python })))
+).pipe(Effect.provide(cliEvalLayer({ longLived: true, python, language })))
 
 /** The `repl` command. */
 export const replCommand = Command.make(

@@ -3,6 +3,7 @@
  * version, the rule that picked it, and the rules passed over on the way. The
  * interpreter is always run for the check, even when `VEYYON_PYTHON_SKIP_CHECK` is set.
  * Exits 0 when it is usable, 3 (with the fix) when it is not.
+ * `veyyon setup ruby --check`: the same for the Ruby backend (setting, then `ruby` on PATH).
  * `veyyon setup sandbox --check`: see `setupSandbox.ts`.
  */
 import { Command, Options } from "@effect/cli"
@@ -10,7 +11,8 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Layer } from "effect"
 import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../../services/PythonRuntime.ts"
 import { describeAttempt, type ResolutionRule } from "../../services/RuntimeResolution.ts"
-import { Settings } from "../../services/Settings.ts"
+import { type RubyInterpreter, resolveRuby, rubySetting } from "../../backends/ruby.ts"
+import { Settings, type SettingsValues } from "../../services/Settings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 import { checkSandbox } from "./setupSandbox.ts"
 
@@ -63,6 +65,32 @@ const pythonCommand = Command.make("python", { check }, ({ check }) =>
     )
   )
 
+/** The report's lines for a usable Ruby. */
+export const describeRuby = (interpreter: RubyInterpreter, settings: SettingsValues): ReadonlyArray<string> => [
+  `interpreter  ${interpreter.executable}`,
+  ...(interpreter.foundAt === interpreter.executable ? [] : [`found at     ${interpreter.foundAt}`]),
+  `version      ${interpreter.version}`,
+  `rule         ${
+    interpreter.rule === "setting" ? "setting: kernel.backends.rb.interpreter (VEYYON_RUBY_INTERPRETER)" : "PATH: ruby on PATH"
+  }`,
+  settings.eval["rb"] === true
+    ? "ok: rb cells will run with this interpreter."
+    : "ok: rb cells would run with this interpreter; the rb backend is off (enable eval.rb or set VEYYON_RB=1)."
+]
+
+const rubyCommand = Command.make("ruby", { check }, ({ check }) =>
+  check
+    ? Effect.gen(function*() {
+      const settings = yield* Settings
+      const interpreter = yield* resolveRuby({ setting: rubySetting(settings), cwd: process.cwd(), env: process.env })
+      yield* Effect.sync(() => process.stdout.write(describeRuby(interpreter, settings).join("\n") + "\n"))
+    }).pipe(Effect.provide(Settings.fromEnv()), Effect.mapError(failureOf))
+    : Effect.fail(usageError("setup ruby only checks for now: run `veyyon setup ruby --check`."))).pipe(
+    Command.withDescription(
+      "Show the Ruby kernels would run, its version and the rule that picked it (kernel.backends.rb.interpreter / VEYYON_RUBY_INTERPRETER, then ruby on PATH). Exit 0 usable, 3 not."
+    )
+  )
+
 const sandboxCommand = Command.make("sandbox", { check }, ({ check }) =>
   check
     ? checkSandbox.pipe(Effect.provide(Settings.fromEnv()), Effect.mapError(failureOf))
@@ -72,8 +100,8 @@ const sandboxCommand = Command.make("sandbox", { check }, ({ check }) =>
     )
   )
 
-/** The `setup` command and its `python` and `sandbox` subcommands. */
+/** The `setup` command and its `python`, `ruby` and `sandbox` subcommands. */
 export const setupCommand = Command.make("setup").pipe(
   Command.withDescription("Check what veyyon needs from this machine."),
-  Command.withSubcommands([pythonCommand, sandboxCommand])
+  Command.withSubcommands([pythonCommand, rubyCommand, sandboxCommand])
 )

@@ -1,0 +1,89 @@
+/**
+ * What one language contributes to the eval backends: its id and names, the guidance the
+ * tool description carries, its runner folder and the file to spawn, how its interpreter is
+ * found and checked, the environment its kernels get, and how a kernel is launched (command,
+ * arguments, frame channel, prelude). Everything else (the kernel actor, the registry, the
+ * tool, the CLI, settings, the runner cache) reads the registered backends.
+ */
+import { type Effect, Schema } from "effect"
+import type { FrameChannel } from "../kernel/KernelProcess.ts"
+import type { PythonRuntime, PythonUnavailable } from "../services/PythonRuntime.ts"
+import type { CachedRunner } from "../services/RunnerCache.ts"
+import type { Settings } from "../services/Settings.ts"
+
+/** The interpreter a backend resolved for a cwd. */
+export interface BackendInterpreter {
+  /** What to spawn. */
+  readonly executable: string
+  /** A directory put first on PATH and bound read-only in the sandbox (a Python venv's bin). */
+  readonly binDir?: string | undefined
+}
+
+/** How one kernel process is started and primed. */
+export interface KernelLaunch {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  /** Where frames travel: `stdio` (Python's private dup of fd 1) or `fd3`. */
+  readonly channel: FrameChannel
+  /** Source sent as one silent request after init; absent when the runner loads its own. */
+  readonly prelude?: string
+}
+
+/** A backend's interpreter cannot be used here (missing, failing, too old, or none exists). */
+export class RuntimeUnavailable extends Schema.TaggedError<RuntimeUnavailable>()("RuntimeUnavailable", {
+  language: Schema.String,
+  detail: Schema.String,
+  fix: Schema.String
+}) {
+  override get message(): string {
+    return `${this.detail}. To fix: ${this.fix}.`
+  }
+}
+
+/** Why a backend cannot resolve an interpreter. */
+export type BackendRuntimeError = RuntimeUnavailable | PythonUnavailable
+
+/** What a backend needs from the environment to build its runtime. */
+export type BackendContext = Settings | PythonRuntime
+
+/** A backend's interpreter resolution and environment, built once per registry. */
+export interface BackendRuntime {
+  /** The checked interpreter for kernels started in `cwd`. */
+  readonly resolve: (cwd: string) => Effect.Effect<BackendInterpreter, BackendRuntimeError>
+  /** The environment to spawn a kernel with (filtered host env, the backend's additions, `VEYYON_ARTIFACTS_DIR`). */
+  readonly env: (interpreter: BackendInterpreter, options: { readonly artifactsDir: string }) => Record<string, string>
+  /** Work to do before a sandboxed start, outside the sandbox (e.g. compiling a runner the sandbox sees read-only). */
+  readonly beforeSandboxedStart?: (interpreter: BackendInterpreter, runner: CachedRunner) => Effect.Effect<void>
+}
+
+/** How a kernel's memory limit (`limits.memoryMb`) is applied: an address-space rlimit, a V8 heap cap, or not at all. */
+export type MemoryLimitKind = "address-space" | "heap" | "none"
+
+/** One language's plug-in. */
+export interface KernelBackend<Id extends string = string> {
+  /** The `language` value of the tool, e.g. `py`; also names the `eval.<id>` flag and `VEYYON_<ID>`. */
+  readonly id: Id
+  /** The language's name for people, e.g. `Python`. */
+  readonly displayName: string
+  /** Lines the tool description carries while the backend is enabled. */
+  readonly guidance: ReadonlyArray<string>
+  /** Whether `eval.<id>` is on unless set. */
+  readonly enabledByDefault: boolean
+  /** The environment variable naming the interpreter (`kernel.backends.<id>.interpreter`), when the backend reads one there. */
+  readonly interpreterEnv?: string
+  /** The runner's folder below `runner/` and the file in it to spawn; absent when no runner ships. */
+  readonly runner?: { readonly folder: string; readonly entry: string }
+  /** The notebook metadata of an exported session in this language (nbformat's `kernelspec` and `language_info`). */
+  readonly notebook: { readonly kernelspec: object; readonly language_info: object }
+  /** Whether its runner answers completion and inspection requests. */
+  readonly introspects: boolean
+  /** How `limits.memoryMb` applies to its kernels. */
+  readonly memoryLimit: MemoryLimitKind
+  /** Builds the backend's interpreter resolution and environment. */
+  readonly runtime: Effect.Effect<BackendRuntime, never, BackendContext>
+  /** The command that starts a kernel with `interpreter` and the cached runner. */
+  readonly launch: (interpreter: BackendInterpreter, runner: CachedRunner) => KernelLaunch
+}
+
+/** Declares a backend, keeping its id's literal type. */
+export const makeBackend = <const Id extends string>(backend: KernelBackend<Id>): KernelBackend<Id> => backend

@@ -1,0 +1,23 @@
+/**
+ * The registered backends. Adding a language is one file in this folder, its runner folder
+ * below `runner/`, and one line in the list below.
+ */
+import { javascript } from "./javascript.ts"
+import { julia } from "./julia.ts"
+import { python } from "./python.ts"
+import { ruby } from "./ruby.ts"
+
+/** Every registered backend, in the order the tool lists them (a function, so modules may import this one in any order). */
+export const registeredBackends = () =>
+  [
+    python,
+    javascript,
+    ruby,
+    julia
+  ] as const
+
+/** The id of a registered backend: the tool's `language`. */
+export type BackendId = ReturnType<typeof registeredBackends>[number]["id"]
+
+/** The registered backend with this id, if any. */
+export const backendOf = (id: string) => registeredBackends().find((backend) => backend.id === id)
