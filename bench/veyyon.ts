@@ -14,7 +14,7 @@ import { sessionArtifactsDir } from "../src/services/ArtifactStore.ts"
 import { EvalTool, type EvalContext, type EvalError, type EvalResult } from "../src/services/EvalTool.ts"
 import { KernelRegistry } from "../src/services/KernelRegistry.ts"
 import { PythonRuntime } from "../src/services/PythonRuntime.ts"
-import { RunnerCache } from "../src/services/RunnerCache.ts"
+import { cachedPath, RunnerCache } from "../src/services/RunnerCache.ts"
 import { Settings, type SettingsInput } from "../src/services/Settings.ts"
 
 /** Settings the bench and soak pass to `evalLayer`. */
@@ -55,13 +55,13 @@ export const rawKernel = (
 ): Effect.Effect<PythonKernel.PythonKernel, KernelStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const runtime = yield* PythonRuntime
-    const files = yield* Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure))
+    const files = yield* Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure("python")))
     return yield* PythonKernel.make({
       python,
-      runnerPath: files.runnerPath,
+      runnerPath: cachedPath(files, "boot.py"),
       cwd,
       env: runtime.kernelEnv({}, { artifactsDir: sessionArtifactsDir(artifactsDir, sessionId) }),
-      prelude: files.preludeSource,
+      prelude: files.sources.get("prelude.py") ?? "",
       skipCheck: true
     })
   }).pipe(Effect.provide(kernelLayer(python, artifactsDir)))

@@ -13,7 +13,9 @@ import { Settings, type SettingsInput } from "../../src/services/Settings.ts"
 import { testSettings } from "../support/settings.ts"
 
 const interpreter = { executable: "/fake/python3", foundAt: "/fake/python3", rule: "PATH" as const, version: undefined, checked: false, skipped: [] }
-const runnerFiles = { dir: "/fake", runnerPath: "/fake/runner.py", preludePath: "/fake/prelude.py", preludeSource: "print prelude", hash: "abc", wrote: false }
+const runnerFiles = { folder: "python", dir: "/fake", sources: new Map([["boot.py", ""], ["prelude.py", "print prelude"]]), hash: "abc", wrote: false }
+
+const jsFiles = { folder: "js", dir: "/fake-js", sources: new Map([["runner.mjs", ""], ["prelude.mjs", ""]]), hash: "def", wrote: false }
 
 const setup = (input: SettingsInput = {}) => {
   const scripted = makeScriptedSpawner()
@@ -21,7 +23,7 @@ const setup = (input: SettingsInput = {}) => {
     scripted.layer,
     AgentBridgeNotConfigured,
     PythonRuntime.fixed(interpreter),
-    RunnerCache.fixed(runnerFiles),
+    RunnerCache.fixed({ python: runnerFiles, js: jsFiles }),
     Settings.value(testSettings(input)),
     Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
   )
@@ -111,6 +113,31 @@ describe("KernelRegistry (session mode)", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  it.live("a backend's own kernel mode and idle time-to-live apply to its kernels only", () => {
+    const { spawns, layer } = setup({ kernel: { backends: { js: { mode: "per-call" }, py: { idleTtlMs: 50 } } } })
+    return Effect.gen(function*() {
+      yield* run({ code: "print a", language: "js" })
+      yield* run({ code: "print b", language: "js" })
+      expect(spawns.records).toHaveLength(2)
+      expect(spawns.records.every((record) => record.exit !== undefined)).toBe(true)
+      yield* run({ code: "print c" })
+      expect(done(yield* run({ code: "print d" })).executionCount).toBe(2)
+      expect(spawns.records).toHaveLength(3)
+      yield* Effect.sleep(Duration.millis(300))
+      expect(spawns.records[2]!.exit).toBeDefined()
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a jl cell fails saying no Julia runtime is available, and starts nothing", () => {
+    const { spawns, layer } = setup({ eval: { jl: true } })
+    return Effect.gen(function*() {
+      const exit = yield* Effect.exit(run({ code: "1 + 1", language: "jl" }))
+      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("no Julia runtime is available here")
+      expect(spawns.records).toHaveLength(0)
+      expect(done(yield* run({ code: "print a" })).status).toBe("ok")
+    }).pipe(Effect.provide(layer))
+  })
+
   it.live("a killed kernel is replaced on the next call", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
@@ -159,7 +186,7 @@ describe("KernelRegistry (session mode)", () => {
       scripted.layer,
       AgentBridgeNotConfigured,
       runtime,
-      RunnerCache.fixed(runnerFiles),
+      RunnerCache.fixed({ python: runnerFiles }),
       Settings.value(testSettings()),
       Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
     )))
@@ -224,7 +251,6 @@ describe("KernelRegistry (per-call mode)", () => {
 })
 
 describe("KernelRegistry (JavaScript)", () => {
-  const jsFiles = { dir: "/fake-js", runnerPath: "/fake-js/runner.mjs", preludePath: "/fake-js/prelude.mjs", hash: "def", wrote: false }
 
   /** The registry over a scripted spawner that records what it was asked to spawn, with no usable Python. */
   const jsSetup = () => {
@@ -244,7 +270,7 @@ describe("KernelRegistry (JavaScript)", () => {
       recording,
       AgentBridgeNotConfigured,
       PythonRuntime.fixed(noPython),
-      RunnerCache.fixed(runnerFiles, jsFiles),
+      RunnerCache.fixed({ python: runnerFiles, js: jsFiles }),
       Settings.value(testSettings()),
       Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
     )
@@ -257,7 +283,7 @@ describe("KernelRegistry (JavaScript)", () => {
       expect(done(yield* run({ code: "print a", language: "js" })).executionCount).toBe(1)
       expect(done(yield* run({ code: "print b", language: "js" })).executionCount).toBe(2)
       expect(specs).toHaveLength(1)
-      expect(specs[0]).toMatchObject({ command: process.execPath, args: [jsFiles.runnerPath], channel: "fd3" })
+      expect(specs[0]).toMatchObject({ command: process.execPath, args: ["/fake-js/runner.mjs"], channel: "fd3" })
       expect(specs[0]!.env.VEYYON_ARTIFACTS_DIR).toContain("s1")
       const registry = yield* KernelRegistry
       expect((yield* registry.keys).map((key) => key.language)).toEqual(["js"])
@@ -288,12 +314,12 @@ describe("KernelRegistry (JavaScript)", () => {
       scripted.layer,
       AgentBridgeNotConfigured,
       PythonRuntime.fixed(interpreter),
-      RunnerCache.fixed(runnerFiles),
+      RunnerCache.fixed({ python: runnerFiles }),
       Settings.value(testSettings())
     )))
     return Effect.gen(function*() {
       const exit = yield* Effect.exit(run({ code: "print a", language: "js" }))
-      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("runner/js/runner.mjs")
+      expect(Exit.isFailure(exit) && String(exit.cause)).toContain("runner/js/")
       expect(done(yield* run({ code: "print b" })).status).toBe("ok")
     }).pipe(Effect.provide(layer))
   })

@@ -206,7 +206,7 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
       fs.mkdirSync(path.join(source, "python"))
       for (const name of ["runner.py", "prelude.py", "boot.py"]) fs.writeFileSync(path.join(source, "python", name), "print('x')\n")
       const cache = yield* makeRunnerCache({ sourceDir: source, cacheRoot }).pipe(Effect.provide(NodeContext.layer))
-      const error = yield* Effect.flip(cache.ensure)
+      const error = yield* Effect.flip(cache.ensure("python"))
       expect(error).toBeInstanceOf(RunnerCacheWriteFailed)
       expect(error.message).toContain(cacheRoot)
       expect(fs.readdirSync(cacheRoot)).toEqual([])

@@ -9,13 +9,16 @@ import { fileURLToPath } from "node:url"
 import {
   defaultRunnerCacheRoot,
   findPackageRoot,
-  jsRunnerHash,
+  cachedPath,
+  filesHash,
+  isExcludedRunnerPath,
+  listRunnerFiles,
   makeRunnerCache,
   RunnerCache,
   RunnerCacheWriteFailed,
-  runnerHash,
   RunnerSourceMissing
 } from "../../src/services/RunnerCache.ts"
+import { registeredBackends } from "../../src/backends/index.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const roots: Array<string> = []
@@ -32,29 +35,35 @@ const tempDir = (): string => {
 const RUNNER = "import sys\nprint('runner')\n"
 const PRELUDE = "def helper():\n    return 'é'\n"
 const BOOT = "exec(open('runner.py').read())\n"
+const MODULE = "VALUE = 1\n"
 
-/** A source directory; boot.py is written unless `boot` is null. */
+/** A runner root with a `python/` folder (boot.py unless `boot` is null) and a nested module, and a `js/` folder. */
 const sources = (runner: string | undefined, prelude: string | undefined, boot: string | null = BOOT): string => {
   const dir = tempDir()
-  fs.mkdirSync(path.join(dir, "python"))
+  fs.mkdirSync(path.join(dir, "python", "pkg"), { recursive: true })
   fs.mkdirSync(path.join(dir, "js"))
   if (runner !== undefined) fs.writeFileSync(path.join(dir, "python", "runner.py"), runner)
   if (prelude !== undefined) fs.writeFileSync(path.join(dir, "python", "prelude.py"), prelude)
   if (boot !== null) fs.writeFileSync(path.join(dir, "python", "boot.py"), boot)
+  fs.writeFileSync(path.join(dir, "python", "pkg", "module.py"), MODULE)
+  fs.writeFileSync(path.join(dir, "js", "runner.mjs"), "import './prelude.mjs'\n")
+  fs.writeFileSync(path.join(dir, "js", "prelude.mjs"), "export const kv = 1\n")
   return dir
 }
 
 const cacheFor = (sourceDir: string, cacheRoot: string) =>
   makeRunnerCache({ sourceDir, cacheRoot }).pipe(Effect.provide(NodeContext.layer))
 
-describe("runnerHash", () => {
-  it("is 16 hex chars and depends on all three sources", () => {
-    const hash = runnerHash(RUNNER, PRELUDE, BOOT)
+const PYTHON_FILES = [["boot.py", BOOT], ["pkg/module.py", MODULE], ["prelude.py", PRELUDE], ["runner.py", RUNNER]] as const
+
+describe("filesHash", () => {
+  it("is 16 hex chars and depends on every file's name and content", () => {
+    const hash = filesHash(PYTHON_FILES)
     expect(hash).toMatch(/^[0-9a-f]{16}$/)
-    expect(runnerHash(RUNNER, PRELUDE, BOOT)).toBe(hash)
-    expect(runnerHash(RUNNER, "", BOOT)).not.toBe(hash)
-    expect(runnerHash(RUNNER + " ", PRELUDE, BOOT)).not.toBe(hash)
-    expect(runnerHash(RUNNER, PRELUDE, BOOT + " ")).not.toBe(hash)
+    expect(filesHash(PYTHON_FILES)).toBe(hash)
+    expect(filesHash(PYTHON_FILES.map(([name, source]) => [name, name === "prelude.py" ? "" : source]))).not.toBe(hash)
+    expect(filesHash(PYTHON_FILES.map(([name, source]) => [name === "pkg/module.py" ? "pkg/other.py" : name, source]))).not.toBe(hash)
+    expect(filesHash(PYTHON_FILES.slice(1))).not.toBe(hash)
   })
 
   it.prop("does not confuse where one source ends and the other begins", {
@@ -64,123 +73,121 @@ describe("runnerHash", () => {
   }, ({ a, b, cut }) => {
     const joined = a + b
     const at = cut % (joined.length + 1)
-    if (at !== a.length) expect(runnerHash(joined.slice(0, at), joined.slice(at), BOOT)).not.toBe(runnerHash(a, b, BOOT))
+    if (at !== a.length) expect(filesHash([["a", joined.slice(0, at)], ["b", joined.slice(at)]])).not.toBe(filesHash([["a", a], ["b", b]]))
+  })
+})
+
+describe("listRunnerFiles", () => {
+  it("lists regular files recursively, sorted, leaving out tests/, __pycache__/, *.pyc and symbolic links", () => {
+    const dir = tempDir()
+    for (const sub of ["pkg/deep", "tests", "__pycache__", "pkg/__pycache__"]) fs.mkdirSync(path.join(dir, sub), { recursive: true })
+    for (const file of ["runner.py", "pkg/a.py", "pkg/deep/b.py", "tests/test_x.py", "__pycache__/x.pyc", "pkg/__pycache__/a.pyc", "stale.cpython-311.pyc"]) {
+      fs.writeFileSync(path.join(dir, file), "x")
+    }
+    fs.symlinkSync("/etc/passwd", path.join(dir, "link.py"))
+    expect(listRunnerFiles(dir)).toEqual(["pkg/a.py", "pkg/deep/b.py", "runner.py"])
+    expect(isExcludedRunnerPath("pkg/tests/x.py")).toBe(true)
+    expect(isExcludedRunnerPath("tests.py")).toBe(false)
   })
 })
 
 describe("RunnerCache", () => {
-  it.effect("writes boot.py, runner.py and prelude.py under <root>/<hash>/, and boot.py is the script to spawn", () =>
+  it.effect("copies every file of the folder under <root>/<hash>/ keeping relative paths, privately", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const cache = yield* cacheFor(sources(RUNNER, PRELUDE), root)
-      const files = yield* cache.ensure
-      const hash = runnerHash(RUNNER, PRELUDE, BOOT)
-      expect(files).toEqual({
-        dir: path.join(root, hash),
-        runnerPath: path.join(root, hash, "boot.py"),
-        preludePath: path.join(root, hash, "prelude.py"),
-        preludeSource: PRELUDE,
-        hash,
-        wrote: true
-      })
-      expect(fs.readFileSync(files.runnerPath, "utf8")).toBe(BOOT)
-      expect(fs.readFileSync(path.join(files.dir, "runner.py"), "utf8")).toBe(RUNNER)
-      expect(fs.readFileSync(files.preludePath, "utf8")).toBe(PRELUDE)
-      expect(fs.readdirSync(files.dir).sort()).toEqual(["boot.py", "prelude.py", "runner.py"])
+      const files = yield* cache.ensure("python")
+      const hash = filesHash(PYTHON_FILES)
+      expect(files).toEqual({ folder: "python", dir: path.join(root, hash), sources: new Map(PYTHON_FILES), hash, wrote: true })
+      expect(fs.readFileSync(cachedPath(files, "boot.py"), "utf8")).toBe(BOOT)
+      expect(fs.readFileSync(cachedPath(files, "pkg/module.py"), "utf8")).toBe(MODULE)
+      expect(fs.readdirSync(files.dir).sort()).toEqual(["boot.py", "pkg", "prelude.py", "runner.py"])
+      if (process.platform !== "win32") {
+        expect(fs.statSync(files.dir).mode & 0o777).toBe(0o700)
+        expect(fs.statSync(path.join(files.dir, "pkg")).mode & 0o777).toBe(0o700)
+        expect(fs.statSync(cachedPath(files, "pkg/module.py")).mode & 0o777).toBe(0o600)
+      }
     }))
 
   it.effect("reuses the cached copy without writing again", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const source = sources(RUNNER, PRELUDE)
-      const first = yield* (yield* cacheFor(source, root)).ensure
+      const first = yield* (yield* cacheFor(source, root)).ensure("python")
       const stats = (dir: string) =>
-        ["boot.py", "runner.py", "prelude.py"].map((name) => {
+        PYTHON_FILES.map(([name]) => {
           const stat = fs.statSync(path.join(dir, name))
           return [name, stat.mtimeMs, stat.ino]
         })
       const before = stats(first.dir)
-      const again = yield* (yield* cacheFor(source, root)).ensure
+      const again = yield* (yield* cacheFor(source, root)).ensure("python")
       expect(again.wrote).toBe(false)
-      expect(again.runnerPath).toBe(first.runnerPath)
+      expect(again.dir).toBe(first.dir)
       expect(stats(again.dir)).toEqual(before)
     }))
 
-  it.effect("treats a missing prelude.py as empty", () =>
+  it.effect("fails with an actionable error when the folder is missing or empty", () =>
     Effect.gen(function*() {
-      const files = yield* (yield* cacheFor(sources(RUNNER, undefined), tempDir())).ensure
-      expect(files.preludeSource).toBe("")
-      expect(files.hash).toBe(runnerHash(RUNNER, "", BOOT))
-      expect(fs.readFileSync(files.preludePath, "utf8")).toBe("")
-    }))
-
-  it.effect("fails with an actionable error when runner.py is missing", () =>
-    Effect.gen(function*() {
-      const source = sources(undefined, PRELUDE)
-      const error = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure)
+      const source = sources(RUNNER, PRELUDE)
+      const error = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure("ruby"))
       expect(error).toBeInstanceOf(RunnerSourceMissing)
-      expect(error.message).toContain(path.join(source, "python", "runner.py"))
+      expect(error.message).toContain(path.join(source, "ruby"))
       expect(error.message).toContain("reinstall")
+      fs.mkdirSync(path.join(source, "ruby"))
+      const empty = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure("ruby"))
+      expect(empty.message).toContain("holds no files")
     }))
 
-  it.effect("fails with an actionable error when boot.py is missing", () =>
-    Effect.gen(function*() {
-      const source = sources(RUNNER, PRELUDE, null)
-      const error = yield* Effect.flip((yield* cacheFor(source, tempDir())).ensure)
-      expect(error).toBeInstanceOf(RunnerSourceMissing)
-      expect(error.message).toContain(path.join(source, "python", "boot.py"))
-      expect(error.message).toContain("runner/python/boot.py")
-    }))
-
-  it.effect("an edited boot.py gets a new directory too", () =>
+  it.effect("an edited, added or removed file gets a new directory; the old copy stays intact", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const source = sources(RUNNER, PRELUDE)
       const cache = yield* cacheFor(source, root)
-      const first = yield* cache.ensure
+      const first = yield* cache.ensure("python")
       fs.writeFileSync(path.join(source, "python", "boot.py"), BOOT + "# v2\n")
-      const second = yield* cache.ensure
+      const second = yield* cache.ensure("python")
       expect(second.dir).not.toBe(first.dir)
-      expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(BOOT + "# v2\n")
-      expect(fs.readFileSync(first.runnerPath, "utf8")).toBe(BOOT)
+      expect(second.wrote).toBe(true)
+      expect(fs.readFileSync(cachedPath(second, "boot.py"), "utf8")).toBe(BOOT + "# v2\n")
+      expect(fs.readFileSync(cachedPath(first, "boot.py"), "utf8")).toBe(BOOT)
+      fs.writeFileSync(path.join(source, "python", "pkg", "extra.py"), "")
+      const third = yield* cache.ensure("python")
+      expect(third.dir).not.toBe(second.dir)
+      fs.rmSync(path.join(source, "python", "pkg", "extra.py"))
+      expect((yield* cache.ensure("python")).dir).toBe(second.dir)
     }))
 
   it.effect("leaves the code caches the kernels write beside the scripts alone", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const source = sources(RUNNER, PRELUDE)
-      const first = yield* (yield* cacheFor(source, root)).ensure
+      const first = yield* (yield* cacheFor(source, root)).ensure("python")
       const pyc = path.join(first.dir, "runner.cpython-311.pyc")
       fs.writeFileSync(pyc, "cached")
-      const again = yield* (yield* cacheFor(source, root)).ensure
+      const again = yield* (yield* cacheFor(source, root)).ensure("python")
       expect(again.wrote).toBe(false)
       expect(fs.readFileSync(pyc, "utf8")).toBe("cached")
-    }))
-
-  it.effect("reads the sources on every call, so an edited runner gets a new directory", () =>
-    Effect.gen(function*() {
-      const root = tempDir()
-      const source = sources(RUNNER, PRELUDE)
-      const cache = yield* cacheFor(source, root)
-      const first = yield* cache.ensure
-      fs.writeFileSync(path.join(source, "python", "runner.py"), RUNNER + "# v2\n")
-      const second = yield* cache.ensure
-      expect(second.hash).not.toBe(first.hash)
-      expect(second.wrote).toBe(true)
-      expect(fs.readFileSync(path.join(second.dir, "runner.py"), "utf8")).toBe(RUNNER + "# v2\n")
-      expect(fs.readFileSync(path.join(first.dir, "runner.py"), "utf8")).toBe(RUNNER)
     }))
 
   it.effect("replaces a cached file whose content does not match its hash", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const cache = yield* cacheFor(sources(RUNNER, PRELUDE), root)
-      const first = yield* cache.ensure
-      for (const name of ["runner.py", "boot.py"]) fs.writeFileSync(path.join(first.dir, name), "import os; os.system('evil')\n")
-      const second = yield* cache.ensure
+      const first = yield* cache.ensure("python")
+      for (const name of ["runner.py", "boot.py", "pkg/module.py"]) fs.writeFileSync(cachedPath(first, name), "import os; os.system('evil')\n")
+      const second = yield* cache.ensure("python")
       expect(second.wrote).toBe(true)
-      expect(fs.readFileSync(path.join(second.dir, "runner.py"), "utf8")).toBe(RUNNER)
-      expect(fs.readFileSync(second.runnerPath, "utf8")).toBe(BOOT)
+      for (const [name, source] of PYTHON_FILES) expect(fs.readFileSync(cachedPath(second, name), "utf8")).toBe(source)
+    }))
+
+  it.effect("caches each folder in a directory of its own", () =>
+    Effect.gen(function*() {
+      const cache = yield* cacheFor(sources(RUNNER, PRELUDE), tempDir())
+      const py = yield* cache.ensure("python")
+      const js = yield* cache.ensure("js")
+      expect(js.dir).not.toBe(py.dir)
+      expect(fs.readdirSync(js.dir).sort()).toEqual(["prelude.mjs", "runner.mjs"])
+      expect((yield* cache.ensure("js")).wrote).toBe(false)
     }))
 
   it.live("is safe when many hosts race on the same hash", () =>
@@ -188,15 +195,15 @@ describe("RunnerCache", () => {
       const root = tempDir()
       const source = sources(RUNNER.repeat(2000), PRELUDE.repeat(2000), BOOT.repeat(2000))
       const hosts = yield* Effect.all(Array.from({ length: 16 }, () => cacheFor(source, root)))
-      const results = yield* Effect.all(hosts.map((host) => host.ensure), { concurrency: "unbounded" })
-      expect(new Set(results.map((r) => r.runnerPath)).size).toBe(1)
+      const results = yield* Effect.all(hosts.map((host) => host.ensure("python")), { concurrency: "unbounded" })
+      expect(new Set(results.map((r) => r.dir)).size).toBe(1)
       expect(results.some((r) => r.wrote)).toBe(true)
       const dir = results[0]!.dir
-      expect(fs.readdirSync(dir).sort()).toEqual(["boot.py", "prelude.py", "runner.py"])
+      expect(fs.readdirSync(dir).sort()).toEqual(["boot.py", "pkg", "prelude.py", "runner.py"])
       expect(fs.readFileSync(path.join(dir, "boot.py"), "utf8")).toBe(BOOT.repeat(2000))
       expect(fs.readFileSync(path.join(dir, "runner.py"), "utf8")).toBe(RUNNER.repeat(2000))
       expect(fs.readFileSync(path.join(dir, "prelude.py"), "utf8")).toBe(PRELUDE.repeat(2000))
-      const later = yield* hosts[0]!.ensure
+      const later = yield* hosts[0]!.ensure("python")
       expect(later.wrote).toBe(false)
     }))
 
@@ -204,54 +211,9 @@ describe("RunnerCache", () => {
     Effect.gen(function*() {
       const blocker = path.join(tempDir(), "a-file")
       fs.writeFileSync(blocker, "")
-      const error = yield* Effect.flip((yield* cacheFor(sources(RUNNER, PRELUDE), path.join(blocker, "cache"))).ensure)
+      const error = yield* Effect.flip((yield* cacheFor(sources(RUNNER, PRELUDE), path.join(blocker, "cache"))).ensure("python"))
       expect(error).toBeInstanceOf(RunnerCacheWriteFailed)
       expect(error.message).toContain("not a directory")
-    }))
-})
-
-describe("RunnerCache.ensureJs", () => {
-  const JS_RUNNER = "import './prelude.mjs'\n"
-  const JS_PRELUDE = "export const kv = 1\n"
-  const withJs = (runner: string | undefined, prelude: string | undefined): string => {
-    const dir = sources(RUNNER, PRELUDE)
-    if (runner !== undefined) fs.writeFileSync(path.join(dir, "js", "runner.mjs"), runner)
-    if (prelude !== undefined) fs.writeFileSync(path.join(dir, "js", "prelude.mjs"), prelude)
-    return dir
-  }
-
-  it.effect("writes runner.mjs and prelude.mjs together under their own hash, beside the Python pair", () =>
-    Effect.gen(function*() {
-      const root = tempDir()
-      const cache = yield* cacheFor(withJs(JS_RUNNER, JS_PRELUDE), root)
-      const js = yield* cache.ensureJs
-      const hash = jsRunnerHash(JS_RUNNER, JS_PRELUDE)
-      expect(js).toEqual({
-        dir: path.join(root, hash),
-        runnerPath: path.join(root, hash, "runner.mjs"),
-        preludePath: path.join(root, hash, "prelude.mjs"),
-        hash,
-        wrote: true
-      })
-      expect(fs.readdirSync(js.dir).sort()).toEqual(["prelude.mjs", "runner.mjs"])
-      expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(JS_RUNNER)
-      expect(hash).not.toBe(runnerHash(RUNNER, PRELUDE, BOOT))
-      const py = yield* cache.ensure
-      expect(py.dir).not.toBe(js.dir)
-      expect((yield* cache.ensureJs).wrote).toBe(false)
-    }))
-
-  it.effect("a missing Node runner fails only ensureJs, naming the file to reinstall", () =>
-    Effect.gen(function*() {
-      const source = withJs(undefined, JS_PRELUDE)
-      const cache = yield* cacheFor(source, tempDir())
-      const error = yield* Effect.flip(cache.ensureJs)
-      expect(error).toBeInstanceOf(RunnerSourceMissing)
-      expect(error.message).toContain(path.join(source, "js", "runner.mjs"))
-      expect(error.message).toContain("runner/js/runner.mjs")
-      expect((yield* cache.ensure).wrote).toBe(true)
-      const noPrelude = yield* Effect.flip((yield* cacheFor(withJs(JS_RUNNER, undefined), tempDir())).ensureJs)
-      expect(noPrelude.message).toContain("prelude.mjs")
     }))
 })
 
@@ -266,22 +228,19 @@ describe("RunnerCache.Live", () => {
       expect(error.message).toContain("veyyon-eval package.json")
     }).pipe(Effect.provide(NodeContext.layer)))
 
-  it.effect("caches the package's own runner/ sources, or says runner.py is missing", () =>
+  it.effect("caches every registered backend's runner folder from the package, file for file", () =>
     Effect.gen(function*() {
       const cache = yield* RunnerCache
-      const result = yield* Effect.either(cache.ensure)
-      const runnerFile = path.join(packageRoot, "runner", "python", "runner.py")
-      if (result._tag === "Right") {
-        expect(path.dirname(result.right.dir)).toBe(defaultRunnerCacheRoot())
-        expect(result.right.runnerPath).toBe(path.join(result.right.dir, "boot.py"))
-        expect(fs.readFileSync(result.right.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "python", "boot.py"), "utf8"))
-        expect(fs.readFileSync(path.join(result.right.dir, "runner.py"), "utf8")).toBe(fs.readFileSync(runnerFile, "utf8"))
-        const js = yield* cache.ensureJs
-        expect(fs.readFileSync(js.runnerPath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "js", "runner.mjs"), "utf8"))
-        expect(fs.readFileSync(js.preludePath, "utf8")).toBe(fs.readFileSync(path.join(packageRoot, "runner", "js", "prelude.mjs"), "utf8"))
-      } else {
-        expect(fs.existsSync(runnerFile)).toBe(false)
-        expect(result.left._tag).toBe("RunnerSourceMissing")
+      for (const backend of registeredBackends()) {
+        if (backend.runner === undefined) continue
+        const folder = path.join(packageRoot, "runner", backend.runner.folder)
+        const cached = yield* cache.ensure(backend.runner.folder)
+        expect(path.dirname(cached.dir)).toBe(defaultRunnerCacheRoot())
+        expect(cached.sources.has(backend.runner.entry)).toBe(true)
+        expect([...cached.sources.keys()]).toEqual(listRunnerFiles(folder))
+        for (const name of cached.sources.keys()) {
+          expect(fs.readFileSync(cachedPath(cached, name), "utf8")).toBe(fs.readFileSync(path.join(folder, name), "utf8"))
+        }
       }
     }).pipe(Effect.provide(RunnerCache.Live), Effect.provide(NodeContext.layer)))
 })
@@ -307,14 +266,16 @@ describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", ()
 
   it.effect("the spawned boot.py serves cells and leaves the runner's and the prelude's compiled code beside it", () =>
     Effect.gen(function*() {
-      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure
-      expect(start(files.runnerPath, files.preludeSource)).toBe("2")
+      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure("python")
+      const boot = cachedPath(files, "boot.py")
+      const prelude = files.sources.get("prelude.py") ?? ""
+      expect(start(boot, prelude)).toBe("2")
       const compiled = fs.readdirSync(files.dir).filter((name) => name.endsWith(".pyc")).sort()
       expect(compiled).toHaveLength(2)
       expect(compiled[0]).toMatch(/^prelude\.[\w-]+\.pyc$/)
       expect(compiled[1]).toBe(compiled[0]!.replace(/^prelude/, "runner"))
       const stamps = compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)
-      expect(start(files.runnerPath, files.preludeSource)).toBe("2")
+      expect(start(boot, prelude)).toBe("2")
       expect(compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)).toEqual(stamps)
       if (process.platform !== "win32") {
         expect(fs.statSync(files.dir).mode & 0o777).toBe(0o700)
@@ -324,10 +285,12 @@ describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", ()
 
   it.effect.skipIf(process.platform === "win32")("boot.py refuses a cache directory others can write, and loads no planted code from it", () =>
     Effect.gen(function*() {
-      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure
-      expect(start(files.runnerPath, files.preludeSource)).toBe("2")
+      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure("python")
+      const boot = cachedPath(files, "boot.py")
+      const prelude = files.sources.get("prelude.py") ?? ""
+      expect(start(boot, prelude)).toBe("2")
       fs.chmodSync(files.dir, 0o777)
-      const run = spawnSync(findPython()!, ["-u", files.runnerPath], { encoding: "utf8", input: "" })
+      const run = spawnSync(findPython()!, ["-u", boot], { encoding: "utf8", input: "" })
       expect(run.status).not.toBe(0)
       expect(run.stderr).toContain(`refusing to load code from ${files.dir}: it is writable by group or others (mode 0777)`)
     }))
@@ -336,12 +299,12 @@ describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", ()
 describe("RunnerCache.fixed", () => {
   it.effect("answers with the given files or error", () =>
     Effect.gen(function*() {
-      const files = { dir: "/c/h", runnerPath: "/c/h/runner.py", preludePath: "/c/h/prelude.py", preludeSource: "", hash: "h", wrote: false }
-      expect(yield* Effect.flatMap(RunnerCache, (c) => c.ensure).pipe(Effect.provide(RunnerCache.fixed(files)))).toEqual(files)
+      const files = { folder: "python", dir: "/c/h", sources: new Map([["boot.py", ""]]), hash: "h", wrote: false }
       const missing = new RunnerSourceMissing({ path: "runner.py", reason: "gone" })
-      const error = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensure).pipe(Effect.provide(RunnerCache.fixed(missing))))
-      expect(error).toBe(missing)
-      const noJs = yield* Effect.flip(Effect.flatMap(RunnerCache, (c) => c.ensureJs).pipe(Effect.provide(RunnerCache.fixed(files))))
-      expect(noJs.message).toContain("runner/js/runner.mjs")
+      const layer = RunnerCache.fixed({ python: files, ruby: missing })
+      const ensure = (folder: string) => Effect.flatMap(RunnerCache, (c) => c.ensure(folder)).pipe(Effect.provide(layer))
+      expect(yield* ensure("python")).toEqual(files)
+      expect(yield* Effect.flip(ensure("ruby"))).toBe(missing)
+      expect((yield* Effect.flip(ensure("js"))).message).toContain("runner/js/")
     }))
 })

@@ -78,22 +78,22 @@ describe("bwrap arguments", () => {
 describe("limits", () => {
   it("Python gets RLIMIT_AS and RLIMIT_FSIZE from prlimit; Node gets a heap flag instead of RLIMIT_AS", () => {
     const limits = { memoryMb: 512, pids: 64, fileSizeMb: 10 }
-    expect(withRlimits(spec, "py", limits, "/usr/bin/prlimit")).toEqual({
+    expect(withRlimits(spec, "address-space", limits, "/usr/bin/prlimit")).toEqual({
       ...spec,
       command: "/usr/bin/prlimit",
       args: [`--as=${512 * 1024 * 1024}`, `--fsize=${10 * 1024 * 1024}`, "--", "/usr/bin/python3", "-u", "boot.py"],
       pidsMax: 64
     })
     const js = { ...spec, command: "/usr/bin/node", args: ["runner.mjs"] }
-    expect(withHeapLimit(js, "js", limits).args).toEqual(["--max-old-space-size=512", "runner.mjs"])
-    expect(withRlimits(js, "js", { ...limits, fileSizeMb: undefined }, "prlimit")).toEqual({ ...js, pidsMax: 64 })
-    expect(withRlimits(spec, "py", noLimits, "prlimit")).toBe(spec)
+    expect(withHeapLimit(js, "heap", limits).args).toEqual(["--max-old-space-size=512", "runner.mjs"])
+    expect(withRlimits(js, "heap", { ...limits, fileSizeMb: undefined }, "prlimit")).toEqual({ ...js, pidsMax: 64 })
+    expect(withRlimits(spec, "address-space", noLimits, "prlimit")).toBe(spec)
   })
 })
 
 describe("sandbox modes without bwrap", () => {
   const settings = (mode: "off" | "auto" | "required") => ({ mode, network: "allow" as const, readPaths: [], writePaths: [] })
-  const request = { language: "py" as const, readOnly: [], readWrite: ["/work/p"] }
+  const request = { memoryLimit: "address-space" as const, readOnly: [], readWrite: ["/work/p"] }
 
   it.effect("required fails with SandboxUnavailable; auto and off spawn unsandboxed", () =>
     Effect.gen(function*() {

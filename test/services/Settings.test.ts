@@ -9,6 +9,8 @@ import {
   DEFAULT_OUTPUT_MAX_LINES,
   defaultArtifactsDir,
   enabledLanguages,
+  idleTtlMsOf,
+  kernelModeOf,
   InvalidSettings,
   resolveSettings,
   Settings,
@@ -31,7 +33,8 @@ describe("Settings defaults", () => {
   it("match the seed", () => {
     expect(resolve({})).toEqual({
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-      python: { kernelMode: "session", interpreter: undefined, idleTtlMs: DEFAULT_IDLE_TTL_MS, skipCheck: false },
+      python: { interpreter: undefined, skipCheck: false },
+      kernel: { mode: "session", idleTtlMs: DEFAULT_IDLE_TTL_MS, backends: { py: {}, js: {}, rb: {}, jl: {} } },
       artifactsDir: path.join("/home/ada", ".local", "state", "veyyon", "sessions"),
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
@@ -68,12 +71,8 @@ describe("Settings from an object", () => {
       output: { maxLines: 50 }
     })
     expect(settings.eval).toEqual({ py: true, js: false, rb: true, jl: false, pyWorkspace: true })
-    expect(settings.python).toEqual({
-      kernelMode: "per-call",
-      interpreter: "/opt/py/bin/python3",
-      idleTtlMs: 0,
-      skipCheck: false
-    })
+    expect(settings.python).toEqual({ interpreter: "/opt/py/bin/python3", skipCheck: false })
+    expect(settings.kernel).toMatchObject({ mode: "per-call", idleTtlMs: 0 })
     expect(settings.artifactsDir).toBe("/data/artifacts")
     expect(settings.output).toEqual({ maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: 50 })
   })
@@ -131,7 +130,7 @@ describe("Settings from env", () => {
       }
     )
     expect(settings.python.interpreter).toBe("/from/env/python")
-    expect(settings.python.kernelMode).toBe("per-call")
+    expect(settings.kernel.mode).toBe("per-call")
     expect(settings.python.skipCheck).toBe(true)
     expect(settings.artifactsDir).toBe(path.resolve("/work/project", "rel/dir"))
   })
@@ -155,6 +154,43 @@ describe("Settings from env", () => {
   })
 })
 
+describe("kernel settings", () => {
+  it("kernel.mode and kernel.idleTtlMs govern every backend; python.kernelMode and python.idleTtlMs are older names for them", () => {
+    const generic = resolve({ kernel: { mode: "per-call", idleTtlMs: 5 } })
+    expect([kernelModeOf(generic, "js"), idleTtlMsOf(generic, "rb")]).toEqual(["per-call", 5])
+    const alias = resolve({ python: { kernelMode: "per-call", idleTtlMs: 7 } })
+    expect([kernelModeOf(alias, "js"), idleTtlMsOf(alias, "py")]).toEqual(["per-call", 7])
+    const both = resolve({ kernel: { mode: "session", idleTtlMs: 1 }, python: { kernelMode: "per-call", idleTtlMs: 2 } })
+    expect([kernelModeOf(both, "py"), idleTtlMsOf(both, "py")]).toEqual(["session", 1])
+  })
+
+  it("VEYYON_KERNEL_MODE sets the mode; VEYYON_PYTHON_KERNEL_MODE still does, and the new name wins", () => {
+    expect(resolve({}, { VEYYON_KERNEL_MODE: "per-call" }).kernel.mode).toBe("per-call")
+    expect(resolve({}, { VEYYON_PYTHON_KERNEL_MODE: "per-call" }).kernel.mode).toBe("per-call")
+    expect(resolve({}, { VEYYON_KERNEL_MODE: "session", VEYYON_PYTHON_KERNEL_MODE: "per-call" }).kernel.mode).toBe("session")
+    expect(failure({}, { VEYYON_KERNEL_MODE: "often" }).source).toBe("VEYYON_KERNEL_MODE")
+  })
+
+  it("kernel.backends.<id> overrides the mode and idle time for one backend only", () => {
+    const settings = resolve({ kernel: { idleTtlMs: 9, backends: { rb: { mode: "per-call", idleTtlMs: 3 } } } })
+    expect([kernelModeOf(settings, "rb"), idleTtlMsOf(settings, "rb")]).toEqual(["per-call", 3])
+    expect([kernelModeOf(settings, "py"), idleTtlMsOf(settings, "py")]).toEqual(["session", 9])
+  })
+
+  it("a backend's interpreter variable fills kernel.backends.<id>.interpreter and wins over the object", () => {
+    expect(resolve({ kernel: { backends: { rb: { interpreter: "/obj/ruby" } } } }).kernel.backends["rb"]?.interpreter).toBe("/obj/ruby")
+    expect(resolve({ kernel: { backends: { rb: { interpreter: "/obj/ruby" } } } }, { VEYYON_RUBY_INTERPRETER: " /env/ruby " }).kernel.backends["rb"]?.interpreter)
+      .toBe("/env/ruby")
+  })
+
+  it("refuses eval.<id> and kernel.backends.<id> for a backend that is not registered, naming the backends", () => {
+    const error = failure({ eval: { cobol: true }, kernel: { backends: { zz: {} } } })
+    expect(error.message).toContain("eval.cobol, kernel.backends.zz: no such backend")
+    expect(error.message).toContain("py, js, rb, jl")
+    expect(failure({ eval: { rb: "yes" } }).message).toContain("rb")
+  })
+})
+
 describe("enabledLanguages", () => {
   it("lists enabled backends in the order py, js, rb, jl", () => {
     expect(enabledLanguages(resolve({ eval: { rb: true, jl: true } }))).toEqual(["py", "js", "rb", "jl"])
@@ -168,7 +204,7 @@ describe("Settings layers", () => {
     Effect.gen(function*() {
       const settings = yield* Settings
       expect(settings.eval.js).toBe(false)
-      expect(settings.python.kernelMode).toBe("session")
+      expect(settings.kernel.mode).toBe("session")
     }).pipe(Effect.provide(Settings.layer({ eval: { js: false } }))))
 
   it.effect("fromEnv lets the env override the object", () =>
