@@ -4,6 +4,7 @@
  * kill of a stuck cell, kv shared with Python and JavaScript, rich display, and the
  * `eval.rb` switch. Skips, saying why, when no ruby is on PATH.
  */
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -120,6 +121,31 @@ describe.skipIf(!rubyFound)("EvalTool with Ruby cells", () => {
     await rb("gone_soon = 1", {}, "rb-reset")
     const result = await rb("defined?(gone_soon) ? :kept : :fresh", { reset: true }, "rb-reset")
     expect(result).toMatchObject({ text: ":fresh", executionCount: 1 })
+  })
+})
+
+const bwrapWorks = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]).status === 0
+if (rubyFound && !bwrapWorks) console.warn("Ruby sandbox test: skipping: bwrap is missing or cannot create namespaces here")
+
+describe.skipIf(!rubyFound || !bwrapWorks)("sandboxed Ruby cells", () => {
+  it("run in the sandbox: a writable cwd, read-only system dirs, their own pid namespace, and SIGINT still reaches the cell", async () => {
+    const cwd = fs.mkdtempSync(path.join(artifactsDir, "cwd-"))
+    const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir, eval: { rb: true }, sandbox: { mode: "required" } } }))
+    runtimes.push(runtime)
+    const run = (code: string, timeout?: number) =>
+      runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "rb", code, ...(timeout === undefined ? {} : { timeout }) }, { sessionId: "rb-sandbox", cwd })))
+    const seen = await run([
+      "File.write('made.txt', 'ok')",
+      "usr = begin; File.write('/usr/veyyon-probe', 'x'); 'writable'; rescue SystemCallError => e; e.class.name; end",
+      "pids = Dir.children('/proc').grep(/\\A\\d+\\z/).size",
+      "[usr, pids < 10, Process.pid < 10]"
+    ].join("\n"))
+    expect(seen.error).toBeUndefined()
+    expect(seen.text).toMatch(/^\["Errno::E(ROFS|ACCES|PERM)", true, true\]$/)
+    expect(fs.readFileSync(path.join(cwd, "made.txt"), "utf8")).toBe("ok")
+    await run("kept = 41")
+    expect(await run("sleep 60", 1)).toMatchObject({ timedOut: true, killed: false })
+    expect((await run("kept + 1")).text).toBe("42")
   })
 })
 
