@@ -81,8 +81,8 @@ export interface KernelBackend<Id extends string = string> {
   readonly memoryLimit: MemoryLimitKind
   /** Builds the backend's interpreter resolution and environment. */
   readonly runtime: Effect.Effect<BackendRuntime, never, BackendContext>
-  /** The command that starts a kernel with `interpreter` and the cached runner. */
-  readonly launch: (interpreter: BackendInterpreter, runner: CachedRunner) => KernelLaunch
+  /** The command that starts a kernel with `interpreter` and the cached runner; absent with `runner`. */
+  readonly launch?: (interpreter: BackendInterpreter, runner: CachedRunner) => KernelLaunch
 }
 
 /** Declares a backend, keeping its id's literal type. */

@@ -29,8 +29,5 @@ export const julia = makeBackend({
   runtime: Effect.succeed({
     resolve: () => Effect.fail(noJulia()),
     env: () => ({})
-  }),
-  launch: () => {
-    throw noJulia()
-  }
+  })
 })

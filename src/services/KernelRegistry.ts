@@ -218,10 +218,11 @@ const makeRegistry = Effect.gen(function*() {
       )
       const kernelBridge = withKvWrites(bridge, kv, kvDirOf(artifactsDir))
       const { backend, runtime } = yield* backendFor(key.language)
-      const runner = backend.runner === undefined
-        ? yield* new RuntimeUnavailable({ language: backend.id, detail: `the ${backend.displayName} backend ships no runner`, fix: "use another language" })
-        : yield* runners.ensure(backend.runner.folder)
-      if (backend.runner !== undefined && !runner.sources.has(backend.runner.entry)) {
+      if (backend.runner === undefined || backend.launch === undefined) {
+        return yield* new RuntimeUnavailable({ language: backend.id, detail: `the ${backend.displayName} backend ships no runner`, fix: "use another language" })
+      }
+      const runner = yield* runners.ensure(backend.runner.folder)
+      if (!runner.sources.has(backend.runner.entry)) {
         return yield* new RunnerSourceMissing({ path: `runner/${backend.runner.folder}/${backend.runner.entry}`, reason: "the package's runner folder does not hold it" })
       }
       const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }

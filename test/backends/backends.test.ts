@@ -42,21 +42,22 @@ describe("registered backends", () => {
       expect(listRunnerFiles(path.join(root, "runner", backend.runner.folder))).toContain(backend.runner.entry)
     }
     expect(backendOf("jl")?.runner).toBeUndefined()
+    expect(backendOf("jl")?.launch).toBeUndefined()
   })
 
   it("launch: Python on its private stdout with the prelude sent, Node on fd 3 importing its own, Ruby on fd 3 with the prelude sent", () => {
-    expect(backendOf("py")!.launch({ executable: "/py" }, runnerOf("python", { "boot.py": "", "prelude.py": "P" }))).toEqual({
+    expect(backendOf("py")!.launch!({ executable: "/py" }, runnerOf("python", { "boot.py": "", "prelude.py": "P" }))).toEqual({
       command: "/py",
       args: ["-u", "/cache/python/boot.py"],
       channel: "stdio",
       prelude: "P"
     })
-    expect(backendOf("js")!.launch({ executable: "/node" }, runnerOf("js", { "runner.mjs": "" }))).toEqual({
+    expect(backendOf("js")!.launch!({ executable: "/node" }, runnerOf("js", { "runner.mjs": "" }))).toEqual({
       command: "/node",
       args: ["/cache/js/runner.mjs"],
       channel: "fd3"
     })
-    expect(backendOf("rb")!.launch({ executable: "/ruby" }, runnerOf("ruby", { "runner.rb": "", "prelude.rb": "R" }))).toEqual({
+    expect(backendOf("rb")!.launch!({ executable: "/ruby" }, runnerOf("ruby", { "runner.rb": "", "prelude.rb": "R" }))).toEqual({
       command: "/ruby",
       args: ["/cache/ruby/runner.rb"],
       channel: "fd3",
