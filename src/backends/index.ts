@@ -7,14 +7,18 @@ import { julia } from "./julia.ts"
 import { python } from "./python.ts"
 import { ruby } from "./ruby.ts"
 
-/** Every registered backend, in the order the tool lists them (a function, so modules may import this one in any order). */
-export const registeredBackends = () =>
+const registrations = () =>
   [
     python,
     javascript,
     ruby,
     julia
   ] as const
+
+let registered: ReturnType<typeof registrations> | undefined
+
+/** Every registered backend, in the order the tool lists them (read lazily, so modules may import this one in any order). */
+export const registeredBackends = (): ReturnType<typeof registrations> => (registered ??= registrations())
 
 /** The id of a registered backend: the tool's `language`. */
 export type BackendId = ReturnType<typeof registeredBackends>[number]["id"]
