@@ -77,6 +77,8 @@ export interface KernelBackend<Id extends string = string> {
   readonly notebook: { readonly kernelspec: object; readonly language_info: object }
   /** Whether its runner answers completion and inspection requests. */
   readonly introspects: boolean
+  /** Whether a line typed at `veyyon repl` starts a block, so the cell goes on until an empty line (Python has its own rules). */
+  readonly opensBlock?: (line: string) => boolean
   /** How `limits.memoryMb` applies to its kernels. */
   readonly memoryLimit: MemoryLimitKind
   /** Builds the backend's interpreter resolution and environment. */

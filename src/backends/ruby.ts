@@ -123,6 +123,12 @@ export const resolveRuby = (
 /** The interpreter setting for Ruby: `kernel.backends.rb.interpreter`, which `VEYYON_RUBY_INTERPRETER` fills. */
 export const rubySetting = (settings: SettingsValues): string | undefined => settings.kernel.backends["rb"]?.interpreter
 
+const BLOCK_KEYWORD = /^\s*(?:[\w.]+\s*=\s*)?(?:def|class|module|if|unless|while|until|case|begin|for)\b/
+const BLOCK_OPENER = /(?:\bdo|\{)\s*(?:\|[^|]*\|)?\s*(?:#.*)?$/
+
+/** Whether a line typed at the REPL opens a Ruby block (`def`, `class`, `if`, `do |x|`, a `{` at its end, ...). */
+export const opensRubyBlock = (line: string): boolean => BLOCK_KEYWORD.test(line) || BLOCK_OPENER.test(line)
+
 /** The Ruby backend. */
 export const ruby = makeBackend({
   id: "rb",
@@ -139,6 +145,7 @@ export const ruby = makeBackend({
     language_info: { name: "ruby", file_extension: ".rb", mimetype: "application/x-ruby" }
   },
   introspects: false,
+  opensBlock: opensRubyBlock,
   memoryLimit: "address-space",
   runtime: Effect.gen(function*() {
     const settings = yield* Settings

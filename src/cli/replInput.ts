@@ -74,10 +74,13 @@ const isBlank = (line: string): boolean => line.trim().length === 0
 
 /**
  * Whether the lines typed so far (the last one just entered) are a whole cell. A lone
- * empty line is "complete" too; the caller skips it.
+ * empty line is "complete" too; the caller skips it. `opensBlock` is the backend's rule for
+ * a line that starts a block (Ruby's `def`, `class`, `do`, ...): a cell holding one ends
+ * at an empty line.
  */
-export const isCompleteCell = (lines: ReadonlyArray<string>): boolean => {
+export const isCompleteCell = (lines: ReadonlyArray<string>, opensBlock?: (line: string) => boolean): boolean => {
   if (lines.length === 0) return true
+  if (opensBlock !== undefined && lines.some(opensBlock)) return isBlank(lines[lines.length - 1]!)
   const last = lines[lines.length - 1]!
   const first = (lines.find((line) => !isBlank(line)) ?? "").trimStart()
   if (first.startsWith("%%")) return isBlank(last)

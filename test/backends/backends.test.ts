@@ -9,7 +9,8 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { RuntimeUnavailable } from "../../src/backends/Backend.ts"
 import { backendOf, registeredBackends } from "../../src/backends/index.ts"
-import { findRubyCandidate, isSupportedRubyVersion } from "../../src/backends/ruby.ts"
+import { findRubyCandidate, isSupportedRubyVersion, opensRubyBlock } from "../../src/backends/ruby.ts"
+import { isCompleteCell } from "../../src/cli/replInput.ts"
 import { evalDescription, evalParametersSchema } from "../../src/services/EvalTool.ts"
 import { PythonRuntime } from "../../src/services/PythonRuntime.ts"
 import { type CachedRunner, listRunnerFiles } from "../../src/services/RunnerCache.ts"
@@ -101,6 +102,20 @@ describe("registered backends", () => {
     expect(description).toContain("Languages: js (JavaScript), rb (Ruby).")
     expect(description).toContain("Ruby cells have display(obj)")
     expect(description).not.toContain("IPython")
+  })
+})
+
+describe("Ruby at the REPL", () => {
+  it("a line opening a block keeps the cell open until an empty line; other lines are cells of their own", () => {
+    for (const line of ["def sq(n)", "class Shape < Base", "module Tools", "  if ready", "result = case x", "[1, 2].each do |v|", "loop do", "items.map { |i|", "3.times do # count"]) {
+      expect({ line, opens: opensRubyBlock(line) }).toEqual({ line, opens: true })
+    }
+    for (const line of ["puts 'done'", "x = 5", "undo", "hash = { a: 1 }", "define_thing", "# def later"]) {
+      expect({ line, opens: opensRubyBlock(line) }).toEqual({ line, opens: false })
+    }
+    expect(isCompleteCell(["def sq(n)", "  n * n", "end"], opensRubyBlock)).toBe(false)
+    expect(isCompleteCell(["def sq(n)", "  n * n", "end", ""], opensRubyBlock)).toBe(true)
+    expect(isCompleteCell(["x = 5"], opensRubyBlock)).toBe(true)
   })
 })
 

@@ -11,7 +11,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Data, Effect, Option, Queue, Runtime, type Scope } from "effect"
-import type { BackendId } from "../../backends/index.ts"
+import { type BackendId, backendOf } from "../../backends/index.ts"
 import { EvalTool } from "../../services/EvalTool.ts"
 import { exportSession } from "./export.ts"
 import * as readline from "node:readline"
@@ -162,7 +162,7 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
         continue
       }
       buffer.push(input.line)
-      if (!isCompleteCell(buffer)) continue
+      if (!isCompleteCell(buffer, backendOf(language)?.opensBlock)) continue
       const code = cellSource(buffer)
       buffer = []
       if (code.trim().length > 0) yield* runSource(code)
