@@ -1,18 +1,20 @@
-"""veyyon runner boot: runs runner.py beside this file as ``__main__`` from a cached code object.
+"""veyyon runner boot: serves the runner package beside this file from cached code objects.
 
 Standard library only, Python 3.8+. Spawned as ``python3 -u boot.py`` from the host's cache
-directory. A script is compiled from source at every start (and PYTHONDONTWRITEBYTECODE
-is beside the point: ``__main__`` is never cached), so this keeps the compiled runner in
-``runner.<cache_tag>.pyc`` beside it. A cache file holds the magic number, the optimize
-level, the source's path and its full text, then the marshalled code; anything else
-(another interpreter, an edited runner, a moved directory, a torn file) recompiles and
-rewrites it through a temp file (created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) and
-``os.replace``. Write failures (a read-only directory) only cost the cache. The runner gets
-``load`` as ``__veyyon_boot_load__`` to cache the prelude's code the same way.
+directory. The runner is the package ``_veyyon_runner/`` beside this file; boot puts a finder
+first on ``sys.meta_path`` that serves that package name, and only it, from this directory, so
+no file of the same name elsewhere on ``sys.path`` (a cell's directory) can shadow a module of
+it. Each module's compiled code is kept beside its source as
+``_veyyon_runner/<module>.<cache_tag>.pyc``. A cache file holds the magic number, the optimize
+level, the source's path and its full text, then the marshalled code; anything else (another
+interpreter, an edited module, a moved directory, a torn file) recompiles and rewrites it
+through a temp file (created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) and ``os.replace``.
+Write failures (a read-only directory) only cost the cache. The runner's server gets ``load``
+as ``_boot_load`` to cache the prelude's code the same way (``prelude.<cache_tag>.pyc``).
 
-Nothing is loaded unless this directory is private: owned by the running user, not a
-symbolic link, not writable by group or others (the host creates it that way). Otherwise
-boot exits with a message naming the directory and what is wrong.
+Nothing is loaded unless this directory and the package directory are private: owned by the
+running user, not symbolic links, not writable by group or others (the host creates them that
+way). Otherwise boot exits with a message naming the directory and what is wrong.
 """
 
 import marshal
@@ -25,7 +27,10 @@ try:
 except ImportError:
     from importlib.util import MAGIC_NUMBER
 
+from importlib.machinery import ModuleSpec
+
 _DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = "_veyyon_runner"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -87,22 +92,59 @@ def load(name, key, build):
     return code
 
 
+class _CachedSource:
+    """Loader of one module of the package: its source file, run from the cached code."""
+
+    def __init__(self, name, filename):
+        self.name = name
+        self.filename = filename
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        filename = self.filename
+        source = _read(filename)
+        code = load(self.name, filename.encode("utf-8", "surrogateescape") + b"\0" + source,
+                    lambda: compile(source, filename, "exec", dont_inherit=True))
+        exec(code, module.__dict__)
+
+
+class PackageFinder:
+    """Finds PACKAGE and its modules in this directory only; nothing else."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if fullname == PACKAGE:
+            part = "__init__"
+        elif fullname.startswith(PACKAGE + ".") and "." not in fullname[len(PACKAGE) + 1:]:
+            part = fullname[len(PACKAGE) + 1:]
+        else:
+            return None
+        name = "%s/%s" % (PACKAGE, part)
+        filename = os.path.join(_DIR, PACKAGE, part + ".py")
+        if not os.path.isfile(filename):
+            raise ModuleNotFoundError("No module named %r" % fullname, name=fullname)
+        spec = ModuleSpec(fullname, _CachedSource(name, filename), origin=filename, is_package=part == "__init__")
+        if part == "__init__":
+            spec.submodule_search_locations = [os.path.join(_DIR, PACKAGE)]
+        spec.has_location = True
+        spec.cached = os.path.join(_DIR, "%s.%s.pyc" % (name, sys.implementation.cache_tag))
+        return spec
+
+
 def main():
-    """Run runner.py's (cached) code as module __main__, as if it had been started directly."""
-    problem = dir_problem(_DIR)
-    if problem is not None:
-        sys.exit("veyyon runner: refusing to load code from %s: %s" % (_DIR, problem))
-    path = os.path.join(_DIR, "runner.py")
-    source = _read(path)
-    code = load("runner", path.encode("utf-8", "surrogateescape") + b"\0" + source,
-                lambda: compile(source, path, "exec", dont_inherit=True))
-    module = type(sys)("__main__")
-    module.__file__ = path
-    module.__builtins__ = __builtins__
-    module.__veyyon_boot_load__ = load
-    sys.modules["__main__"] = module
-    sys.argv[0] = path
-    exec(code, module.__dict__)
+    """Serve the protocol: the package's server from its cached code, as runner.py would."""
+    for path in (_DIR, os.path.join(_DIR, PACKAGE)):
+        problem = dir_problem(path)
+        if problem is not None:
+            sys.exit("veyyon runner: refusing to load code from %s: %s" % (path, problem))
+    sys.meta_path.insert(0, PackageFinder)
+    sys.argv[0] = os.path.join(_DIR, "runner.py")
+    __import__(PACKAGE + ".server")
+    server = sys.modules[PACKAGE + ".server"]
+    server._boot_load = load
+    server.main()
 
 
 if __name__ == "__main__":

@@ -296,12 +296,18 @@ describe.skipIf(!integrationEnabled())("runner process lifetime", () => {
     expect(stillAlive).toBe(false)
   })
 
-  it("does not start a server when imported as a module", async () => {
+  it("does not start a server when runner.py or the package's server is imported as a module", async () => {
     const kernel = await startKernel()
+    const packageDir = path.resolve("runner/python/_veyyon_runner")
     const cell = await kernel.execute(
-      "import importlib.util, os\nspec = importlib.util.spec_from_file_location('imported_runner', " +
+      "import importlib, importlib.util, sys\nspec = importlib.util.spec_from_file_location('imported_runner', " +
         JSON.stringify(path.resolve("runner/python/runner.py")) +
-        ")\nmod = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(mod)\nmod._frame_fd is None"
+        ")\nmod = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(mod)\n" +
+        `spec = importlib.util.spec_from_file_location('copy_of_runner', ${JSON.stringify(path.join(packageDir, "__init__.py"))}, ` +
+        `submodule_search_locations=[${JSON.stringify(packageDir)}])\n` +
+        "sys.modules['copy_of_runner'] = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(sys.modules['copy_of_runner'])\n" +
+        "server = importlib.import_module('copy_of_runner.server')\n" +
+        "server.protocol._frame_fd is None and sys.modules['_veyyon_runner.protocol']._frame_fd is not None"
     )
     expect(plainResult(cell)).toBe("True")
   })

@@ -1,4 +1,4 @@
-"""Tests for boot.py: the runner and the prelude start from cached code objects, and behave as before."""
+"""Tests for boot.py: the runner package and the prelude start from cached code objects, and behave as before."""
 
 import ast
 import importlib.util
@@ -14,7 +14,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
 TAG = sys.implementation.cache_tag
-_RUNNER_MAIN = '\nif __name__ == "__main__":\n    main()'
+PACKAGE = "_veyyon_runner"
+SERVER = PACKAGE + "/server"
+_SERVER_MAIN = "\ndef main():\n"
 _PRELUDE_SNAPSHOT = "_prelude_snapshot = dict(globals())\n"
 
 
@@ -36,8 +38,13 @@ class BootTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         for name in ("boot.py", "runner.py", "prelude.py"):
             shutil.copyfile(os.path.join(SOURCE_DIR, name), os.path.join(self.dir, name))
+        os.mkdir(os.path.join(self.dir, PACKAGE), 0o700)
+        for name in os.listdir(os.path.join(SOURCE_DIR, PACKAGE)):
+            if name.endswith(".py"):
+                shutil.copyfile(os.path.join(SOURCE_DIR, PACKAGE, name), os.path.join(self.dir, PACKAGE, name))
         self.boot = os.path.join(self.dir, "boot.py")
         self.runner = os.path.join(self.dir, "runner.py")
+        self.server = os.path.join(self.dir, PACKAGE, "server.py")
         self.prelude = _read(os.path.join(self.dir, "prelude.py"))
 
     def cache(self, name):
@@ -78,14 +85,14 @@ class BootTest(unittest.TestCase):
         self.assertTrue(os.path.exists(path))
 
     def marked_runner(self, value):
-        """runner.py's source setting BOOT_MARK just before it starts serving."""
-        source = _read(self.runner)
-        self.assertEqual(source.count(_RUNNER_MAIN), 1)
-        return source.replace(_RUNNER_MAIN, "BOOT_MARK = %r\n%s" % (value, _RUNNER_MAIN))
+        """The server module's source setting BOOT_MARK just before main()."""
+        source = _read(self.server)
+        self.assertEqual(source.count(_SERVER_MAIN), 1)
+        return source.replace(_SERVER_MAIN, "BOOT_MARK = %r\n%s" % (value, _SERVER_MAIN))
 
     def runner_key(self):
-        with open(self.runner, "rb") as handle:
-            return self.runner.encode("utf-8", "surrogateescape") + b"\0" + handle.read()
+        with open(self.server, "rb") as handle:
+            return self.server.encode("utf-8", "surrogateescape") + b"\0" + handle.read()
 
     def test_boot_parses_with_python_3_8_grammar(self):
         ast.parse(_read(os.path.join(SOURCE_DIR, "boot.py")), feature_version=(3, 8))
@@ -94,48 +101,79 @@ class BootTest(unittest.TestCase):
         frames = self.serve("1 + 1")
         results = [f for f in frames["c0"] if f["type"] == "result"]
         self.assertEqual(results[0]["bundle"]["text/plain"], "2")
-        self.assertTrue(os.path.isfile(self.cache("runner")))
+        for name in os.listdir(os.path.join(self.dir, PACKAGE)):
+            if name.endswith(".py") and name != "__main__.py":
+                self.assertTrue(os.path.isfile(self.cache("%s/%s" % (PACKAGE, name[:-3]))), name)
         self.assertTrue(os.path.isfile(self.cache("prelude")))
-        self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".tmp")], [])
+        self.assertFalse(os.path.exists(os.path.join(self.dir, PACKAGE, "__pycache__")))
+        for path in (self.dir, os.path.join(self.dir, PACKAGE)):
+            self.assertEqual([n for n in os.listdir(path) if n.endswith(".tmp")], [])
 
     def test_second_start_loads_the_cached_runner(self):
         self.serve("1")
-        self.plant("runner", self.runner_key(), self.marked_runner("from the cache"), self.runner)
+        self.plant(SERVER, self.runner_key(), self.marked_runner("from the cache"), self.server)
         frames = self.serve("print(__veyyon__.execution_count.__globals__.get('BOOT_MARK'))")
         self.assertEqual(self.stdout(frames, "c0"), "from the cache\n")
 
     def test_an_edited_runner_is_recompiled(self):
         self.serve("1")
-        before = os.stat(self.cache("runner"))
+        before = os.stat(self.cache(SERVER))
         edited = self.marked_runner("edited")
-        with open(self.runner, "w", encoding="utf-8", newline="") as handle:
+        with open(self.server, "w", encoding="utf-8", newline="") as handle:
             handle.write(edited)
         frames = self.serve("print(__veyyon__.execution_count.__globals__.get('BOOT_MARK'))")
         self.assertEqual(self.stdout(frames, "c0"), "edited\n")
-        after = os.stat(self.cache("runner"))
+        after = os.stat(self.cache(SERVER))
         self.assertNotEqual((before.st_ino, before.st_size), (after.st_ino, after.st_size))
         frames = self.serve("print(__veyyon__.execution_count.__globals__.get('BOOT_MARK'))")
         self.assertEqual(self.stdout(frames, "c0"), "edited\n")
 
     def test_a_cache_from_another_interpreter_or_a_torn_file_is_replaced(self):
         self.serve("1")
-        with open(self.cache("runner"), "rb") as handle:
+        with open(self.cache(SERVER), "rb") as handle:
             data = handle.read()
         for broken in (b"\0\0\0\0" + data[4:], data[:len(data) // 2]):
-            with open(self.cache("runner"), "wb") as handle:
+            with open(self.cache(SERVER), "wb") as handle:
                 handle.write(broken)
             frames = self.serve("print(1 + 1)")
             self.assertEqual(self.stdout(frames, "c0"), "2\n")
             boot = _load_boot(self.boot)
-            self.assertIsNotNone(boot.load("runner", self.runner_key(), lambda: self.fail("the rewritten cache is not valid")))
+            boot._DIR = self.dir
+            self.assertIsNotNone(boot.load(SERVER, self.runner_key(), lambda: self.fail("the rewritten cache is not valid")))
 
-    def test_runs_as_main_with_the_runner_as_its_file(self):
+    def test_serves_the_package_from_its_directory_as_runner_py_would(self):
         frames = self.serve(
             "g = __veyyon__.execution_count.__globals__\n"
             "import sys\n"
-            "print(g['__name__'], g['__file__'] == %r, sys.argv[0] == %r, %r in sys.path)\n" % (
-                self.runner, self.runner, self.dir))
-        self.assertEqual(self.stdout(frames, "c0"), "__main__ True True False\n")
+            "print(g['__name__'], g['__file__'] == %r, sys.argv[0] == %r, %r in sys.path, __name__)\n" % (
+                self.server, self.runner, self.dir))
+        self.assertEqual(self.stdout(frames, "c0"), "_veyyon_runner.server True True False __main__\n")
+
+    def test_a_package_of_the_same_name_elsewhere_cannot_shadow_it(self):
+        other = os.path.join(self.dir, "elsewhere")
+        os.makedirs(os.path.join(other, PACKAGE))
+        for name in ("__init__.py", "server.py", "extra.py"):
+            with open(os.path.join(other, PACKAGE, name), "w") as handle:
+                handle.write("raise SystemExit('shadowed')\n")
+        frames = self.serve(
+            "import sys, importlib\n"
+            "sys.path.insert(0, %r)\n"
+            "importlib.invalidate_caches()\n"
+            "import _veyyon_runner.server as s\n"
+            "print(s.__file__ == %r)\n"
+            "try:\n"
+            "    import _veyyon_runner.extra\n"
+            "except ModuleNotFoundError as e:\n"
+            "    print('not found')\n" % (other, self.server))
+        self.assertEqual(self.stdout(frames, "c0"), "True\nnot found\n")
+
+    def test_a_package_directory_others_can_write_is_refused(self):
+        os.chmod(os.path.join(self.dir, PACKAGE), 0o777)
+        proc = subprocess.run([sys.executable, "-u", self.boot], input="", stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, cwd=self.dir, timeout=60)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("refusing to load code from %s" % os.path.join(self.dir, PACKAGE), proc.stderr)
+        self.assertIn("writable by group or others", proc.stderr)
 
     def test_tracebacks_still_leave_out_runner_and_boot_frames(self):
         self.serve("1")
@@ -145,6 +183,7 @@ class BootTest(unittest.TestCase):
             self.assertEqual(len(errors), 1, frames[request_id])
             text = "\n".join(errors[0]["traceback"])
             self.assertNotIn("runner.py", text)
+            self.assertNotIn(PACKAGE, text)
             self.assertNotIn("boot.py", text)
             self.assertTrue(text.startswith("Traceback (most recent call last):\n  File \"<cell-"), text)
         self.assertIn("ZeroDivisionError", "\n".join(frames["c0"][-2]["traceback"]))
@@ -171,10 +210,11 @@ class BootTest(unittest.TestCase):
     def test_other_silent_requests_are_not_cached(self):
         frames = self.serve(("x = 41", True), "print(x + 1)", prelude=False)
         self.assertEqual(self.stdout(frames, "c1"), "42\n")
-        self.assertEqual(sorted(n for n in os.listdir(self.dir) if n.endswith(".pyc")), ["runner.%s.pyc" % TAG])
+        self.assertEqual(sorted(n for n in os.listdir(self.dir) if n.endswith(".pyc")), [])
+        self.assertIn("server.%s.pyc" % TAG, os.listdir(os.path.join(self.dir, PACKAGE)))
 
     def test_a_cache_that_cannot_be_written_only_costs_the_cache(self):
-        os.mkdir(self.cache("runner"))
+        os.mkdir(self.cache(SERVER))
         os.mkdir(self.cache("prelude"))
         frames = self.serve("print(1 + 1)")
         self.assertEqual(self.stdout(frames, "c0"), "2\n")

@@ -4,21 +4,15 @@ import collections
 import importlib.util
 import os
 import re
+import sys
 import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUNNER_PATH = os.path.join(os.path.dirname(HERE), "runner.py")
+sys.path.insert(0, HERE)
+import runner_package  # noqa: E402
 
-
-def _load_runner():
-    spec = importlib.util.spec_from_file_location("veyyon_runner_fidelity", RUNNER_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-runner = _load_runner()
+runner = runner_package.load()
 pretty = runner.pretty
 
 # IPython 8's builtin magics (%lsmagic in ipykernel 6.17), each of which must be registered here:

@@ -4,13 +4,14 @@ import importlib.util
 import itertools
 import json
 import os
+import sys
 import threading
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUNNER_PATH = os.path.join(os.path.dirname(HERE), "runner.py")
-_names = itertools.count()
+sys.path.insert(0, HERE)
+import runner_package  # noqa: E402
 
 
 class _RecordingOs:
@@ -34,9 +35,7 @@ class Wire:
     """A freshly loaded runner module whose frames go to /dev/null and are recorded per os.write."""
 
     def __init__(self):
-        spec = importlib.util.spec_from_file_location("veyyon_runner_output_%d" % next(_names), RUNNER_PATH)
-        self.runner = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(self.runner)
+        self.runner = runner_package.load(fresh=True)
         self.fd = os.open(os.devnull, os.O_WRONLY)
         self.os = _RecordingOs(os, self.fd)
         self.runner.os = self.os

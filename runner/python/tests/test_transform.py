@@ -8,17 +8,10 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUNNER_PATH = os.path.join(os.path.dirname(HERE), "runner.py")
+sys.path.insert(0, HERE)
+import runner_package  # noqa: E402
 
-
-def _load_runner():
-    spec = importlib.util.spec_from_file_location("veyyon_runner_under_test", RUNNER_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-runner = _load_runner()
+runner = runner_package.load()
 transform = runner.transform
 
 
@@ -32,8 +25,9 @@ def run_transformed(source, namespace=None):
 
 class SyntaxFloorTest(unittest.TestCase):
     def test_runner_parses_with_python_3_8_grammar(self):
-        with open(RUNNER_PATH, encoding="utf-8") as handle:
-            ast.parse(handle.read(), filename=RUNNER_PATH, feature_version=(3, 8))
+        for path in runner_package.SOURCE_FILES:
+            with open(path, encoding="utf-8") as handle:
+                ast.parse(handle.read(), filename=path, feature_version=(3, 8))
 
     def test_importing_does_not_serve(self):
         self.assertIsNone(runner._frame_fd)

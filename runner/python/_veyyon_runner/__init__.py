@@ -1,0 +1,19 @@
+"""The veyyon Python kernel runner as a package (standard library only, Python 3.8+).
+
+The protocol it serves is described in ``runner.py`` beside this package. Modules, by concern:
+    state       kernel state and SIGINT delivery
+    protocol    frame encoding and writing, started frames, stream coalescing, request parsing
+    output      sys.stdout/sys.stderr proxies, fd 1/2 pumps, %%capture
+    display     pretty printer, MIME formatters, display(), status events, figures
+    bridge      host bridge calls
+    transform   the magic source transformer
+    execution   compiling and running a cell, tracebacks
+    magics      line and cell magics, shell helpers
+    introspect  complete and inspect requests
+    server      the main loop and start-up (``main``)
+
+The name starts with an underscore and carries the project's name so that no user module is
+likely to share it; boot.py serves it through its own finder, and a running kernel holds every
+module in ``sys.modules`` before any cell runs, so a file of the same name in a cell's directory
+cannot shadow it.
+"""

@@ -1,0 +1,354 @@
+"""The frame channel: encoding, the single writer to the private frame fd, the deferred started
+frame, coalesced stdout/stderr text, the timer that sends what is due, and request parsing."""
+
+import json
+import os
+import threading
+import time
+
+from .state import _state
+
+
+STATUS_MIME = "application/x-veyyon-status"
+CHUNK_CHARS = 64 * 1024
+
+
+PROTOCOL_ERROR = "ProtocolError"
+
+
+# ---------------------------------------------------------------------------
+# Frames
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_JSON_ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+def _jsonable(value, depth=0):
+    """A copy of value that the strict JSON encoder accepts (NaN -> null, odd objects -> repr)."""
+    if depth > 64:
+        return repr(value)
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    try:
+        return repr(value)
+    except Exception:
+        return "<unrepresentable %s>" % type(value).__name__
+
+
+def encode_frame(frame):
+    """One frame as a UTF-8 JSON line; lone surrogates are escaped, NaN and odd values sanitized."""
+    try:
+        text = _JSON.encode(frame)
+    except (TypeError, ValueError):
+        frame = _jsonable(frame)
+        text = _JSON.encode(frame)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_JSON_ASCII.encode(frame) + "\n").encode("ascii")
+
+
+_frame_fd = None
+_diagnostic_fd = 2
+_frame_lock = threading.Lock()
+_started_line = None
+_started_at = 0.0
+_monotonic = time.monotonic
+
+
+def _write_line(data):
+    global _started_line
+    with _frame_lock:
+        if _started_line is not None:
+            data = _started_line + data
+            _started_line = None
+        if not data:
+            return
+        written = os.write(_frame_fd, data)
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(_frame_fd, view):]
+
+
+def _send(frame):
+    if _frame_fd is None:
+        raise RuntimeError("the runner is not serving; frames have nowhere to go")
+    if _out.parts:
+        _out.flush()
+    try:
+        _write_line(encode_frame(frame))
+    except BrokenPipeError:
+        os._exit(0)
+
+
+def _send_raw(line):
+    if _out.parts:
+        _out.flush()
+    try:
+        _write_line(line.encode("ascii"))
+    except BrokenPipeError:
+        os._exit(0)
+
+
+_json_string = json.encoder.encode_basestring_ascii
+_json_text = json.encoder.encode_basestring
+
+
+def _defer_started(request_id):
+    """Queue request_id's started frame: it leaves with the next frame, or by the timer if none comes soon."""
+    global _started_line, _started_at
+    _started_at = _monotonic()
+    _started_line = ('{"type":"started","id":%s}\n' % _json_string(request_id)).encode("ascii")
+    if not _ticker_awake:
+        _wake_ticker()
+
+
+def _send_started():
+    """Write a queued started frame now."""
+    if _started_line is not None:
+        try:
+            _write_line(b"")
+        except BrokenPipeError:
+            os._exit(0)
+
+
+def _stream_line(kind, request_id, text):
+    """One stdout/stderr frame as bytes; lone surrogates are escaped."""
+    rid = "null" if request_id is None else _json_string(request_id)
+    try:
+        return ('{"type":"%s","id":%s,"data":%s}\n' % (kind, rid, _json_text(text))).encode("utf-8")
+    except UnicodeEncodeError:
+        return ('{"type":"%s","id":%s,"data":%s}\n' % (kind, rid, _json_string(text))).encode("ascii")
+
+
+_FLUSH_SECONDS = 0.01
+_STARTED_SECONDS = 0.001
+_TICK_SECONDS = 0.002
+_IDLE_TICKS = 100
+
+
+class _StreamBuffer:
+    """stdout/stderr text not sent yet, of one stream and request at a time (so order is kept)."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.kind = "stdout"
+        self.request_id = None
+        self.parts = []
+        self.size = 0
+        self.since = 0.0
+        self.eager = False
+
+    def add(self, kind, text):
+        """Queue text, first sending what is queued for another stream or request; send whole chunks at once."""
+        request_id = _state.current_id
+        with self.lock:
+            if self.parts and (kind != self.kind or request_id != self.request_id):
+                self._send_queued(False)
+            if not self.parts:
+                self.kind = kind
+                self.request_id = request_id
+                self.since = _monotonic()
+            self.parts.append(text)
+            self.size += len(text)
+            if self.size >= CHUNK_CHARS:
+                self._send_queued(not self.eager)
+            elif self.eager and text.endswith("\n"):
+                self._send_queued(False)
+        if not _ticker_awake:
+            _wake_ticker()
+
+    def flush(self):
+        """Send everything queued now."""
+        if self.parts:
+            with self.lock:
+                if self.parts:
+                    self._send_queued(False)
+
+    def _send_queued(self, whole_chunks_only):
+        """Write the queued text as frames of CHUNK_CHARS; with whole_chunks_only, keep a shorter tail queued."""
+        parts = self.parts
+        self.parts = []
+        self.size = 0
+        data = parts[0] if len(parts) == 1 else "".join(parts)
+        end = len(data)
+        if whole_chunks_only:
+            end -= end % CHUNK_CHARS
+        kind, request_id = self.kind, self.request_id
+        try:
+            for start in range(0, end, CHUNK_CHARS):
+                _write_line(_stream_line(kind, request_id, data[start:start + CHUNK_CHARS]))
+        except BrokenPipeError:
+            os._exit(0)
+        if end < len(data):
+            self.parts = [data[end:]]
+            self.size = len(data) - end
+            self.since = _monotonic()
+
+
+_out = _StreamBuffer()
+_ticker_awake = False
+_ticker_event = threading.Event()
+_ticker_thread = None
+
+
+def _wake_ticker():
+    """Make the timer thread tick again (starting it on first use)."""
+    global _ticker_awake, _ticker_thread
+    _ticker_awake = True
+    if _ticker_thread is None:
+        _ticker_thread = threading.Thread(target=_tick_loop, name="veyyon-timer", daemon=True)
+        _ticker_thread.start()
+    _ticker_event.set()
+
+
+def _tick(now):
+    """Send a started frame or queued output that is due; seconds to the next deadline, None if nothing waits."""
+    delay = None
+    if _started_line is not None:
+        wait = _started_at + _STARTED_SECONDS - now
+        if wait <= 0:
+            _send_started()
+        else:
+            delay = wait
+    if _out.parts:
+        wait = _out.since + _FLUSH_SECONDS - now
+        if wait <= 0:
+            _out.flush()
+        elif delay is None or wait < delay:
+            delay = wait
+    return delay
+
+
+def _tick_loop():
+    """Timer thread body: tick while there is work, sleep after _IDLE_TICKS ticks without any."""
+    global _ticker_awake
+    idle = 0
+    while True:
+        _ticker_event.wait()
+        try:
+            delay = _tick(_monotonic())
+        except Exception as exc:
+            _diagnose("timer tick failed: %s: %s" % (type(exc).__name__, exc))
+            delay = None
+        if delay is not None:
+            idle = 0
+            time.sleep(min(max(delay, 0.0002), _TICK_SECONDS))
+            continue
+        time.sleep(_TICK_SECONDS)
+        idle += 1
+        if idle >= _IDLE_TICKS:
+            idle = 0
+            _ticker_awake = False
+            _ticker_event.clear()
+            if _started_line is not None or _out.parts:
+                _wake_ticker()
+
+
+class Request:
+    """One execute request from the host."""
+
+    __slots__ = ("id", "code", "silent", "store_history", "cwd", "env")
+
+    def __init__(self, request_id, code, silent=False, store_history=True, cwd=None, env=None):
+        self.id = request_id
+        self.code = code
+        self.silent = silent
+        self.store_history = store_history
+        self.cwd = cwd
+        self.env = env
+
+
+def _parse_request(message):
+    request_id = message.get("id")
+    if not isinstance(request_id, str):
+        return ("invalid", (None, "request id must be a string, got %s" % type(request_id).__name__))
+
+    def invalid(text):
+        return ("invalid", (request_id, text))
+
+    code = message.get("code")
+    if not isinstance(code, str):
+        return invalid("request %r: code must be a string" % request_id)
+    silent = message.get("silent", False)
+    store_history = message.get("storeHistory", True)
+    if not isinstance(silent, bool) or not isinstance(store_history, bool):
+        return invalid("request %r: silent and storeHistory must be booleans" % request_id)
+    cwd = message.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        return invalid("request %r: cwd must be a string" % request_id)
+    env = message.get("env")
+    if env is not None:
+        if not isinstance(env, dict) or not all(
+                isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in env.items()):
+            return invalid("request %r: env must map names to strings (or null to unset)" % request_id)
+    return ("execute", Request(request_id, code, silent, store_history, cwd, env))
+
+
+def classify_line(line):
+    """Decode one host line: ("execute", Request) | ("exit", None) | ("bridge_result", dict) | ("invalid", (id, why))."""
+    try:
+        message = json.loads(line)
+    except Exception as exc:
+        return ("invalid", (None, "malformed request line (not JSON): %s" % exc))
+    if not isinstance(message, dict):
+        return ("invalid", (None, "malformed request line: expected a JSON object, got %s"
+                            % type(message).__name__))
+    kind = message.get("type")
+    if kind == "exit":
+        return ("exit", None)
+    if kind == "bridge_result":
+        if not isinstance(message.get("callId"), str):
+            return ("invalid", (None, "bridge_result without a string callId"))
+        return ("bridge_result", message)
+    if kind in ("complete", "inspect"):
+        return _parse_introspect(message)
+    if kind not in (None, "execute"):
+        request_id = message.get("id") if isinstance(message.get("id"), str) else None
+        return ("invalid", (request_id, "unknown message type %r" % (kind,)))
+    return _parse_request(message)
+
+
+# ---------------------------------------------------------------------------
+# Introspection: complete and inspect requests
+#
+# Answered on a thread of their own, beside any running cell: they read the namespace
+# and never run cell code on purpose (attribute chains are looked up statically; only
+# the builtin descriptors of functions and methods are bound), touch no execution count,
+# and answer once with a complete_reply or inspect_reply frame carrying the request's id.
+
+
+MAX_COMPLETIONS = 500
+MAX_INSPECT_CHARS = 65536
+MAX_INTROSPECT_CODE = 1 << 20
+
+
+def _parse_introspect(message):
+    """(kind, id, code, cursor, detail) for a complete/inspect line, or ("invalid", (id, why))."""
+    request_id = message.get("id")
+    if not isinstance(request_id, str):
+        return ("invalid", (None, "%s request id must be a string" % message.get("type")))
+    code, cursor = message.get("code"), message.get("cursorPos")
+    if not isinstance(code, str) or len(code) > MAX_INTROSPECT_CODE:
+        return ("invalid", (request_id, "code must be a string of at most %d characters" % MAX_INTROSPECT_CODE))
+    if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor <= len(code):
+        cursor = len(code)
+    detail = 1 if message.get("detailLevel") == 1 else 0
+    return (message["type"], (request_id, code, cursor, detail))
+
+
+def _diagnose(text):
+    try:
+        os.write(_diagnostic_fd, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))
+    except OSError:
+        pass

@@ -1,0 +1,391 @@
+"""The main loop: reading host lines, running requests, the runtime module, fds and start-up."""
+
+import builtins
+import io
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import types
+import warnings
+
+try:
+    from _signal import SIG_IGN as _SIG_IGN, SIGINT as _SIGINT, signal as _set_signal
+except ImportError:
+    _SIG_IGN, _SIGINT, _set_signal = signal.SIG_IGN, signal.SIGINT, signal.signal
+
+from . import protocol, state
+from .state import _on_sigint, _redeliver_loop, _state, _user_call
+from .protocol import (
+    PROTOCOL_ERROR,
+    Request,
+    _StreamBuffer,
+    _defer_started,
+    _diagnose,
+    _json_string,
+    _send,
+    _send_raw,
+    _send_started,
+    _wake_ticker,
+    _write_line,
+    classify_line,
+)
+from .output import (
+    _BlockingStdin,
+    _Capture,
+    _FdPump,
+    _OutStream,
+    _fd2_pump,
+    _fd_pump,
+    _flush_all_output,
+    _flush_streams,
+    _stderr,
+    _stdout,
+)
+from .display import _emit_display, _flush_figures, _shown_figures, display, emit_status, mime_bundle
+from .bridge import (
+    _bridge_calls,
+    _bridge_close,
+    _bridge_open,
+    _bridge_status,
+    _resolve_bridge,
+    cancel_bridge_calls,
+)
+from .transform import transform
+from .execution import (
+    _BASE_NAMES,
+    _NO_VALUE,
+    _TLA_FLAG,
+    _execute,
+    _register_source,
+    _run_code,
+    _run_coroutine,
+    error_fields,
+)
+from .magics import _stop_process
+from .introspect import _start_introspection
+
+
+def _protocol_error(request_id, text):
+    _send({"type": "error", "id": request_id, "ename": PROTOCOL_ERROR, "evalue": text,
+           "traceback": ["%s: %s" % (PROTOCOL_ERROR, text)]})
+
+
+def _shutdown(status):
+    protocol._frame_lock.acquire(timeout=1.0)
+    os._exit(status)
+
+
+_END_OF_INPUT = object()
+_PARENT_POLL_SECONDS = 1.0
+
+
+def _read_requests(stream, requests):
+    """Reader thread: route host lines; at EOF the queued requests still run, then the process ends."""
+    while True:
+        line = stream.readline()
+        if not line:
+            requests.put(_END_OF_INPUT)
+            return
+        if not line.strip():
+            continue
+        try:
+            _route_line(line, requests)
+        except Exception as exc:
+            _diagnose("could not handle a host line: %s: %s" % (type(exc).__name__, exc))
+
+
+def _route_line(line, requests):
+    kind, payload = classify_line(line)
+    if kind == "execute":
+            requests.put(payload)
+    elif kind == "exit":
+        _shutdown(0)
+    elif kind == "bridge_result":
+        _resolve_bridge(payload)
+    elif kind in ("complete", "inspect"):
+        _start_introspection(kind, payload)
+    else:
+        request_id, text = payload
+        if request_id is None:
+            _protocol_error(None, text)
+        else:
+            requests.put(("invalid", request_id, text))
+
+
+def _apply_context(request):
+    if request.cwd is not None:
+        os.chdir(request.cwd)
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+    if request.env:
+        for key, value in request.env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# boot.py's code cache (load(name, key, build)), set by boot.py before main(); None when run from source.
+_boot_load = None
+_RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _cached_prelude_code(source, filename):
+    """The code of source from boot.py's cache when it is the prelude.py beside the runner, else None."""
+    if _boot_load is None:
+        return None
+    try:
+        with open(os.path.join(_RUNNER_DIR, "prelude.py"), encoding="utf-8", newline="") as file:
+            if file.read() != source:
+                return None
+    except (OSError, ValueError):
+        return None
+    key = ("%s\0%s" % (filename, source)).encode("utf-8", "surrogatepass")
+    return _boot_load("prelude", key, lambda: compile(transform(source), filename, "exec", _TLA_FLAG, dont_inherit=True))
+
+
+def _run_cell(request, filename):
+    ns = _state.namespace
+    ns["__veyyon__"] = _runtime
+    code = _cached_prelude_code(request.code, filename) if request.silent else None
+    if code is not None:
+        _register_source(filename, request.code)
+        _run_code(code, ns, None)
+        return
+    value = _execute(request.code, filename, ns)
+    if value is _NO_VALUE or value is None or request.silent:
+        return
+    if request.store_history:
+        ns["_"] = value
+    _flush_streams()
+    bundle = mime_bundle(value)
+    if any(mime.startswith("image/") for mime in bundle):
+        _shown_figures.add(id(value))
+    _send({"type": "result", "id": request.id, "bundle": bundle})
+
+
+def cell_filename(request):
+    """``<cell-N>`` for a cell that gets execution count N; ``<hidden-K>`` (K counts all requests) for the rest."""
+    if not request.silent and request.store_history:
+        return "<cell-%d>" % _state.execution_count
+    return "<hidden-%d>" % _state.cell_seq
+
+
+def _record_protected(before, ns):
+    protected = _state.protected
+    for name in list(protected):
+        if name not in ns:
+            del protected[name]
+    for name, value in ns.items():
+        if name not in _BASE_NAMES and (name not in before or before[name] is not value):
+            protected[name] = value
+
+
+def _handle_request(request):
+    st = _state
+    st.current_id = request.id
+    st.cell_seq += 1
+    if not request.silent and request.store_history:
+        st.execution_count += 1
+        st.history[st.execution_count] = request.code
+    failure = None
+    before = dict(st.namespace) if request.silent else None
+    st.pending = False
+    st.interrupted = False
+    st.entered = False
+    st.generation += 1
+    st.cell_active = True
+    _set_signal(_SIGINT, _on_sigint)
+    try:
+        _defer_started(request.id)
+        try:
+            _apply_context(request)
+            if request.code.strip():
+                _user_call(_run_cell, request, cell_filename(request))
+        except BaseException as exc:
+            failure = exc
+        if request.code.strip():
+            try:
+                _user_call(_flush_figures)
+            except BaseException as exc:
+                failure = failure or exc
+    finally:
+        _set_signal(_SIGINT, _SIG_IGN)
+        st.cell_active = False
+    _finish_request(request, failure, before)
+
+
+def _finish_request(request, failure, before):
+    st = _state
+    try:
+        if before is not None:
+            _record_protected(before, st.namespace)
+        _flush_all_output()
+        if failure is not None:
+            frame = {"type": "error", "id": request.id}
+            frame.update(error_fields(failure))
+            if not request.silent:
+                st.last_traceback = frame["traceback"]
+            if st.xmode == "Minimal":
+                frame["traceback"] = frame["traceback"][-1:]
+            _send(frame)
+    except Exception as exc:
+        _diagnose("finishing request %r failed: %s: %s" % (request.id, type(exc).__name__, exc))
+    finally:
+        if _bridge_calls:
+            cancel_bridge_calls(request.id)
+        _send_raw('{"type":"done","id":%s,"status":"%s","executionCount":%d,"cancelled":%s}\n' % (
+            _json_string(request.id), "error" if failure is not None else "ok", st.execution_count,
+            "true" if failure is not None and st.interrupted else "false"))
+
+
+def _watch_parent(parent):
+    """Ends the process when the host that started it is gone (its children are re-parented)."""
+    while True:
+        time.sleep(_PARENT_POLL_SECONDS)
+        if os.getppid() != parent:
+            _shutdown(0)
+
+
+def _serve(requests):
+    while True:
+        item = requests.get()
+        if item is _END_OF_INPUT:
+            _shutdown(0)
+        try:
+            if isinstance(item, tuple):
+                _, request_id, text = item
+                _protocol_error(request_id, text)
+                _send({"type": "done", "id": request_id, "status": "error",
+                       "executionCount": _state.execution_count, "cancelled": False})
+            else:
+                _handle_request(item)
+        except BaseException as exc:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _state.cell_active = False
+            _diagnose("internal error: %s: %s" % (type(exc).__name__, exc))
+            if isinstance(item, Request):
+                _send({"type": "done", "id": item.id, "status": "error",
+                       "executionCount": _state.execution_count, "cancelled": False})
+
+
+# ---------------------------------------------------------------------------
+# Start-up
+
+
+_RUNTIME_EXPORTS = (
+    "emit_status", "bridge_call", "cancel_bridge_calls", "BridgeError", "display", "mime_bundle", "current_request_id",
+    "execution_count", "user_namespace", "user_names", "protected_names", "register_line_magic",
+    "register_cell_magic", "run_process", "system", "getoutput", "transform", "SList", "CapturedIO",
+    "CapturedOutput", "UsageError", "TimeitResult", "line_magic", "cell_magic", "misplaced_cell_magic",
+    "expand", "format_duration", "STATUS_MIME", "pretty", "PrettyPrinter", "register_formatter",
+)
+
+
+def current_request_id():
+    """Id of the request being served (or the last one)."""
+    return _state.current_id
+
+
+def execution_count():
+    """The kernel's execution counter."""
+    return _state.execution_count
+
+
+def user_namespace():
+    """The dict user cells run in (globals of module __main__)."""
+    return _state.namespace
+
+
+def protected_names():
+    """Names (and values) that silent requests such as the prelude defined; %reset restores them."""
+    return dict(_state.protected)
+
+
+def _build_runtime():
+    module = types.ModuleType("veyyon_runtime", "Kernel services for the prelude and the magics.")
+    sources = [globals()] + [vars(sys.modules["%s.%s" % (__package__, part)])
+                             for part in ("protocol", "output", "display", "bridge", "transform", "magics")]
+    for name in _RUNTIME_EXPORTS:
+        setattr(module, name, next(source[name] for source in sources if name in source))
+    return module
+
+
+_runtime = _state.runtime = _build_runtime()
+
+
+def _pipe_fd(fd, pump):
+    """Point fd at a new pipe whose read end pump drains (so the cell's writes to fd become its frames)."""
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, fd)
+    os.close(write_end)
+    os.set_blocking(read_end, False)
+    pump.fd = read_end
+
+
+def _install_fds():
+    """Frames go to a copy of fd 1; fd 1 and 2 become pipes into the pumps; runner diagnostics and
+    fatal-error tracebacks (faulthandler) go to a copy of the original fd 2; fd 0 reads /dev/null."""
+    protocol._frame_fd = os.dup(1)
+    protocol._diagnostic_fd = os.dup(2)
+    _pipe_fd(1, _fd_pump)
+    _pipe_fd(2, _fd2_pump)
+    try:
+        import faulthandler
+
+        faulthandler.enable(protocol._diagnostic_fd)
+    except (ImportError, OSError, ValueError, RuntimeError):
+        pass
+    request_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    wake_read, state._redeliver_wake = os.pipe()
+    os.set_blocking(state._redeliver_wake, False)
+    return request_fd, wake_read
+
+
+def _install_namespace():
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    module.__dict__["__veyyon__"] = _runtime
+    sys.modules["__main__"] = module
+    _state.namespace = module.__dict__
+    sys.modules["veyyon_runtime"] = _runtime
+    builtins.display = display
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _RUNNER_DIR]
+
+
+def main():
+    """Serve the NDJSON protocol on stdin/stdout until an exit request, EOF, or the host's death."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
+    request_fd, wake_read = _install_fds()
+    _install_namespace()
+    sys.stdout = _stdout
+    sys.stderr = _stderr
+    sys.stdin = _BlockingStdin()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    requests = queue.SimpleQueue()
+    stream = io.open(request_fd, "rb")
+    threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
+    threading.Thread(target=_fd2_pump.run, name="veyyon-stderr", daemon=True).start()
+    threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
+    threading.Thread(target=_read_requests, args=(stream, requests), name="veyyon-stdin", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
+    _serve(requests)
+
+
+state._BOUNDARY_CODE = _user_call.__code__
+state._PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine,
+                                                 _cached_prelude_code))
+state._CRITICAL_CODES = frozenset(fn.__code__ for fn in (
+    _write_line, _send, _send_raw, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
+    emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
+    _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
+    _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,
+))
