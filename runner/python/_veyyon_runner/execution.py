@@ -89,11 +89,27 @@ def _run_code(code, globals_, locals_):
     return eval(code, globals_, locals_)
 
 
+def _expression_code(code_text, filename):
+    """The code of a one-line cell that is a single expression, compiled once and directly; None otherwise.
+
+    The same code the general path makes for such a cell (its value is the result), without the
+    AST round trip; a trailing ``;`` or any statement fails this compile and takes the general path
+    (cells with a backslash never come here, so no escape-sequence warning is given twice)."""
+    try:
+        return compile(code_text, filename, "eval", _TLA_FLAG, dont_inherit=True)
+    except SyntaxError:
+        return None
+
+
 def _execute(source, filename, globals_, locals_=None, line_offset=0, register=True, want_value=True):
     """Run a cell's source (magics included); return its last expression's value or _NO_VALUE."""
     code_text = transform(source)
     if register:
         _register_source(filename, source)
+    if want_value and not line_offset and "\n" not in code_text.strip() and "\\" not in code_text:
+        code = _expression_code(code_text, filename)
+        if code is not None:
+            return _run_code(code, globals_, locals_)
     try:
         tree = compile(code_text, filename, "exec", ast.PyCF_ONLY_AST | _TLA_FLAG, dont_inherit=True)
     except SyntaxError as exc:

@@ -11,10 +11,6 @@ import time
 import types
 import warnings
 
-try:
-    from _signal import SIG_IGN as _SIG_IGN, SIGINT as _SIGINT, signal as _set_signal
-except ImportError:
-    _SIG_IGN, _SIGINT, _set_signal = signal.SIG_IGN, signal.SIGINT, signal.signal
 
 from . import protocol, state
 from .state import _on_sigint, _redeliver_loop, _state, _user_call
@@ -28,6 +24,7 @@ from .protocol import (
     _send,
     _send_raw,
     _send_started,
+    _send_with_started,
     _wake_ticker,
     _write_line,
     classify_line,
@@ -165,7 +162,7 @@ def _run_cell(request, filename):
     bundle = mime_bundle(value)
     if any(mime.startswith("image/") for mime in bundle):
         _shown_figures.add(id(value))
-    _send({"type": "result", "id": request.id, "bundle": bundle})
+    _send_with_started({"type": "result", "id": request.id, "bundle": bundle})
 
 
 def cell_filename(request):
@@ -199,7 +196,6 @@ def _handle_request(request):
     st.entered = False
     st.generation += 1
     st.cell_active = True
-    _set_signal(_SIGINT, _on_sigint)
     try:
         _defer_started(request.id)
         try:
@@ -208,13 +204,12 @@ def _handle_request(request):
                 _user_call(_run_cell, request, cell_filename(request))
         except BaseException as exc:
             failure = exc
-        if request.code.strip():
+        if request.code.strip() and "matplotlib.pyplot" in sys.modules:
             try:
                 _user_call(_flush_figures)
             except BaseException as exc:
                 failure = failure or exc
     finally:
-        _set_signal(_SIGINT, _SIG_IGN)
         st.cell_active = False
     _finish_request(request, failure, before)
 
@@ -265,7 +260,6 @@ def _serve(requests):
             else:
                 _handle_request(item)
         except BaseException as exc:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
             _state.cell_active = False
             _diagnose("internal error: %s: %s" % (type(exc).__name__, exc))
             if isinstance(item, Request):
@@ -369,7 +363,9 @@ def main():
     sys.stdout = _stdout
     sys.stderr = _stderr
     sys.stdin = _BlockingStdin()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Installed once: between cells the handler ignores SIGINT (nothing is active), so no cell pays
+    # for switching it on and off.
+    signal.signal(signal.SIGINT, _on_sigint)
     requests = queue.SimpleQueue()
     stream = io.open(request_fd, "rb")
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
@@ -384,7 +380,7 @@ state._BOUNDARY_CODE = _user_call.__code__
 state._PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine,
                                                  _cached_prelude_code))
 state._CRITICAL_CODES = frozenset(fn.__code__ for fn in (
-    _write_line, _send, _send_raw, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
+    _write_line, _send, _send_raw, _send_with_started, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
     _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
     _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,

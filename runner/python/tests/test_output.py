@@ -222,6 +222,24 @@ class StartedTest(unittest.TestCase):
         self.assertEqual(len(self.wire.os.writes), 1)
         self.assertEqual([f["type"] for f in self.wire.frames()], ["started", "done"])
 
+    def test_a_quick_cells_started_result_and_done_take_one_write(self):
+        self.runner._STARTED_SECONDS = 3600
+        self.runner._defer_started("r1")
+        self.runner._send_with_started({"type": "result", "id": "r1", "bundle": {"text/plain": "1"}})
+        self.assertEqual(self.wire.os.writes, [])
+        self.runner._send_raw('{"type":"done","id":"r1","status":"ok","executionCount":1,"cancelled":false}\n')
+        self.assertEqual(len(self.wire.os.writes), 1)
+        self.assertEqual([f["type"] for f in self.wire.frames()], ["started", "result", "done"])
+
+    def test_a_result_after_the_started_frame_left_is_sent_at_once_after_queued_output(self):
+        self.runner._STARTED_SECONDS = 3600
+        self.runner._FLUSH_SECONDS = 3600
+        self.runner._defer_started("r1")
+        self.runner._send_started()
+        self.runner._stdout.write("before\n")
+        self.runner._send_with_started({"type": "result", "id": "r1", "bundle": {"text/plain": "1"}})
+        self.assertEqual([f["type"] for f in self.wire.frames()], ["started", "stdout", "result"])
+
     def test_started_leaves_with_the_first_frame(self):
         self.runner._STARTED_SECONDS = 3600
         self.runner._FLUSH_SECONDS = 3600
