@@ -4,7 +4,7 @@ import itertools
 import threading
 
 from .state import _state
-from .protocol import PROTOCOL_ERROR, STATUS_MIME, _JSON, _diagnose, _send
+from .protocol import PROTOCOL_ERROR, STATUS_MIME, _JSON, _diagnose, _reader_needed, _send
 
 
 class BridgeError(Exception):
@@ -70,6 +70,7 @@ def bridge_call(method, params=None, request_id=None):
     payload = {} if params is None else params
     _JSON.encode(payload)
     call = _bridge_open(request_id)
+    _reader_needed()
     try:
         _send({"type": "bridge", "id": call.request_id, "callId": call.call_id,
                "method": method, "params": payload})

@@ -114,6 +114,7 @@ def _after_fork_in_child():
     """In a forked child: fresh locks, nothing queued, no timer, and output sent per line (it may _exit any time)."""
     protocol._frame_lock = threading.Lock()
     protocol._started_line = None
+    protocol._reader_due = None
     _out.lock = threading.RLock()
     _out.parts = []
     _out.size = 0

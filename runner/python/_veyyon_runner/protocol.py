@@ -123,8 +123,9 @@ _json_text = json.encoder.encode_basestring
 
 def _defer_started(request_id):
     """Queue request_id's started frame: it leaves with the next frame, or by the timer if none comes soon."""
-    global _started_line, _started_at
+    global _started_line, _started_at, _reader_due
     _started_at = _monotonic()
+    _reader_due = _started_at + _STARTED_SECONDS
     _started_line = ('{"type":"started","id":%s}\n' % _json_string(request_id)).encode("ascii")
     if not _ticker_awake:
         _wake_ticker()
@@ -229,6 +230,22 @@ def _wake_ticker():
     _ticker_event.set()
 
 
+# Set by the server: asks the request reader thread to read host lines beside the running cell.
+_wake_reader = None
+
+
+# When the running cell has run long enough to need host lines read beside it (None: no cell, or done).
+_reader_due = None
+
+
+def _reader_needed():
+    """The running cell may wait for a host line (it runs past its started deadline, or calls the bridge)."""
+    global _reader_due
+    _reader_due = None
+    if _wake_reader is not None:
+        _wake_reader()
+
+
 def _tick(now):
     """Send a started frame or queued output that is due; seconds to the next deadline, None if nothing waits."""
     delay = None
@@ -237,6 +254,12 @@ def _tick(now):
         if wait <= 0:
             _send_started()
         else:
+            delay = wait
+    if _reader_due is not None:
+        wait = _reader_due - now
+        if wait <= 0:
+            _reader_needed()
+        elif delay is None or wait < delay:
             delay = wait
     if _out.parts:
         wait = _out.since + _FLUSH_SECONDS - now
@@ -271,7 +294,7 @@ def _tick_loop():
             idle = 0
             _ticker_awake = False
             _ticker_event.clear()
-            if _started_line is not None or _out.parts:
+            if _started_line is not None or _out.parts or _reader_due is not None:
                 _wake_ticker()
 
 

@@ -1,7 +1,6 @@
 """The main loop: reading host lines, running requests, the runtime module, fds and start-up."""
 
 import builtins
-import io
 import os
 import queue
 import signal
@@ -79,19 +78,87 @@ _END_OF_INPUT = object()
 _PARENT_POLL_SECONDS = 1.0
 
 
-def _read_requests(stream, requests):
-    """Reader thread: route host lines; at EOF the queued requests still run, then the process ends."""
-    while True:
-        line = stream.readline()
-        if not line:
-            requests.put(_END_OF_INPUT)
-            return
-        if not line.strip():
-            continue
-        try:
-            _route_line(line, requests)
-        except Exception as exc:
-            _diagnose("could not handle a host line: %s: %s" % (type(exc).__name__, exc))
+class _RequestReader:
+    """Host lines from the request fd, routed as they arrive. While no cell runs the main thread reads
+    them itself, so a cell reaches it with no hand-off between threads; while a cell runs past its
+    started deadline or waits on the bridge, a reader thread reads them beside it (exit, bridge
+    results, complete and inspect requests; execute requests queue). Reads are non-blocking and
+    serialized by a lock; the reader thread only reads while a cell runs, the main thread only while
+    none does, so a line is never left unread while the main thread waits for one."""
+
+    def __init__(self, fd):
+        os.set_blocking(fd, False)
+        self.fd = fd
+        self.requests = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.pending = b""
+        self.eof = False
+        self.wanted = threading.Event()
+
+    def drain(self, in_cell):
+        """Route every complete line readable now: in_cell, only while a cell runs (the reader thread)."""
+        with self.lock:
+            if in_cell and not _state.cell_active:
+                return
+            while not self.eof:
+                try:
+                    data = os.read(self.fd, 65536)
+                except BlockingIOError:
+                    return
+                if data:
+                    lines = (self.pending + data).split(b"\n")
+                    self.pending = lines.pop()
+                else:
+                    self.eof = True
+                    lines, self.pending = [self.pending], b""
+                for line in lines:
+                    if line.strip():
+                        try:
+                            _route_line(line, self.requests)
+                        except Exception as exc:
+                            _diagnose("could not handle a host line: %s: %s" % (type(exc).__name__, exc))
+                if self.eof:
+                    self.requests.put(_END_OF_INPUT)
+
+    def next_request(self):
+        """Main thread: the next queued request, reading host lines until one comes (_END_OF_INPUT at the end)."""
+        import select
+
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while True:
+            try:
+                return self.requests.get_nowait()
+            except queue.Empty:
+                pass
+            if self.eof:
+                return _END_OF_INPUT
+            self.drain(False)
+            try:
+                return self.requests.get_nowait()
+            except queue.Empty:
+                poller.poll()
+
+    def wake(self):
+        """Have the reader thread read beside the running cell."""
+        if not self.wanted.is_set():
+            self.wanted.set()
+
+    def run(self):
+        """Reader thread: while wanted, wait for host lines and route them as long as a cell runs."""
+        import select
+
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while not self.eof:
+            self.wanted.wait()
+            poller.poll()
+            if not _state.cell_active:
+                self.wanted.clear()
+                if _state.cell_active:
+                    self.wanted.set()
+                continue
+            self.drain(True)
 
 
 def _route_line(line, requests):
@@ -211,6 +278,7 @@ def _handle_request(request):
                 failure = failure or exc
     finally:
         st.cell_active = False
+        protocol._reader_due = None
     _finish_request(request, failure, before)
 
 
@@ -246,9 +314,9 @@ def _watch_parent(parent):
             _shutdown(0)
 
 
-def _serve(requests):
+def _serve(reader):
     while True:
-        item = requests.get()
+        item = reader.next_request()
         if item is _END_OF_INPUT:
             _shutdown(0)
         try:
@@ -366,14 +434,14 @@ def main():
     # Installed once: between cells the handler ignores SIGINT (nothing is active), so no cell pays
     # for switching it on and off.
     signal.signal(signal.SIGINT, _on_sigint)
-    requests = queue.SimpleQueue()
-    stream = io.open(request_fd, "rb")
+    reader = _RequestReader(request_fd)
+    protocol._wake_reader = reader.wake
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
     threading.Thread(target=_fd2_pump.run, name="veyyon-stderr", daemon=True).start()
     threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
-    threading.Thread(target=_read_requests, args=(stream, requests), name="veyyon-stdin", daemon=True).start()
+    threading.Thread(target=reader.run, name="veyyon-stdin", daemon=True).start()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
-    _serve(requests)
+    _serve(reader)
 
 
 state._BOUNDARY_CODE = _user_call.__code__

@@ -271,5 +271,54 @@ class StartedTest(unittest.TestCase):
         self.assertEqual(self.wire.wait_for_writes(2), 2)
 
 
+class RequestReaderTest(unittest.TestCase):
+    def setUp(self):
+        self.wire = Wire()
+        self.runner = self.wire.runner
+        self.read_end, self.write_end = os.pipe()
+        self.reader = self.runner._RequestReader(self.read_end)
+
+    def tearDown(self):
+        self.runner._state.cell_active = False
+        for fd in (self.read_end, self.write_end):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.wire.close()
+
+    def test_the_main_thread_reads_lines_split_across_writes_and_ends_after_them(self):
+        os.write(self.write_end, b'{"id":"a","code":"1"}\n\n{"id":"b","co')
+        self.assertEqual(self.reader.next_request().id, "a")
+        os.write(self.write_end, b'de":"2"}\n{"id":"c","code":"3"}')
+        self.assertEqual(self.reader.next_request().id, "b")
+        os.close(self.write_end)
+        self.assertEqual(self.reader.next_request().id, "c")
+        self.assertIs(self.reader.next_request(), self.runner._END_OF_INPUT)
+        self.assertIs(self.reader.next_request(), self.runner._END_OF_INPUT)
+
+    def test_the_reader_thread_reads_beside_a_running_cell_once_woken(self):
+        self.runner._state.cell_active = True
+        thread = threading.Thread(target=self.reader.run, daemon=True)
+        thread.start()
+        self.reader.wake()
+        os.write(self.write_end, b'{"id":"next","code":"1"}\n')
+        self.assertEqual(self.reader.requests.get(timeout=30).id, "next")
+        self.runner._state.cell_active = False
+        os.close(self.write_end)
+        self.assertIs(self.reader.next_request(), self.runner._END_OF_INPUT)
+        self.reader.wake()
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+
+    def test_a_cell_past_its_started_deadline_wakes_the_reader(self):
+        woken = threading.Event()
+        self.runner._wake_reader = woken.set
+        self.runner._STARTED_SECONDS = 0.001
+        self.runner._defer_started("r1")
+        self.runner._send_started()
+        self.assertTrue(woken.wait(30))
+
+
 if __name__ == "__main__":
     unittest.main()
