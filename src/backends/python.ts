@@ -13,8 +13,12 @@ import { makeBackend } from "./Backend.ts"
 
 const ENTRY = "boot.py"
 
+/** The runner package below `runner/python/` (and below its cached copy); boot.py serves it. */
+export const PYTHON_PACKAGE_DIR = "_veyyon_runner"
+
 /**
- * Writes `boot.py`'s compiled runner beside it when no interpreter has yet: a sandboxed
+ * Writes the runner package's compiled modules beside them (boot.py caches each as
+ * `_veyyon_runner/<module>.<cache_tag>.pyc`) when no interpreter has yet: a sandboxed
  * kernel sees the runner cache read-only, so it could not, and would compile the runner
  * at every start. Runs our own runner once, outside the sandbox, with no input (it exits
  * at end of input) and only PATH in its environment; no cell code is involved.
@@ -23,7 +27,7 @@ export const warmRunnerCache = (python: string, runner: CachedRunner): Effect.Ef
   Effect.async<void>((resume) => {
     let cached = false
     try {
-      cached = NodeFs.readdirSync(runner.dir).some((name) => /^runner\..+\.pyc$/.test(name))
+      cached = NodeFs.readdirSync(NodePath.join(runner.dir, PYTHON_PACKAGE_DIR)).some((name) => /^server\..+\.pyc$/.test(name))
     } catch {
       cached = false
     }

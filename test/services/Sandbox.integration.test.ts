@@ -148,7 +148,7 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
       if (saved === undefined) delete process.env.XDG_CACHE_HOME
       else process.env.XDG_CACHE_HOME = saved
       const cached = fs.readdirSync(tmp, { recursive: true }).map(String)
-      expect(cached.some((name) => /runner\.[^/]+\.pyc$/.test(name))).toBe(true)
+      expect(cached.some((name) => /_veyyon_runner\/server\.[^/]+\.pyc$/.test(name))).toBe(true)
     } finally {
       if (saved === undefined) delete process.env.XDG_CACHE_HOME
       else process.env.XDG_CACHE_HOME = saved
