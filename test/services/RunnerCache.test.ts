@@ -19,6 +19,7 @@ import {
   RunnerSourceMissing
 } from "../../src/services/RunnerCache.ts"
 import { registeredBackends } from "../../src/backends/index.ts"
+import { PYTHON_PACKAGE_DIR } from "../../src/backends/python.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const roots: Array<string> = []
@@ -264,23 +265,43 @@ describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", ()
     return frames.find((f) => f.type === "result" && f.id === "cell")?.bundle?.["text/plain"]
   }
 
-  it.effect("the spawned boot.py serves cells and leaves the runner's and the prelude's compiled code beside it", () =>
+  it.effect("the spawned boot.py serves cells and leaves each runner module's and the prelude's compiled code beside it", () =>
     Effect.gen(function*() {
       const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure("python")
       const boot = cachedPath(files, "boot.py")
       const prelude = files.sources.get("prelude.py") ?? ""
+      const packageDir = path.join(files.dir, PYTHON_PACKAGE_DIR)
+      const modules = fs.readdirSync(path.join(packageRunner, "python", PYTHON_PACKAGE_DIR)).filter((name) => name.endsWith(".py")).sort()
+      expect(fs.readdirSync(packageDir).sort()).toEqual(modules)
       expect(start(boot, prelude)).toBe("2")
-      const compiled = fs.readdirSync(files.dir).filter((name) => name.endsWith(".pyc")).sort()
-      expect(compiled).toHaveLength(2)
-      expect(compiled[0]).toMatch(/^prelude\.[\w-]+\.pyc$/)
-      expect(compiled[1]).toBe(compiled[0]!.replace(/^prelude/, "runner"))
+      const compiled = [
+        ...fs.readdirSync(files.dir).filter((name) => name.endsWith(".pyc")),
+        ...fs.readdirSync(packageDir).filter((name) => name.endsWith(".pyc")).map((name) => path.join(PYTHON_PACKAGE_DIR, name))
+      ].sort()
+      const tag = compiled.find((name) => name.startsWith("prelude."))!.slice("prelude.".length)
+      expect(compiled).toEqual([
+        ...modules.filter((name) => name !== "__main__.py").map((name) => path.join(PYTHON_PACKAGE_DIR, name.replace(/\.py$/, `.${tag}`))),
+        `prelude.${tag}`
+      ].sort())
       const stamps = compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)
       expect(start(boot, prelude)).toBe("2")
       expect(compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)).toEqual(stamps)
       if (process.platform !== "win32") {
-        expect(fs.statSync(files.dir).mode & 0o777).toBe(0o700)
-        for (const name of fs.readdirSync(files.dir)) expect(fs.statSync(path.join(files.dir, name)).mode & 0o777).toBe(0o600)
+        for (const dir of [files.dir, packageDir]) {
+          expect(fs.statSync(dir).mode & 0o777).toBe(0o700)
+          for (const name of fs.readdirSync(dir)) {
+            if (name !== PYTHON_PACKAGE_DIR) expect(fs.statSync(path.join(dir, name)).mode & 0o777).toBe(0o600)
+          }
+        }
       }
+    }))
+
+  it.effect("the Node runner's modules are cached beside runner.mjs", () =>
+    Effect.gen(function*() {
+      const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure("js")
+      const modules = fs.readdirSync(path.join(packageRunner, "js")).filter((name) => name.endsWith(".mjs")).sort()
+      expect(modules).toEqual(expect.arrayContaining(["runner.mjs", "prelude.mjs", "protocol.mjs", "execution.mjs"]))
+      expect(fs.readdirSync(files.dir).sort()).toEqual(modules)
     }))
 
   it.effect.skipIf(process.platform === "win32")("boot.py refuses a cache directory others can write, and loads no planted code from it", () =>
