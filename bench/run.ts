@@ -158,7 +158,7 @@ export const resultsMarkdown = (results: BenchResults): string => {
     `${m.loadAverage.end.join(" ")} at the end; a fixed loop of 10^8 additions took ${m.calibrationMs.start} / ${m.calibrationMs.end} ms (about 100 ms on an idle core).`,
     `veyyon and the floor: ${results.interpreters.veyyon}. Jupyter: ${results.interpreters.jupyter}.`,
     "",
-    "Columns: **veyyon** through `EvalTool.run` (rows naming `PythonKernel` use the bare kernel below the tool); " +
+    "Columns: **veyyon** through `EvalTool.run` (rows naming `Kernel` use the bare kernel below the tool); " +
     "**floor**: a ~20-line stdlib NDJSON exec loop (`bench/floor.py`) driven from Node over the same pipes (for streaming: Python printing the same lines into a pipe Node reads); " +
     "**Jupyter**: ipykernel driven by jupyter_client's BlockingKernelClient, timed inside that client. **met** gives veyyon's value over the target's limit.",
     "",

@@ -1,11 +1,11 @@
 /**
  * The system under test, as an embedder builds it: `evalLayer` with explicit settings
  * (the resolved interpreter, artifacts in the bench's scratch directory), and the raw
- * `PythonKernel` path below the tool for comparison.
+ * `Kernel` path below the tool for comparison.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Layer, ManagedRuntime, type Scope } from "effect"
-import * as PythonKernel from "../src/kernel/PythonKernel.ts"
+import * as Kernel from "../src/kernel/Kernel.ts"
 import { evalLayer, type EvalServices } from "../src/layers/EvalLive.ts"
 import { NodeKernelSpawnerLive } from "../src/layers/NodeKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../src/services/AgentBridge.ts"
@@ -52,13 +52,13 @@ export const rawKernel = (
   artifactsDir: string,
   cwd: string,
   sessionId: string
-): Effect.Effect<PythonKernel.PythonKernel, KernelStartError, Scope.Scope> =>
+): Effect.Effect<Kernel.Kernel, KernelStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const runtime = yield* PythonRuntime
     const files = yield* Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure("python")))
-    return yield* PythonKernel.make({
-      python,
-      runnerPath: cachedPath(files, "boot.py"),
+    return yield* Kernel.make({
+      command: python,
+      args: ["-u", cachedPath(files, "boot.py")],
       cwd,
       env: runtime.kernelEnv({}, { artifactsDir: sessionArtifactsDir(artifactsDir, sessionId) }),
       prelude: files.sources.get("prelude.py") ?? "",
@@ -68,8 +68,8 @@ export const rawKernel = (
 
 /** Runs one cell in a bare kernel, collecting its outputs. */
 export const rawExecute = (
-  kernel: PythonKernel.PythonKernel,
-  request: PythonKernel.ExecuteRequest
+  kernel: Kernel.Kernel,
+  request: Kernel.ExecuteRequest
 ): Effect.Effect<ReadonlyArray<unknown>, KernelError> =>
   Effect.suspend(() => {
     const outputs: Array<unknown> = []

@@ -52,7 +52,7 @@ export {
 } from "./services/SessionRecord.ts"
 export { OutputSink, type SinkOutput, type SinkResult, type Truncation } from "./services/OutputSink.ts"
 export { clampTimeoutSeconds, InvalidTimeout } from "./services/CellTimeout.ts"
-export * as PythonKernel from "./kernel/PythonKernel.ts"
+export * as Kernel from "./kernel/Kernel.ts"
 export { KernelOutput, type CellOutcome } from "./kernel/KernelOutput.ts"
 export { KernelClosed, KernelDied, KernelStartError, type KernelError } from "./kernel/KernelError.ts"
 export { KernelSpawner, type FrameChannel, type KernelProcess, type SpawnSpec } from "./kernel/KernelProcess.ts"

@@ -98,7 +98,7 @@ export const cold = async (context: BenchContext): Promise<FigureResult> => {
       jupyter: m(jupyter),
       target: target("<= python -c pass + 40 ms", m(tool), passMedian + 40, "at-most")
     },
-    { figure: "2 cold start", measure: "median, PythonKernel.make + execute", unit: "ms", veyyon: m(raw), floor: m(floor), jupyter: m(jupyter) },
+    { figure: "2 cold start", measure: "median, Kernel.make + execute", unit: "ms", veyyon: m(raw), floor: m(floor), jupyter: m(jupyter) },
     { figure: "2 cold start", measure: "median, python -c pass", unit: "ms", veyyon: passMedian, floor: passMedian, jupyter: m(jupyterPass) },
     ...(pairs === undefined ? [] : [
       {

@@ -132,7 +132,7 @@ export const interrupt = async (context: BenchContext): Promise<FigureResult> =>
     })
     rows.push({
       figure: "5 interrupt",
-      measure: `${name} cell, median, PythonKernel.run (cancel)`,
+      measure: `${name} cell, median, Kernel.run (cancel)`,
       unit: "ms",
       veyyon: median(raw[name]),
       floor: median(floor[name]),

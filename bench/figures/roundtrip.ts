@@ -1,6 +1,6 @@
 /**
  * Figure 1: the warm round trip of a trivial cell (`x = 1 + 1`), p50 and p99, through
- * `EvalTool.run` and through the bare `PythonKernel.run`, against the floor and Jupyter.
+ * `EvalTool.run` and through the bare `Kernel.run`, against the floor and Jupyter.
  */
 import { Effect } from "effect"
 import type { BenchContext, FigureResult } from "../context.ts"
@@ -73,8 +73,8 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
       target: target("<= 2x floor p50", p(tool, 0.5), 2 * floorP50, "at-most")
     },
     { figure: "1 warm round trip", measure: "p99, EvalTool.run", unit: "us", veyyon: p(tool, 0.99), floor: p(floor, 0.99), jupyter: p(jupyter, 0.99) },
-    { figure: "1 warm round trip", measure: "p50, PythonKernel.run", unit: "us", veyyon: p(raw, 0.5), floor: floorP50, jupyter: p(jupyter, 0.5) },
-    { figure: "1 warm round trip", measure: "p99, PythonKernel.run", unit: "us", veyyon: p(raw, 0.99), floor: p(floor, 0.99), jupyter: p(jupyter, 0.99) }
+    { figure: "1 warm round trip", measure: "p50, Kernel.run", unit: "us", veyyon: p(raw, 0.5), floor: floorP50, jupyter: p(jupyter, 0.5) },
+    { figure: "1 warm round trip", measure: "p99, Kernel.run", unit: "us", veyyon: p(raw, 0.99), floor: p(floor, 0.99), jupyter: p(jupyter, 0.99) }
   ]
   return {
     id: "roundtrip",

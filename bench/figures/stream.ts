@@ -78,7 +78,7 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
       jupyter: jupyter === undefined ? null : rate(jupyter.bytes, jupyter.ms),
       target: target(">= 50% of floor raw pipe", toolRate, floorRate / 2, "at-least")
     },
-    { figure: "3 streaming", measure: `${size} in 1 KiB lines, PythonKernel.run`, unit: "MB/s", veyyon: rate(raw.bytes, raw.ms), floor: floorRate, jupyter: null },
+    { figure: "3 streaming", measure: `${size} in 1 KiB lines, Kernel.run`, unit: "MB/s", veyyon: rate(raw.bytes, raw.ms), floor: floorRate, jupyter: null },
     {
       figure: "3 streaming",
       measure: "host RSS growth during the cell",

@@ -1,9 +1,14 @@
 /**
  * The cell watchdog: a wall-clock budget on a cell's own work that pauses while any
  * bridge call is in flight. Pauses nest; the resume that brings them to zero starts a
- * fresh full window. Output never extends the budget.
+ * fresh full window (see `WatchdogBudget`). Output never extends the budget.
+ *
+ * A window is one fiber sleeping on the fiber's `Clock`: the live clock in production,
+ * a `TestClock` in tests, the same code either way. It is not tied to a scope, so a cell
+ * starts and stops its watchdog without a finalizer.
  */
-import { Deferred, Duration, Effect, Exit, Fiber, type Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, type Fiber, FiberId, type Scope } from "effect"
+import * as WatchdogBudget from "./WatchdogBudget.ts"
 
 /** A running watchdog for one cell. */
 export interface CellWatchdog {
@@ -15,79 +20,59 @@ export interface CellWatchdog {
   readonly expired: Effect.Effect<void>
   /** How many pauses are outstanding. */
   readonly pauses: Effect.Effect<number>
+  /** Disarms the watchdog for good (idempotent); it never rings after this. */
+  readonly stop: Effect.Effect<void>
 }
-
-/** Starts and stops the window's timer. */
-interface Timer {
-  readonly arm: Effect.Effect<void>
-  readonly disarm: Effect.Effect<void>
-}
-
-/** The clock of a runtime nobody configured, whose sleeps are plain host timers. */
-const liveClock = Effect.runSync(Effect.clock)
-
-/** Under the live clock a window is a host timer: arming it costs no fiber. */
-const hostTimer = (window: Duration.Duration, ring: Effect.Effect<void>) =>
-  Effect.gen(function*() {
-    let handle: ReturnType<typeof setTimeout> | undefined
-    const disarm = Effect.sync(() => {
-      if (handle !== undefined) clearTimeout(handle)
-      handle = undefined
-    })
-    yield* Effect.addFinalizer(() => disarm)
-    const arm = Effect.sync(() => {
-      handle = setTimeout(() => {
-        handle = undefined
-        Effect.runFork(ring)
-      }, Duration.toMillis(window))
-    })
-    return { arm, disarm } satisfies Timer
-  })
-
-/** Under any other clock (a `TestClock`) a window is a fiber sleeping on that clock. */
-const clockTimer = (window: Duration.Duration, ring: Effect.Effect<void>) =>
-  Effect.gen(function*() {
-    const scope = yield* Effect.scope
-    let fiber: Fiber.RuntimeFiber<void> | undefined
-    const arm = Effect.map(Effect.forkIn(Effect.zipRight(Effect.sleep(window), ring), scope), (started) => {
-      fiber = started
-    })
-    const disarm = Effect.suspend(() => {
-      const running = fiber
-      fiber = undefined
-      return running === undefined ? Effect.void : Fiber.interruptFork(running)
-    })
-    return { arm, disarm } satisfies Timer
-  })
 
 /**
- * Starts a watchdog with `budget`; `onExpire` runs once when it runs out. Closing the
- * scope disarms it. Pause and resume complete without suspending, so calls from
- * different fibers cannot interleave inside them.
+ * Starts a watchdog with `budget`; `onExpire` runs once when it runs out, unless `stop`
+ * ran first. Pause, resume and stop complete without suspending, so calls from different
+ * fibers cannot interleave inside them.
  */
+export const start = (
+  budget: Duration.DurationInput,
+  onExpire: Effect.Effect<void> = Effect.void
+): Effect.Effect<CellWatchdog> =>
+  Effect.suspend(() => {
+    const window = Duration.decode(budget)
+    const expired = Deferred.unsafeMake<void>(FiberId.none)
+    let stopped = false
+    let state = WatchdogBudget.running
+    let fiber: Fiber.RuntimeFiber<void> | undefined
+    const ring = Effect.suspend(() => {
+      fiber = undefined
+      return stopped ? Effect.void : Effect.zipRight(Deferred.done(expired, Exit.void), onExpire)
+    })
+    const arm = Effect.map(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(window), ring))), (started) => {
+      fiber = started
+    })
+    const disarm = Effect.sync(() => {
+      const running = fiber
+      fiber = undefined
+      running?.unsafeInterruptAsFork(FiberId.none)
+    })
+    const apply = (step: WatchdogBudget.BudgetStep) =>
+      Effect.suspend(() => {
+        state = step.budget
+        if (stopped) return Effect.void
+        return step.action === "arm" ? arm : step.action === "disarm" ? disarm : Effect.void
+      })
+    const watchdog: CellWatchdog = {
+      pause: Effect.suspend(() => apply(WatchdogBudget.pause(state))),
+      resume: Effect.suspend(() => apply(WatchdogBudget.resume(state))),
+      expired: Deferred.await(expired),
+      pauses: Effect.sync(() => state.pauses),
+      stop: Effect.suspend(() => {
+        stopped = true
+        return disarm
+      })
+    }
+    return Effect.as(arm, watchdog)
+  })
+
+/** `start`, stopped when the scope closes. */
 export const make = (
   budget: Duration.DurationInput,
   onExpire: Effect.Effect<void> = Effect.void
 ): Effect.Effect<CellWatchdog, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const window = Duration.decode(budget)
-    const expired = yield* Deferred.make<void>()
-    const ring = Effect.zipRight(Deferred.done(expired, Exit.void), onExpire)
-    const clock = yield* Effect.clock
-    const timer = clock === liveClock ? yield* hostTimer(window, ring) : yield* clockTimer(window, ring)
-    let pauses = 0
-    yield* timer.arm
-    return {
-      pause: Effect.suspend(() => {
-        pauses++
-        return pauses === 1 ? timer.disarm : Effect.void
-      }),
-      resume: Effect.suspend(() => {
-        if (pauses === 0) return Effect.void
-        pauses--
-        return pauses === 0 ? timer.arm : Effect.void
-      }),
-      expired: Deferred.await(expired),
-      pauses: Effect.sync(() => pauses)
-    }
-  })
+  Effect.acquireRelease(start(budget, onExpire), (watchdog) => watchdog.stop)

@@ -1,5 +1,5 @@
 /**
- * Failures of a kernel as a whole (as opposed to a cell's own Python exceptions,
+ * Failures of a kernel as a whole (as opposed to a cell's own exceptions,
  * which arrive as `Error` outputs).
  */
 import { Data } from "effect"
@@ -34,5 +34,5 @@ export class KernelClosed extends Data.TaggedError("KernelClosed")<{ readonly re
   }
 }
 
-/** Anything `PythonKernel.execute` can fail with. */
+/** Anything `Kernel.run` can fail with. */
 export type KernelError = KernelDied | KernelClosed

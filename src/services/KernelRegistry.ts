@@ -27,7 +27,7 @@ import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { describeExit, KernelSpawner } from "../kernel/KernelProcess.ts"
 import { KernelTimings } from "../kernel/KernelTimings.ts"
-import * as PythonKernel from "../kernel/PythonKernel.ts"
+import * as Kernel from "../kernel/Kernel.ts"
 import type { BackendInterpreter, BackendRuntime, BackendRuntimeError, KernelBackend } from "../backends/Backend.ts"
 import { RuntimeUnavailable } from "../backends/Backend.ts"
 import { type BackendId, registeredBackends } from "../backends/index.ts"
@@ -78,7 +78,7 @@ export type RegistryError =
   | KernelClosed
 
 /** One cell for the registry: where, for whom, and what. */
-export interface RegistryRequest extends PythonKernel.ExecuteRequest {
+export interface RegistryRequest extends Kernel.ExecuteRequest {
   /** Default `py`. */
   readonly language?: BackendId
   readonly sessionId: string
@@ -101,7 +101,7 @@ export const RESTART_STATUS_OP = "kernel-restart"
 /** The registry service. */
 export interface KernelRegistryService {
   /** Runs one cell in the kernel for the request's session, cwd and interpreter, handing its outputs to `onOutput`. */
-  readonly run: (request: RegistryRequest, onOutput: PythonKernel.OutputHandler) => Effect.Effect<CellOutcome, RegistryError>
+  readonly run: (request: RegistryRequest, onOutput: Kernel.OutputHandler) => Effect.Effect<CellOutcome, RegistryError>
   /** `run` as a stream of outputs ending with `Done`. */
   readonly execute: (request: RegistryRequest) => Stream.Stream<KernelOutput, RegistryError>
   /** Completions at `cursor` (UTF-16 offset, default the end) of `code`, from the place's kernel (started if need be). */
@@ -204,13 +204,13 @@ const makeRegistry = Effect.gen(function*() {
   }
 
   const knownKeys = new Map<string, KernelKey>()
-  const startedKernels = new WeakMap<KernelKey, PythonKernel.PythonKernel>()
+  const startedKernels = new WeakMap<KernelKey, Kernel.Kernel>()
   const forgetKey = (key: KernelKey) =>
     Effect.sync(() => {
       for (const [request, known] of knownKeys) if (Equal.equals(known, key)) knownKeys.delete(request)
     })
 
-  const startKernel = (key: KernelKey): Effect.Effect<PythonKernel.PythonKernel, RegistryError, Scope.Scope> =>
+  const startKernel = (key: KernelKey): Effect.Effect<Kernel.Kernel, RegistryError, Scope.Scope> =>
     Effect.gen(function*() {
       yield* Effect.addFinalizer(() => forgetKey(key))
       const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
@@ -233,7 +233,7 @@ const makeRegistry = Effect.gen(function*() {
       })
       if (confinement.sandboxed && runtime.beforeSandboxedStart !== undefined) yield* runtime.beforeSandboxedStart(interpreter, runner)
       const launch = backend.launch(interpreter, runner)
-      const start = PythonKernel.make({
+      const start = Kernel.make({
         command: launch.command,
         args: launch.args,
         channel: launch.channel,
@@ -288,13 +288,13 @@ const makeRegistry = Effect.gen(function*() {
       return yield* RcMap.get(kernels, key)
     })
 
-  const attempt = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>
+  const attempt = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     Effect.scoped(Effect.flatMap(liveKernel(key), (kernel) => kernel.run(request, onOutput)))
 
   const retryOnceAfterDeath = (
     run: Effect.Effect<CellOutcome, RegistryError>,
     replace: Effect.Effect<void>,
-    onOutput: PythonKernel.OutputHandler
+    onOutput: Kernel.OutputHandler
   ): Effect.Effect<CellOutcome, RegistryError> =>
     Effect.catchTag(run, "KernelDied", (first) =>
       replace.pipe(
@@ -308,10 +308,10 @@ const makeRegistry = Effect.gen(function*() {
           Effect.zipRight(replace, Effect.as(onOutput(diedError(second)), diedTwiceOutcome(first, second))))
       ))
 
-  const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>
+  const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     retryOnceAfterDeath(attempt(key, request, onOutput), RcMap.invalidate(kernels, key), onOutput)
 
-  const perCallRun = (key: KernelKey, request: RegistryRequest, onOutput: PythonKernel.OutputHandler) =>
+  const perCallRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     retryOnceAfterDeath(
       Effect.scoped(Effect.flatMap(startKernel(key), (kernel) => kernel.run(request, onOutput))),
       Effect.void,
@@ -330,7 +330,7 @@ const makeRegistry = Effect.gen(function*() {
     for (const key of yield* RcMap.keys(kernels)) yield* RcMap.invalidate(kernels, key)
   })
 
-  const run = (request: RegistryRequest, onOutput: PythonKernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> =>
+  const run = (request: RegistryRequest, onOutput: Kernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> =>
     Effect.flatMap(keyFor(request), (key) => {
       if (perCall(key.language)) return perCallRun(key, request, onOutput)
       return request.reset === true
@@ -340,7 +340,7 @@ const makeRegistry = Effect.gen(function*() {
 
   const withKernel = <A>(
     place: KernelPlace,
-    use: (kernel: PythonKernel.PythonKernel) => Effect.Effect<A, KernelClosed | IntrospectionFailed>
+    use: (kernel: Kernel.Kernel) => Effect.Effect<A, KernelClosed | IntrospectionFailed>
   ): Effect.Effect<A, RegistryError | IntrospectionFailed> =>
     perCall(place.language)
       ? Effect.fail(new IntrospectionFailed({ reason: "in per-call kernel mode no kernel is kept between calls to ask" }))
@@ -350,7 +350,7 @@ const makeRegistry = Effect.gen(function*() {
     run,
     complete: (place, code, cursor) => withKernel(place, (kernel) => kernel.complete(code, cursor)),
     inspect: (place, code, cursor, detailLevel) => withKernel(place, (kernel) => kernel.inspect(code, cursor, detailLevel)),
-    execute: (request) => PythonKernel.streamOf((onOutput) => run(request, onOutput)),
+    execute: (request) => Kernel.streamOf((onOutput) => run(request, onOutput)),
     reset,
     shutdownAll,
     keys: RcMap.keys(kernels)

@@ -9,7 +9,7 @@ import { pathToFileURL } from "node:url"
 import { Duration, Effect, Layer } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
 import { AgentBridge, AgentBridgeNotConfigured, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
@@ -49,7 +49,7 @@ export const tempDir = (prefix: string) =>
 /** A JavaScript kernel in `cwd` with VEYYON_ARTIFACTS_DIR set; shut down with its scope. */
 export const startJsKernel = (options: { readonly cwd?: string; readonly artifactsDir?: string } = {}) =>
   Effect.flatMap(AgentBridge, (bridge) =>
-    PythonKernel.make({
+    Kernel.make({
       command: process.execPath,
       args: [jsRunnerPath],
       channel: "fd3",
@@ -61,8 +61,8 @@ export const startJsKernel = (options: { readonly cwd?: string; readonly artifac
     }).pipe(Effect.provideService(AgentBridge, withKvWrites(bridge, makeKvStore(), kvDirOf(options.artifactsDir ?? "/nonexistent")))))
 
 /** Runs one cell and collects its outputs. */
-export const run = (kernel: PythonKernel.PythonKernel, code: string, extra: Partial<PythonKernel.ExecuteRequest> = {}) =>
-  PythonKernel.executeCollect(kernel, { code, ...extra })
+export const run = (kernel: Kernel.Kernel, code: string, extra: Partial<Kernel.ExecuteRequest> = {}) =>
+  Kernel.executeCollect(kernel, { code, ...extra })
 
 export const stdoutOf = (outputs: ReadonlyArray<KernelOutput>): string =>
   outputs.flatMap((o) => (o._tag === "Stdout" ? [o.text] : [])).join("")

@@ -60,6 +60,18 @@ describe("CellWatchdog", () => {
       expect(yield* isExpired(watchdog)).toBe(true)
     }))
 
+  it.effect("a stopped watchdog never rings, however far the clock moves", () =>
+    Effect.gen(function*() {
+      let rings = 0
+      const watchdog = yield* CellWatchdog.start(Duration.seconds(5), Effect.sync(() => rings++))
+      yield* TestClock.adjust(Duration.seconds(4))
+      yield* watchdog.stop
+      yield* watchdog.resume
+      yield* TestClock.adjust(Duration.hours(1))
+      expect(rings).toBe(0)
+      expect(yield* isExpired(watchdog)).toBe(false)
+    }))
+
   it.scopedLive("under the live clock, rings once after the budget and not while paused", () =>
     Effect.gen(function*() {
       let rings = 0

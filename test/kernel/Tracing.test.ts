@@ -3,7 +3,7 @@ import { SpanStatusCode } from "@opentelemetry/api"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { TracingLive } from "../../src/layers/Tracing.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
@@ -25,21 +25,21 @@ describe("kernel spans", () => {
     return Effect.gen(function*() {
       yield* Effect.scoped(
         Effect.gen(function*() {
-          const kernel = yield* PythonKernel.make({ python: "fake", runnerPath: "r.py", cwd: "/", env: {}, skipCheck: true, key: "s1" })
-          yield* PythonKernel.executeCollect(kernel, { code: "print hi" })
+          const kernel = yield* Kernel.make({ command: "fake", args: ["-u", "r.py"], cwd: "/", env: {}, skipCheck: true, key: "s1" })
+          yield* Kernel.executeCollect(kernel, { code: "print hi" })
           const cancel = yield* Deferred.make<void>()
-          const fiber = yield* Effect.fork(PythonKernel.executeCollect(kernel, { code: "sleep", cancel: Deferred.await(cancel) }))
+          const fiber = yield* Effect.fork(Kernel.executeCollect(kernel, { code: "sleep", cancel: Deferred.await(cancel) }))
           yield* Effect.sleep(Duration.millis(10))
           yield* Deferred.succeed(cancel, undefined)
           yield* Fiber.join(fiber)
-          yield* PythonKernel.executeCollect(kernel, { code: "hang-hard", timeoutSeconds: 0.02 })
+          yield* Kernel.executeCollect(kernel, { code: "hang-hard", timeoutSeconds: 0.02 })
         })
       )
       yield* Effect.scoped(
         Effect.gen(function*() {
-          const kernel = yield* PythonKernel.make({ python: "fake", runnerPath: "r.py", cwd: "/", env: {}, skipCheck: true, key: "s2" })
-          yield* PythonKernel.executeCollect(kernel, { code: "raise boom" })
-          yield* PythonKernel.executeCollect(kernel, { code: "sleep", timeoutSeconds: 0.02 })
+          const kernel = yield* Kernel.make({ command: "fake", args: ["-u", "r.py"], cwd: "/", env: {}, skipCheck: true, key: "s2" })
+          yield* Kernel.executeCollect(kernel, { code: "raise boom" })
+          yield* Kernel.executeCollect(kernel, { code: "sleep", timeoutSeconds: 0.02 })
         })
       )
       const spans = exporter.getFinishedSpans()

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { AgentBridgeError, AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
 import {
@@ -139,7 +139,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("prelude bridge h
       const kernel = yield* startKernel(yield* tempDir("prelude-bridge-"))
       const cancel = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(
-        PythonKernel.executeCollect(kernel, {
+        Kernel.executeCollect(kernel, {
           code: "parallel(agent.defer('x'), agent.defer('y'))",
           cancel: Deferred.await(cancel)
         })

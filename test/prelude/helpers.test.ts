@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { baseLayer, doneOf, preludeSource, python, resultOf, run, startKernel, stdoutOf, tempDir } from "./kernel.ts"
@@ -57,7 +57,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("prelude defs() a
     Effect.gen(function*() {
       const kernel = yield* startKernel(yield* tempDir("prelude-helpers-"))
       yield* run(kernel, "before = (agent, completion, parallel, kv, defs, env)\njson = 'mine'")
-      const again = yield* PythonKernel.executeCollect(kernel, { code: preludeSource, silent: true, storeHistory: false })
+      const again = yield* Kernel.executeCollect(kernel, { code: preludeSource, silent: true, storeHistory: false })
       expect(doneOf(again).status).toBe("ok")
       const check = yield* run(kernel, "all(a is b for a, b in zip(before, (agent, completion, parallel, kv, defs, env))), json, sorted(defs())")
       expect(resultOf(check)).toBe("(True, 'mine', ['before', 'json'])")

@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { Duration, Effect, Layer } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { AgentBridge, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
 import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
@@ -43,9 +43,9 @@ export const tempDir = (prefix: string) =>
 /** A kernel with the prelude loaded and VEYYON_ARTIFACTS_DIR set; shut down with its scope. */
 export const startKernel = (artifactsDir: string) =>
   Effect.flatMap(AgentBridge, (bridge) =>
-    PythonKernel.make({
-      python: python!,
-      runnerPath,
+    Kernel.make({
+      command: python!,
+      args: ["-u", runnerPath],
       cwd: process.cwd(),
       env: {
         PATH: process.env.PATH ?? "/usr/bin:/bin",
@@ -57,8 +57,8 @@ export const startKernel = (artifactsDir: string) =>
     }).pipe(Effect.provideService(AgentBridge, withKvWrites(bridge, makeKvStore(), kvDirOf(artifactsDir)))))
 
 /** Runs one cell and collects its outputs. */
-export const run = (kernel: PythonKernel.PythonKernel, code: string, timeoutSeconds?: number) =>
-  PythonKernel.executeCollect(kernel, { code, ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }) })
+export const run = (kernel: Kernel.Kernel, code: string, timeoutSeconds?: number) =>
+  Kernel.executeCollect(kernel, { code, ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }) })
 
 export const stdoutOf = (outputs: ReadonlyArray<KernelOutput>): string =>
   outputs.flatMap((o) => (o._tag === "Stdout" ? [o.text] : [])).join("")

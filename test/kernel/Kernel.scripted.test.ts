@@ -2,13 +2,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { allExited, lastSpawn, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 
-const spec: PythonKernel.KernelSpec = {
-  python: "fake-python",
-  runnerPath: "runner.py",
+const spec: Kernel.KernelLaunch = {
+  command: "fake-python",
+  args: ["-u", "runner.py"],
   cwd: "/",
   env: {},
   prelude: "print prelude",
@@ -26,8 +26,8 @@ const setup = (bridge: Layer.Layer<AgentBridge> = AgentBridgeNotConfigured) => {
   return { spawns: scripted.spawns, layer: Layer.mergeAll(scripted.layer, bridge, fastTimings) }
 }
 
-const run = (kernel: PythonKernel.PythonKernel, code: string, extra: Partial<PythonKernel.ExecuteRequest> = {}) =>
-  PythonKernel.executeCollect(kernel, { code, ...extra })
+const run = (kernel: Kernel.Kernel, code: string, extra: Partial<Kernel.ExecuteRequest> = {}) =>
+  Kernel.executeCollect(kernel, { code, ...extra })
 
 const last = (outputs: ReadonlyArray<KernelOutput>) => outputs[outputs.length - 1]!
 const doneOf = (outputs: ReadonlyArray<KernelOutput>) => {
@@ -36,11 +36,11 @@ const doneOf = (outputs: ReadonlyArray<KernelOutput>) => {
   return done
 }
 
-describe("PythonKernel with a scripted process", () => {
+describe("Kernel with a scripted process", () => {
   it.live("starts with init and prelude, then runs cells in order", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const outputs = yield* run(kernel, "print hello;display pic")
       expect(outputs.map((o) => o._tag)).toEqual(["Stdout", "Display", "Done"])
       expect(doneOf(outputs)).toMatchObject({ status: "ok", executionCount: 1, cancelled: false, killed: false })
@@ -52,7 +52,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("run hands outputs to the handler in order; a handler that throws fails that call, not the kernel", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const seen: Array<string> = []
       const outcome = yield* kernel.run({ code: "print one;print two" }, (output) => Effect.sync(() => seen.push(output._tag)))
       expect(seen).toEqual(["Stdout", "Stdout"])
@@ -70,7 +70,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("queues concurrent executes so they never interleave", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const results = yield* Effect.all(
         Array.from({ length: 5 }, (_, i) => run(kernel, `print a${i};wait 5;print b${i}`)),
         { concurrency: "unbounded" }
@@ -84,7 +84,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("cancel sends SIGINT and the cell ends cancelled with its outputs", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const cancel = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(run(kernel, "print before;sleep", { cancel: Deferred.await(cancel) }))
       yield* Effect.sleep(Duration.millis(20))
@@ -102,7 +102,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("a cancel that comes before the cell started waits for it, then interrupts it", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const outputs = yield* run(kernel, "sleep", { cancel: Effect.void })
       expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
       expect(Option.getOrThrow(lastSpawn(spawns)).idleSignals).toEqual([])
@@ -112,7 +112,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("a timeout interrupts the cell and says so", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const done = doneOf(yield* run(kernel, "sleep", { timeoutSeconds: 1 }))
       expect(done).toMatchObject({ cancelled: true, timedOut: true, killed: false })
       expect(done.notice).toBe(
@@ -125,7 +125,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("timeout status events pause the watchdog", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const done = doneOf(yield* run(kernel, "pause;wait 1500;resume;print ok", { timeoutSeconds: 1 }))
       expect(done).toMatchObject({ status: "ok", timedOut: false })
     }).pipe(Effect.scoped, Effect.provide(layer))
@@ -134,7 +134,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("a cell that ignores SIGINT gets the kernel killed; the next call fails so the owner replaces it", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const done = doneOf(yield* run(kernel, "hang-hard", { timeoutSeconds: 1 }))
       expect(done).toMatchObject({ cancelled: true, timedOut: true, killed: true })
       expect(done.notice).toContain("was killed")
@@ -151,7 +151,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("interrupting the consumer delivers SIGINT and waits for the cell to stop", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const fiber = yield* Effect.fork(run(kernel, "sleep"))
       yield* Effect.sleep(Duration.millis(20))
       yield* Fiber.interrupt(fiber)
@@ -164,19 +164,19 @@ describe("PythonKernel with a scripted process", () => {
   it.live("a process that dies mid-cell fails the cell with KernelDied", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const exit = yield* Effect.exit(run(kernel, "print bye;exit 3"))
-      expect(PythonKernel.isKernelDeath(exit)).toBe(true)
+      expect(Kernel.isKernelDeath(exit)).toBe(true)
       if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("exit code 3")
       const again = yield* Effect.exit(run(kernel, "print x"))
-      expect(PythonKernel.isKernelDeath(again)).toBe(true)
+      expect(Kernel.isKernelDeath(again)).toBe(true)
     }).pipe(Effect.scoped, Effect.provide(layer))
   })
 
   it.live("a process that dies during start-up fails make with a KernelStartError", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
-      const exit = yield* Effect.exit(PythonKernel.make({ ...spec, prelude: "exit 7" }))
+      const exit = yield* Effect.exit(Kernel.make({ ...spec, prelude: "exit 7" }))
       expect(Exit.isFailure(exit)).toBe(true)
       if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("did not start")
     }).pipe(Effect.scoped, Effect.provide(layer))
@@ -191,7 +191,7 @@ describe("PythonKernel with a scripted process", () => {
     })
     const { layer } = setup(bridge)
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const outputs = yield* run(kernel, "bridge agent;bridge completion")
       const texts = outputs.filter((o) => o._tag === "Stdout").map((o) => o.text)
       expect(texts).toEqual([`{"answer":42,"method":"agent"}\n`, `{"name":"Nope","message":"no completions"}\n`])
@@ -201,7 +201,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("the default bridge answers with a clear error", () => {
     const { layer } = setup()
     return Effect.gen(function*() {
-      const kernel = yield* PythonKernel.make(spec)
+      const kernel = yield* Kernel.make(spec)
       const outputs = yield* run(kernel, "bridge agent")
       const text = outputs.find((o) => o._tag === "Stdout")
       expect(text?._tag === "Stdout" && text.text).toContain("no agent bridge configured")
@@ -212,7 +212,7 @@ describe("PythonKernel with a scripted process", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const kernel = yield* PythonKernel.make(spec).pipe(Scope.extend(scope))
+      const kernel = yield* Kernel.make(spec).pipe(Scope.extend(scope))
       const fiber = yield* Effect.fork(Effect.exit(run(kernel, "hang")))
       yield* Effect.sleep(Duration.millis(20))
       yield* Scope.close(scope, Exit.void)
@@ -225,7 +225,7 @@ describe("PythonKernel with a scripted process", () => {
   it.live("a graceful shutdown uses the exit request and sends no SIGINT", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
-      yield* Effect.scoped(Effect.flatMap(PythonKernel.make(spec), (kernel) => run(kernel, "print x")))
+      yield* Effect.scoped(Effect.flatMap(Kernel.make(spec), (kernel) => run(kernel, "print x")))
       const record = Option.getOrThrow(lastSpawn(spawns))
       expect(record.exit).toEqual({ code: 0, signal: null })
       expect(record.signals).toEqual([])

@@ -3,7 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { isRunning } from "../support/process.ts"
@@ -23,9 +23,9 @@ const layer = Layer.mergeAll(
 )
 
 const start = () =>
-  PythonKernel.make({
-    python: python!,
-    runnerPath,
+  Kernel.make({
+    command: python!,
+    args: ["-u", runnerPath],
     cwd: process.cwd(),
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", PYTHONUNBUFFERED: "1", PYTHONIOENCODING: "utf-8" }
   })
@@ -46,12 +46,12 @@ const eventually = (check: () => boolean, what: string) =>
     throw new Error(`timed out waiting for ${what}`)
   })
 
-describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel with a real Python", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)("Kernel with a real Python", () => {
   it.live("runs cells and keeps state", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
-      yield* PythonKernel.executeCollect(kernel, { code: "x = 41" })
-      const outputs = yield* PythonKernel.executeCollect(kernel, { code: "print(x + 1)" })
+      yield* Kernel.executeCollect(kernel, { code: "x = 41" })
+      const outputs = yield* Kernel.executeCollect(kernel, { code: "print(x + 1)" })
       expect(stdoutOf(outputs)).toBe("42\n")
       expect(doneOf(outputs)).toMatchObject({ status: "ok", cancelled: false })
     }).pipe(Effect.scoped, Effect.provide(layer)))
@@ -59,23 +59,23 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
   it.live("cancel interrupts time.sleep; the kernel keeps its state", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
-      yield* PythonKernel.executeCollect(kernel, { code: "kept = 'yes'" })
+      yield* Kernel.executeCollect(kernel, { code: "kept = 'yes'" })
       const cancel = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(
-        PythonKernel.executeCollect(kernel, { code: "import time\nprint('sleeping', flush=True)\ntime.sleep(60)", cancel: Deferred.await(cancel) })
+        Kernel.executeCollect(kernel, { code: "import time\nprint('sleeping', flush=True)\ntime.sleep(60)", cancel: Deferred.await(cancel) })
       )
       yield* Effect.sleep(Duration.millis(300))
       yield* Deferred.succeed(cancel, undefined)
       const outputs = yield* Fiber.join(fiber)
       expect(outputs.some((o) => o._tag === "Error" && o.ename === "KeyboardInterrupt")).toBe(true)
       expect(doneOf(outputs)).toMatchObject({ status: "error", cancelled: true, killed: false })
-      expect(stdoutOf(yield* PythonKernel.executeCollect(kernel, { code: "print(kept)" }))).toBe("yes\n")
+      expect(stdoutOf(yield* Kernel.executeCollect(kernel, { code: "print(kept)" }))).toBe("yes\n")
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
   it.live("a cancel that arrives before the cell starts still interrupts it, without a kill", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
-      const outputs = yield* PythonKernel.executeCollect(kernel, { code: "import time\ntime.sleep(30)", cancel: Effect.void })
+      const outputs = yield* Kernel.executeCollect(kernel, { code: "import time\ntime.sleep(30)", cancel: Effect.void })
       expect(outputs.some((o) => o._tag === "Error" && o.ename === "KeyboardInterrupt")).toBe(true)
       expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
       expect(yield* kernel.isAlive).toBe(true)
@@ -84,7 +84,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
   it.live("a timed-out cell is interrupted and annotated", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
-      const done = doneOf(yield* PythonKernel.executeCollect(kernel, { code: "import time\ntime.sleep(30)", timeoutSeconds: 1 }))
+      const done = doneOf(yield* Kernel.executeCollect(kernel, { code: "import time\ntime.sleep(30)", timeoutSeconds: 1 }))
       expect(done).toMatchObject({ cancelled: true, timedOut: true, killed: false })
       expect(done.notice).toContain("eval cell timed out after 1s; kernel interrupted but remains running.")
       expect(yield* kernel.isAlive).toBe(true)
@@ -94,7 +94,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
     Effect.gen(function*() {
       const kernel = yield* start()
       const code = "import signal\nsignal.signal(signal.SIGINT, lambda *a: None)\nwhile True:\n    pass"
-      const done = doneOf(yield* PythonKernel.executeCollect(kernel, { code, timeoutSeconds: 1 }))
+      const done = doneOf(yield* Kernel.executeCollect(kernel, { code, timeoutSeconds: 1 }))
       expect(done).toMatchObject({ timedOut: true, killed: true })
       expect(yield* kernel.isAlive).toBe(false)
       expect(isRunning(kernel.pid)).toBe(false)
@@ -106,7 +106,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
       yield* Effect.scoped(
         Effect.gen(function*() {
           const kernel = yield* start()
-          const outputs = yield* PythonKernel.executeCollect(kernel, {
+          const outputs = yield* Kernel.executeCollect(kernel, {
             code: "import subprocess\np = subprocess.Popen(['sleep', '1000'])\nprint(p.pid)"
           })
           child = Number(stdoutOf(outputs).trim())
@@ -119,8 +119,8 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
   it.live("os._exit mid-cell is reported as kernel death with the exit code", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
-      const exit = yield* Effect.exit(PythonKernel.executeCollect(kernel, { code: "import os\nos._exit(3)" }))
-      expect(PythonKernel.isKernelDeath(exit)).toBe(true)
+      const exit = yield* Effect.exit(Kernel.executeCollect(kernel, { code: "import os\nos._exit(3)" }))
+      expect(Kernel.isKernelDeath(exit)).toBe(true)
       if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("exit code 3")
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
@@ -128,7 +128,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
     Effect.gen(function*() {
       const kernel = yield* start()
       const fake = JSON.stringify({ type: "done", id: "r2", status: "ok", executionCount: 99 })
-      const outputs = yield* PythonKernel.executeCollect(kernel, {
+      const outputs = yield* Kernel.executeCollect(kernel, {
         code: [
           "import os, shlex",
           `fake = ${JSON.stringify(fake)}`,
@@ -151,7 +151,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("PythonKernel wit
         Effect.gen(function*() {
           const kernel = yield* start()
           pid = kernel.pid
-          yield* PythonKernel.executeCollect(kernel, { code: "1 + 1" })
+          yield* Kernel.executeCollect(kernel, { code: "1 + 1" })
         })
       )
       expect(isRunning(pid)).toBe(false)

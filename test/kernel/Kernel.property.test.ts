@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, FastCheck, Fiber, Layer, Scope } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
-import * as PythonKernel from "../../src/kernel/PythonKernel.ts"
+import * as Kernel from "../../src/kernel/Kernel.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 
@@ -14,7 +14,7 @@ const timings = Layer.succeed(KernelTimings, {
   startTimeout: Duration.seconds(5)
 })
 
-const spec: PythonKernel.KernelSpec = { python: "fake", runnerPath: "runner.py", cwd: "/", env: {}, skipCheck: true }
+const spec: Kernel.KernelLaunch = { command: "fake", args: ["-u", "runner.py"], cwd: "/", env: {}, skipCheck: true }
 
 /** Every execute ends in exactly one outcome: a Done as its last output, or a typed failure. */
 const expectOneOutcome = (exit: Exit.Exit<ReadonlyArray<{ _tag: string }>, unknown>) => {
@@ -24,7 +24,7 @@ const expectOneOutcome = (exit: Exit.Exit<ReadonlyArray<{ _tag: string }>, unkno
   }
 }
 
-describe("PythonKernel lifecycle against a model", () => {
+describe("Kernel lifecycle against a model", () => {
   it.live.prop(
     "any sequence of executes, interrupts, deaths, timeouts and shutdown keeps the invariants",
     [FastCheck.array(op, { minLength: 1, maxLength: 8 })],
@@ -32,7 +32,7 @@ describe("PythonKernel lifecycle against a model", () => {
       const scripted = makeScriptedSpawner()
       return Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const start = PythonKernel.make(spec).pipe(Scope.extend(scope))
+        const start = Kernel.make(spec).pipe(Scope.extend(scope))
         let kernel = yield* start
         const pids = new Set<number>([kernel.pid])
         for (const step of ops) {
@@ -43,8 +43,8 @@ describe("PythonKernel lifecycle against a model", () => {
             expect(scripted.spawns.records.find((r) => r.pid === previous)?.exit).toBeDefined()
             pids.add(kernel.pid)
           }
-          const run = (code: string, extra: Partial<PythonKernel.ExecuteRequest> = {}) =>
-            Effect.exit(PythonKernel.executeCollect(kernel, { code, ...extra }))
+          const run = (code: string, extra: Partial<Kernel.ExecuteRequest> = {}) =>
+            Effect.exit(Kernel.executeCollect(kernel, { code, ...extra }))
           switch (step) {
             case "ok":
               expectOneOutcome(yield* run("print x"))
@@ -71,7 +71,7 @@ describe("PythonKernel lifecycle against a model", () => {
               break
             }
             case "die":
-              expect(PythonKernel.isKernelDeath(yield* run("print bye;exit 3"))).toBe(true)
+              expect(Kernel.isKernelDeath(yield* run("print bye;exit 3"))).toBe(true)
               break
             case "abandon": {
               const fiber = yield* Effect.fork(run("sleep"))

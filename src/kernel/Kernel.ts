@@ -1,0 +1,507 @@
+/**
+ * One kernel = one supervised actor owning one runner process that speaks the protocol
+ * (any language's runner). Fibers in the kernel's scope read frames, plain output and the
+ * exit; `run` runs one cell at a time and hands its outputs on. Interrupting the caller,
+ * the cell's watchdog or the caller's cancel signal deliver SIGINT; a cell that ignores it
+ * gets the kernel killed. Closing the scope runs the shutdown escalation.
+ *
+ * The parts: `RequestTable` (requests in flight, frame routing), `Interrupt` (SIGINT and
+ * escalation), `Shutdown` (the escalation steps), `Lifecycle` (the pure state machine),
+ * `CellWatchdog` over `WatchdogBudget` (the per-cell budget).
+ */
+import * as NodeFs from "node:fs"
+import { Cause, Deferred, Duration, Effect, Exit, type Fiber, FiberId, FiberSet, Mailbox, Option, Scope, Stream } from "effect"
+import { AgentBridge, type AgentBridgeError } from "../services/AgentBridge.ts"
+import * as CellWatchdog from "./CellWatchdog.ts"
+import { decodeFrames } from "./FrameDecoder.ts"
+import { encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"
+import {
+  type Completion,
+  completionOf,
+  type Inspection,
+  inspectionOf,
+  INTROSPECT_TIMEOUT,
+  IntrospectionFailed,
+  MAX_INTROSPECT_CODE,
+  toCodePoints
+} from "./Introspection.ts"
+import { interruptCell, type InterruptContext } from "./Interrupt.ts"
+import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
+import { type CellOutcome, KernelOutput } from "./KernelOutput.ts"
+import { describeExit, type FrameChannel, KernelSpawner, type ProcessExit } from "./KernelProcess.ts"
+import { KernelTimings } from "./KernelTimings.ts"
+import { DeathCause, isTerminal, type LifecycleAction, LifecycleEvent, LifecycleState, transition } from "./Lifecycle.ts"
+import {
+  abortRequest,
+  type CellRequest,
+  failRequest,
+  frameRouter,
+  type QueryReply,
+  RequestTable,
+  stopRequest
+} from "./RequestTable.ts"
+import { runShutdown, shutdownSteps } from "./Shutdown.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
+import { StderrTail } from "./StderrTail.ts"
+
+/** How to start a kernel: the runner command and what the kernel sets up before its first cell. */
+export interface KernelLaunch {
+  /** The executable, e.g. an interpreter. */
+  readonly command: string
+  /** Its arguments, e.g. `["-u", bootPath]`. */
+  readonly args: ReadonlyArray<string>
+  /** Where it speaks the protocol; default `stdio`. */
+  readonly channel?: FrameChannel
+  /** The kernel's working directory. */
+  readonly cwd: string
+  /** The process environment, already filtered. */
+  readonly env: Readonly<Record<string, string>>
+  /** Environment entries the init request applies inside the runner. */
+  readonly initEnv?: Readonly<Record<string, string>>
+  /** Source run silently after init (the prelude). */
+  readonly prelude?: string
+  /** A label for logs and spans, e.g. the registry key. */
+  readonly key?: string
+  /** Skip checking that the command exists before spawning. */
+  readonly skipCheck?: boolean
+  /** Added to the start error when the command is missing, e.g. how to install or configure it. */
+  readonly missingHint?: string
+  /** Log every frame both ways. */
+  readonly trace?: boolean
+}
+
+/** One cell to run. */
+export interface ExecuteRequest {
+  readonly code: string
+  readonly silent?: boolean
+  readonly storeHistory?: boolean
+  readonly cwd?: string
+  readonly env?: Readonly<Record<string, string>>
+  /** The watchdog budget in seconds; no watchdog when absent. */
+  readonly timeoutSeconds?: number
+  /** Completes when the caller wants the cell stopped (it then ends cancelled, with its outputs). */
+  readonly cancel?: Effect.Effect<void>
+}
+
+/** Receives a running cell's outputs one at a time; the next waits until it completes. */
+export type OutputHandler = (output: KernelOutput) => Effect.Effect<void>
+
+/** A running kernel. */
+export interface Kernel {
+  readonly pid: number
+  /** Runs one cell, handing each output to `onOutput` in order; callers queue and never interleave. */
+  readonly run: (request: ExecuteRequest, onOutput: OutputHandler) => Effect.Effect<CellOutcome, KernelError>
+  /** `run` as a stream of outputs ending with `Done`. */
+  readonly execute: (request: ExecuteRequest) => Stream.Stream<KernelOutput, KernelError>
+  /**
+   * Completions for the token before `cursor` (a UTF-16 offset into `code`; default its
+   * end). Answered beside a running cell, which it neither waits for nor counts as one.
+   */
+  readonly complete: (code: string, cursor?: number) => Effect.Effect<Completion, KernelClosed | IntrospectionFailed>
+  /** What the name at `cursor` is (detail level 1 adds the source), beside any running cell. */
+  readonly inspect: (
+    code: string,
+    cursor?: number,
+    detailLevel?: 0 | 1
+  ) => Effect.Effect<Inspection, KernelClosed | IntrospectionFailed>
+  /** The lifecycle state now. */
+  readonly state: Effect.Effect<LifecycleState>
+  /** Whether the kernel can still run cells. */
+  readonly isAlive: Effect.Effect<boolean>
+  /** Completes with the cause once the kernel is dead. */
+  readonly dead: Effect.Effect<DeathCause>
+  /** Shuts the kernel down now (idempotent); also runs when its scope closes. */
+  readonly shutdown: Effect.Effect<void>
+}
+
+const MAILBOX_CAPACITY = 64
+
+const annotateSpan = (requestId: string, outcome: CellOutcome, outputBytes: number) =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    Effect.sync(() => {
+      if (span._tag === "None") return
+      span.value.attribute("kernel.request_id", requestId)
+      span.value.attribute("kernel.status", outcome.status)
+      span.value.attribute("kernel.execution_count", outcome.executionCount)
+      span.value.attribute("kernel.cancelled", outcome.cancelled)
+      span.value.attribute("kernel.timed_out", outcome.timedOut)
+      span.value.attribute("kernel.killed", outcome.killed)
+      span.value.attribute("kernel.output_bytes", outputBytes)
+    }))
+
+const executeLine = (id: string, req: ExecuteRequest): string =>
+  encodeHostLine({
+    id,
+    code: req.code,
+    silent: req.silent ?? false,
+    storeHistory: req.storeHistory ?? true,
+    ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
+    ...(req.env === undefined ? {} : { env: { ...req.env } })
+  })
+
+/** A cell run with an output handler, as a stream of its outputs ending with `Done`. */
+export const streamOf = <E, R>(
+  start: (onOutput: OutputHandler) => Effect.Effect<CellOutcome, E, R>
+): Stream.Stream<KernelOutput, E, R> =>
+  Stream.unwrapScoped(
+    Effect.gen(function*() {
+      const mailbox = yield* Mailbox.make<KernelOutput, E>({ capacity: MAILBOX_CAPACITY })
+      yield* Effect.addFinalizer(() => mailbox.shutdown)
+      yield* start((output) => Effect.asVoid(mailbox.offer(output))).pipe(
+        Effect.flatMap((outcome) => Effect.zipRight(mailbox.offer(KernelOutput.Done(outcome)), mailbox.end)),
+        Effect.catchAll((error) => mailbox.fail(error)),
+        Effect.forkScoped
+      )
+      return Mailbox.toStream(mailbox)
+    })
+  )
+
+const checkExecutable = (launch: KernelLaunch): Effect.Effect<void, KernelStartError> =>
+  Effect.try({
+    try: () => NodeFs.accessSync(launch.command, NodeFs.constants.X_OK),
+    catch: () =>
+      new KernelStartError({
+        reason: `the runner command ${launch.command} does not exist or is not executable` +
+          (launch.missingHint === undefined ? "" : `. ${launch.missingHint}`),
+        stderr: ""
+      })
+  })
+
+/** Starts a kernel in the current scope; the scope's close shuts it down. */
+export const make = (
+  launch: KernelLaunch
+): Effect.Effect<Kernel, KernelStartError, Scope.Scope | KernelSpawner | AgentBridge> =>
+  Effect.gen(function*() {
+    const spawner = yield* KernelSpawner
+    const bridge = yield* AgentBridge
+    const timings = yield* KernelTimings
+    const label = launch.key ?? launch.cwd
+    if (launch.skipCheck !== true) yield* checkExecutable(launch)
+
+    const proc = yield* spawner
+      .spawn({
+        command: launch.command,
+        args: launch.args,
+        ...(launch.channel === undefined ? {} : { channel: launch.channel }),
+        cwd: launch.cwd,
+        env: launch.env
+      })
+      .pipe(Effect.mapError((error) => new KernelStartError({ reason: error.message, stderr: "" })))
+
+    let lifecycle: LifecycleState = LifecycleState.Starting()
+    const deadSignal = yield* Deferred.make<DeathCause>()
+    const stderrTail = new StderrTail()
+    const table = new RequestTable()
+
+    const writeLine = (line: string): Effect.Effect<void, KernelClosed> =>
+      Effect.zipRight(
+        launch.trace === true ? Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`) : Effect.void,
+        proc.write(line).pipe(Effect.mapError(() => new KernelClosed({ reason: "its process no longer reads requests" })))
+      )
+    const write = (frame: HostFrame) => writeLine(encodeHostLine(frame))
+
+    const failActive = (requestId: string, cause: DeathCause) =>
+      Effect.suspend(() => {
+        const request = table.get(requestId)
+        if (request === undefined) return Effect.void
+        return DeathCause.$match(cause, {
+          Exited: ({ exit }) => failRequest(request, new KernelDied({ exit, stderr: stderrTail.text() })),
+          Shutdown: () => failRequest(request, new KernelClosed({ reason: "it was shut down while the cell ran" })),
+          Killed: () => Effect.void
+        })
+      })
+
+    const actionEffect = (action: LifecycleAction): Effect.Effect<void> => {
+      switch (action._tag) {
+        case "SendSigint":
+          return proc.signal("SIGINT")
+        case "FailActive":
+          return failActive(action.requestId, action.cause)
+        case "Escalate":
+          return Effect.void
+      }
+    }
+
+    const dispatch = (event: LifecycleEvent): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const next = transition(lifecycle, event)
+        lifecycle = next.state
+        const effects = next.actions.map(actionEffect)
+        if (next.state._tag === "Dead") effects.push(Effect.asVoid(Deferred.succeed(deadSignal, next.state.cause)))
+        return effects.length === 0 ? Effect.void : Effect.all(effects, { discard: true })
+      })
+
+    const shutdownOnce = yield* Effect.cached(
+      Effect.uninterruptible(
+        Effect.gen(function*() {
+          yield* dispatch(LifecycleEvent.Shutdown())
+          yield* runShutdown(proc, shutdownSteps(timings.shutdownGrace)).pipe(
+            Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false })
+          )
+          const exit = yield* proc.exitNow
+          if (exit !== undefined) yield* dispatch(LifecycleEvent.Exited({ exit }))
+        })
+      )
+    )
+    yield* Effect.addFinalizer(() => shutdownOnce)
+
+    const onBridge = (request: CellRequest, frame: Extract<RunnerFrame, { type: "bridge" }>) =>
+      Effect.gen(function*() {
+        const pause = request.watchdog?.pause ?? Effect.void
+        const resume = request.watchdog?.resume ?? Effect.void
+        yield* pause
+        const answer: HostFrame = yield* bridge
+          .call({
+            method: frame.method,
+            params: frame.params,
+            callId: frame.callId,
+            requestId: frame.id,
+            ...(launch.key === undefined ? {} : { kernelKey: launch.key })
+          })
+          .pipe(
+            Effect.map((value): HostFrame => ({ type: "bridge_result", callId: frame.callId, ok: true, ...(value === undefined ? {} : { value }) })),
+            Effect.catchAllCause((cause) => {
+              const failure = Cause.failureOption(cause)
+              const error = Option.isSome(failure)
+                ? { name: (failure.value as AgentBridgeError).name, message: (failure.value as AgentBridgeError).message }
+                : { name: "BridgeDefect", message: Cause.pretty(cause) }
+              const failed: HostFrame = { type: "bridge_result", callId: frame.callId, ok: false, error }
+              return Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.succeed(failed)
+            }),
+            Effect.ensuring(resume)
+          )
+        yield* write(answer).pipe(Effect.ignore)
+      })
+
+    /** Bridge calls run beside the cell, in a set made at its first call and closed with the cell. */
+    const runBridge = (request: CellRequest, frame: Extract<RunnerFrame, { type: "bridge" }>) =>
+      Effect.gen(function*() {
+        if (request.bridges === undefined) {
+          const scope = yield* Scope.make()
+          request.bridgeScope = scope
+          request.bridges = yield* Scope.extend(FiberSet.make(), scope)
+        }
+        yield* FiberSet.run(request.bridges, onBridge(request, frame))
+      })
+
+    const route = frameRouter(table, {
+      onDone: (_, frame) => dispatch(LifecycleEvent.Done({ requestId: frame.id })),
+      onBridge: runBridge
+    })
+
+    const stdoutDone = yield* Deferred.make<void>()
+    yield* decodeFrames(proc.frames ?? proc.stdout, { trace: launch.trace === true }).pipe(
+      Stream.runForEach(route),
+      Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
+      Effect.forkScoped
+    )
+    const plainOutput = (bytes: Stream.Stream<Uint8Array>, toOutput: (text: string) => KernelOutput, tail: boolean) =>
+      bytes.pipe(
+        Stream.decodeText(),
+        Stream.runForEach((text) => {
+          if (tail) stderrTail.push(text)
+          const request = table.current
+          return request === undefined ? Effect.void : request.emit(toOutput(text))
+        }),
+        Effect.forkScoped
+      )
+    yield* plainOutput(proc.stderr, (text) => KernelOutput.Stderr({ text }), true)
+    if (proc.frames !== undefined) yield* plainOutput(proc.stdout, (text) => KernelOutput.Stdout({ text }), false)
+    yield* proc.exited.pipe(
+      Effect.tap(() => Effect.interruptible(Deferred.await(stdoutDone)).pipe(Effect.timeoutOption(Duration.millis(500)))),
+      Effect.flatMap((exit) => dispatch(LifecycleEvent.Exited({ exit }))),
+      Effect.forkScoped
+    )
+
+    /** Sends one silent start-up request; the returned effect awaits its end. */
+    const sendStartRequest = (code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
+      Effect.gen(function*() {
+        const errors: Array<string> = []
+        const request = table.add((output) =>
+          Effect.sync(() => {
+            if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
+          })
+        )
+        yield* Effect.addFinalizer(() => Effect.sync(() => table.remove(request)))
+        yield* writeLine(executeLine(request.id, { code, silent: true, storeHistory: false, ...extra }))
+        return Effect.flatMap(Deferred.await(request.ended), () =>
+          request.done?.status === "error"
+            ? new KernelStartError({
+              reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
+              stderr: stderrTail.text()
+            })
+            : Effect.void)
+      })
+
+    const startError = (error: unknown): KernelStartError =>
+      error instanceof KernelStartError
+        ? error
+        : error instanceof KernelDied
+        ? new KernelStartError({ reason: `the runner exited during start-up (${describeExit(error.exit)})`, stderr: error.stderr })
+        : new KernelStartError({ reason: String((error as Error)?.message ?? error), stderr: stderrTail.text() })
+
+    const deathDuringStart = Deferred.await(deadSignal).pipe(
+      Effect.flatMap((cause) =>
+        Effect.gen(function*() {
+          const exit: ProcessExit = cause._tag === "Exited" ? cause.exit : { code: null, signal: null }
+          yield* Deferred.await(stdoutDone).pipe(Effect.timeoutOption(Duration.millis(200)))
+          return yield* new KernelStartError({
+            reason: `the runner exited during start-up (${describeExit(exit)})`,
+            stderr: stderrTail.text()
+          })
+        })
+      )
+    )
+
+    yield* Effect.scoped(Effect.gen(function*() {
+      const init = yield* sendStartRequest("", { cwd: launch.cwd, ...(launch.initEnv === undefined ? {} : { env: launch.initEnv }) })
+      const prelude = launch.prelude !== undefined && launch.prelude.length > 0 ? yield* sendStartRequest(launch.prelude, {}) : Effect.void
+      yield* init
+      yield* prelude
+    })).pipe(
+      Effect.mapError(startError),
+      Effect.raceFirst(deathDuringStart),
+      Effect.timeoutFail({
+        duration: timings.startTimeout,
+        onTimeout: () =>
+          new KernelStartError({
+            reason: `start-up took longer than ${Duration.format(timings.startTimeout)}`,
+            stderr: stderrTail.text()
+          })
+      }),
+      Effect.withSpan("kernel.start", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false })
+    )
+    yield* dispatch(LifecycleEvent.Ready())
+
+    const permits = yield* Effect.makeSemaphore(1)
+    const interrupts: InterruptContext = { escalation: timings.interruptEscalation, dispatch, shutdown: shutdownOnce, label }
+
+    /** What a cell leaves running beside it, stopped when it ends (no finalizer: `onExit`). */
+    const endCell = (request: CellRequest, canceller: Fiber.RuntimeFiber<void> | undefined) =>
+      Effect.suspend(() => {
+        table.remove(request)
+        const stops: Array<Effect.Effect<void>> = []
+        if (request.watchdog !== undefined) stops.push(request.watchdog.stop)
+        canceller?.unsafeInterruptAsFork(FiberId.none)
+        if (request.bridgeScope !== undefined) stops.push(Scope.close(request.bridgeScope, Exit.void))
+        return stops.length === 0 ? Effect.void : Effect.all(stops, { discard: true })
+      })
+
+    const runCell = (req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.Effect<CellOutcome, KernelError> =>
+      Effect.suspend(() => {
+        const state = lifecycle
+        if (state._tag === "Dead" && state.cause._tag === "Exited") {
+          return Effect.fail(new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() }))
+        }
+        if (isTerminal(state)) return Effect.fail(new KernelClosed({ reason: "it was shut down" }))
+        let bytes = 0
+        const request: CellRequest = table.add((output) => {
+          if (output._tag === "Stdout" || output._tag === "Stderr") bytes += output.text.length
+          return Effect.catchAllCause(
+            Effect.suspend(() => onOutput(output)),
+            (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : abortRequest(request, cause)
+          )
+        })
+        let canceller: Fiber.RuntimeFiber<void> | undefined
+        const cell = Effect.gen(function*() {
+          yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))
+          if (req.timeoutSeconds !== undefined) {
+            request.watchdog = yield* CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout"))
+          }
+          if (req.cancel !== undefined) canceller = yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel"))))
+          yield* writeLine(executeLine(request.id, req)).pipe(
+            Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
+            Effect.ignore
+          )
+          const ended = yield* Deferred.await(request.ended)
+          const { frame, notice } = ended._tag === "finished"
+            ? { frame: ended.frame, notice: undefined }
+            : yield* interruptCell(interrupts, request, ended.reason, req.timeoutSeconds)
+          const outcome: CellOutcome = {
+            status: frame?.status ?? "error",
+            executionCount: frame?.executionCount ?? 0,
+            cancelled: ended._tag === "stop" || frame?.cancelled === true,
+            timedOut: ended._tag === "stop" && ended.reason === "timeout",
+            killed: frame === undefined,
+            ...(notice === undefined ? {} : { notice })
+          }
+          if (traced) yield* annotateSpan(request.id, outcome, bytes)
+          return outcome
+        })
+        return cell.pipe(
+          Effect.onExit(() =>
+            request.done !== undefined || isTerminal(lifecycle)
+              ? endCell(request, canceller)
+              : Effect.zipRight(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, canceller))
+          )
+        )
+      }).pipe(permits.withPermits(1))
+
+    const run = (req: ExecuteRequest, onOutput: OutputHandler): Effect.Effect<CellOutcome, KernelError> =>
+      withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
+        attributes: { "kernel.key": label, "kernel.pid": proc.pid },
+        captureStackTrace: false
+      }, cellSpanFailure)
+
+    const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
+
+    const ask = <F extends QueryReply>(
+      code: string,
+      frame: (id: string) => HostFrame
+    ): Effect.Effect<F, KernelClosed | IntrospectionFailed> =>
+      Effect.gen(function*() {
+        if (code.length > MAX_INTROSPECT_CODE) {
+          return yield* new IntrospectionFailed({ reason: `the code is longer than ${MAX_INTROSPECT_CODE} characters` })
+        }
+        if (isTerminal(lifecycle)) return yield* new KernelClosed({ reason: "it was shut down" })
+        const id = table.newId("q")
+        const reply = yield* Deferred.make<QueryReply>()
+        table.queries.set(id, reply)
+        const ended = Effect.flatMap(Deferred.await(deadSignal), () => new KernelClosed({ reason: "it ended before answering" }))
+        const answer = yield* write(frame(id)).pipe(
+          Effect.zipRight(Effect.raceFirst(Deferred.await(reply), ended)),
+          Effect.timeoutFail({
+            duration: INTROSPECT_TIMEOUT,
+            onTimeout: () => new IntrospectionFailed({ reason: `the kernel did not answer within ${Duration.format(INTROSPECT_TIMEOUT)}` })
+          }),
+          Effect.ensuring(Effect.sync(() => table.queries.delete(id)))
+        )
+        if (answer.error !== undefined) return yield* new IntrospectionFailed({ reason: answer.error })
+        return answer as F
+      })
+
+    const complete = (code: string, cursor = code.length) =>
+      ask<Extract<QueryReply, { type: "complete_reply" }>>(code, (id) =>
+        ({ type: "complete", id, code, cursorPos: toCodePoints(code, cursor) })).pipe(
+          Effect.map((reply) => completionOf(code, reply))
+        )
+
+    const inspect = (code: string, cursor = code.length, detailLevel: 0 | 1 = 0) =>
+      ask<Extract<QueryReply, { type: "inspect_reply" }>>(code, (id) =>
+        ({ type: "inspect", id, code, cursorPos: toCodePoints(code, cursor), detailLevel })).pipe(
+          Effect.map(inspectionOf)
+        )
+
+    return {
+      pid: proc.pid,
+      run,
+      execute,
+      complete,
+      inspect,
+      state: Effect.sync(() => lifecycle),
+      isAlive: Effect.sync(() => !isTerminal(lifecycle)),
+      dead: Deferred.await(deadSignal),
+      shutdown: shutdownOnce
+    } satisfies Kernel
+  })
+
+/** Runs a cell and collects its outputs; convenient for tests and one-shot callers. */
+export const executeCollect = (
+  kernel: Kernel,
+  request: ExecuteRequest
+): Effect.Effect<ReadonlyArray<KernelOutput>, KernelError> =>
+  kernel.execute(request).pipe(Stream.runCollect, Effect.map((chunk) => Array.from(chunk)))
+
+/** Whether an exit of `execute` was a kernel death (the registry's cue to replace and retry). */
+export const isKernelDeath = <A>(exit: Exit.Exit<A, KernelError>): boolean =>
+  Exit.isFailure(exit) && Option.exists(Cause.failureOption(exit.cause), (error) => error._tag === "KernelDied")
