@@ -31,6 +31,8 @@ export interface ScriptedProcessRecord {
   /** Requests that arrived while another was still running. */
   overlaps: number
   exit: ProcessExit | undefined
+  /** Ends the process from outside the kernel, as `kill -SIG pid` would. */
+  killFromOutside: (signal: KernelSignal) => Effect.Effect<void>
 }
 
 /** The fakes spawned so far. */
@@ -46,7 +48,16 @@ const line = (frame: unknown): Uint8Array => new TextEncoder().encode(JSON.strin
 const spawnScripted = (spawns: ScriptedSpawns, command: string) =>
   Effect.gen(function*() {
     const pid = nextPid++
-    const record: ScriptedProcessRecord = { pid, command, signals: [], requests: [], idleSignals: [], overlaps: 0, exit: undefined }
+    const record: ScriptedProcessRecord = {
+      pid,
+      command,
+      signals: [],
+      requests: [],
+      idleSignals: [],
+      overlaps: 0,
+      exit: undefined,
+      killFromOutside: () => Effect.void
+    }
     spawns.records.push(record)
     const stdout = yield* Mailbox.make<Uint8Array>()
     const stdin = yield* Queue.unbounded<string>()
@@ -64,6 +75,7 @@ const spawnScripted = (spawns: ScriptedSpawns, command: string) =>
         yield* stdout.end
         yield* Deferred.succeed(exited, exit)
       })
+    record.killFromOutside = (signal) => finish({ code: null, signal })
     const emit = (frame: unknown) => (record.exit === undefined ? Effect.asVoid(stdout.offer(line(frame))) : Effect.void)
 
     const runCommand = (id: string, command: string): Effect.Effect<"continue" | "error" | "cancelled"> => {

@@ -4,7 +4,8 @@
  * kernels are launched, so a JavaScript kernel needs no Python and a Ruby kernel no Node
  * beyond this process. In a backend's `session`
  * mode kernels are reference-counted and retained (shut down after an idle time-to-live
- * nobody holds them); a dead kernel is replaced before the next cell, and a kernel that
+ * nobody holds them); a kernel that dies is evicted the moment it dies (`KernelSupervisor`)
+ * and replaced at the next cell, and a kernel that
  * dies during a cell is replaced and the cell retried once (the outcome says `retried`, with
  * a notice that side effects may have happened twice; a second death ends the cell with a
  * `KernelDied` error output and `kernelExit`, not a failure). In `per-call` mode every
@@ -34,6 +35,7 @@ import { type BackendId, registeredBackends } from "../backends/index.ts"
 import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { kvDirOf, KvStore, withKvWrites } from "./KvStore.ts"
+import * as KernelSupervisor from "./KernelSupervisor.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
 import { PythonRuntime } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError, RunnerSourceMissing } from "./RunnerCache.ts"
@@ -253,8 +255,12 @@ const makeRegistry = Effect.gen(function*() {
       Effect.provideService(KernelTimings, timings)
     )
 
+  const supervisor: KernelSupervisor.KernelSupervisor<KernelKey> = yield* KernelSupervisor.make<KernelKey>({
+    invalidate: (key) => RcMap.invalidate(kernels, key),
+    label: (key) => key.label
+  })
   const kernels = yield* RcMap.make({
-    lookup: startKernel,
+    lookup: (key: KernelKey) => Effect.tap(startKernel(key), (kernel) => supervisor.watch(key, kernel)),
     idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMsOf(settings, key.language))
   })
 
@@ -284,7 +290,7 @@ const makeRegistry = Effect.gen(function*() {
     Effect.gen(function*() {
       const kernel = yield* RcMap.get(kernels, key)
       if (yield* kernel.isAlive) return kernel
-      yield* RcMap.invalidate(kernels, key)
+      yield* supervisor.evict(key)
       return yield* RcMap.get(kernels, key)
     })
 
@@ -309,7 +315,7 @@ const makeRegistry = Effect.gen(function*() {
       ))
 
   const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
-    retryOnceAfterDeath(attempt(key, request, onOutput), RcMap.invalidate(kernels, key), onOutput)
+    retryOnceAfterDeath(attempt(key, request, onOutput), supervisor.evict(key), onOutput)
 
   const perCallRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     retryOnceAfterDeath(
@@ -322,19 +328,19 @@ const makeRegistry = Effect.gen(function*() {
     Effect.gen(function*() {
       const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
       for (const key of yield* RcMap.keys(kernels)) {
-        if (key.matches(sessionId, real, language)) yield* RcMap.invalidate(kernels, key)
+        if (key.matches(sessionId, real, language)) yield* supervisor.evict(key)
       }
     })
 
   const shutdownAll = Effect.gen(function*() {
-    for (const key of yield* RcMap.keys(kernels)) yield* RcMap.invalidate(kernels, key)
+    for (const key of yield* RcMap.keys(kernels)) yield* supervisor.evict(key)
   })
 
   const run = (request: RegistryRequest, onOutput: Kernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> =>
     Effect.flatMap(keyFor(request), (key) => {
       if (perCall(key.language)) return perCallRun(key, request, onOutput)
       return request.reset === true
-        ? Effect.zipRight(RcMap.invalidate(kernels, key), sessionRun(key, request, onOutput))
+        ? Effect.zipRight(supervisor.evict(key), sessionRun(key, request, onOutput))
         : sessionRun(key, request, onOutput)
     })
 

@@ -1,9 +1,11 @@
 import * as os from "node:os"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Exit, Layer, Scope, Stream } from "effect"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Chunk, Duration, Effect, Exit, Layer, Logger, Schedule, Scope, Stream } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
+import { TracingLive } from "../../src/layers/Tracing.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { KernelRegistry, RESTART_STATUS_OP, type RegistryRequest } from "../../src/services/KernelRegistry.ts"
 import { KernelSpawner, type SpawnSpec } from "../../src/kernel/KernelProcess.ts"
@@ -145,6 +147,50 @@ describe("KernelRegistry (session mode)", () => {
       expect(done(yield* run({ code: "print again" })).executionCount).toBe(1)
       expect(spawns.records).toHaveLength(2)
     }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a kernel killed from outside is evicted at once, with a log line and a span event, and the next cell runs in a new one", () => {
+    const { spawns, layer } = setup()
+    const logged: Array<string> = []
+    const logger = Logger.make(({ message }) => logged.push(String(message)))
+    const exporter = new InMemorySpanExporter()
+    const observed = Layer.merge(
+      Logger.replace(Logger.defaultLogger, logger),
+      TracingLive({ spanProcessor: new SimpleSpanProcessor(exporter) })
+    )
+    return Effect.gen(function*() {
+      const registry = yield* KernelRegistry
+      expect(done(yield* run({ code: "print a" })).executionCount).toBe(1)
+      expect(yield* registry.keys).toHaveLength(1)
+      yield* spawns.records[0]!.killFromOutside("SIGKILL")
+      const gone = yield* registry.keys.pipe(
+        Effect.repeat({ until: (keys) => keys.length === 0, schedule: Schedule.spaced(Duration.millis(5)) }),
+        Effect.timeoutOption(Duration.seconds(30))
+      )
+      expect(gone._tag).toBe("Some")
+      const line = logged.find((text) => text.includes("died"))
+      expect(line).toContain("its process exited (signal SIGKILL)")
+      const evicted = exporter.getFinishedSpans().find((span) => span.name === "kernel.evicted")
+      expect(evicted?.attributes).toMatchObject({ "kernel.death": "Exited", "kernel.pid": spawns.records[0]!.pid })
+      expect(evicted?.events.map((event) => event.name)).toContain("kernel.died")
+      const next = done(yield* run({ code: "print b" }))
+      expect(next.executionCount).toBe(1)
+      expect(next.retried).toBeUndefined()
+      expect(spawns.records).toHaveLength(2)
+    }).pipe(Effect.provide(layer), Effect.provide(observed))
+  })
+
+  it.live("a kernel shut down on request is not reported as a death", () => {
+    const { layer } = setup()
+    const logged: Array<string> = []
+    const logger = Logger.make(({ message }) => logged.push(String(message)))
+    return Effect.gen(function*() {
+      const registry = yield* KernelRegistry
+      yield* run({ code: "print a" })
+      yield* registry.reset("s1")
+      yield* Effect.sleep(Duration.millis(50))
+      expect(logged.filter((text) => text.includes("died"))).toEqual([])
+    }).pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
   })
 
   it.live("an idle kernel is shut down after its time-to-live", () => {
