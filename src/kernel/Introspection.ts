@@ -25,7 +25,7 @@ export interface Completion {
   readonly cursorEnd: number
 }
 
-/** What the name at the cursor is; `bundle["text/plain"]` is IPython's `obj?` text when `found`. */
+/** What the name at the cursor is; `bundle["text/plain"]` is the runner's help text (`obj?`) when `found`. */
 export interface Inspection {
   readonly found: boolean
   readonly bundle: MimeBundle

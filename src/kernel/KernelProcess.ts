@@ -15,8 +15,8 @@ export const describeExit = (exit: ProcessExit): string =>
   exit.signal !== null ? `signal ${exit.signal}` : `exit code ${exit.code ?? "unknown"}`
 
 /**
- * Where a runner speaks the protocol: `stdio` (requests on stdin, frames on stdout, as the
- * Python runner does) or `fd3` (both on a socket at fd 3, stdin empty, stdout plain output).
+ * Where a runner speaks the protocol: `stdio` (requests on stdin, frames on stdout) or
+ * `fd3` (both on a socket at fd 3, stdin empty, stdout plain output).
  */
 export type FrameChannel = "stdio" | "fd3"
 
