@@ -5,15 +5,17 @@
  * the cell's watchdog or the caller's cancel signal deliver SIGINT; a cell that ignores it
  * gets the kernel killed. Closing the scope runs the shutdown escalation.
  *
- * The parts: `RequestTable` (requests in flight, frame routing), `Interrupt` (SIGINT and
- * escalation), `Shutdown` (the escalation steps), `Lifecycle` (the pure state machine),
- * `CellWatchdog` over `WatchdogBudget` (the per-cell budget).
+ * The parts: `FrameInbox` (frames from the data callback), `RequestTable` (requests in
+ * flight, frame routing), `Interrupt` (SIGINT and escalation), `Shutdown` (the escalation
+ * steps), `Lifecycle` (the pure state machine), `CellWatchdog` over `WatchdogBudget` (the
+ * per-cell budget).
  */
 import * as NodeFs from "node:fs"
 import { Cause, Deferred, Duration, Effect, Exit, type Fiber, FiberId, FiberSet, Mailbox, Option, Scope, Stream } from "effect"
 import { AgentBridge, type AgentBridgeError } from "../services/AgentBridge.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
 import { decodeFrames } from "./FrameDecoder.ts"
+import * as FrameInbox from "./FrameInbox.ts"
 import { encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"
 import {
   type Completion,
@@ -36,6 +38,8 @@ import {
   type CellRequest,
   failRequest,
   frameRouter,
+  markDone,
+  markStarted,
   type QueryReply,
   RequestTable,
   stopRequest
@@ -289,12 +293,33 @@ export const make = (
       onBridge: runBridge
     })
 
+    /** The hot frames, taken in the data callback when nothing is queued before them. */
+    const takeNow = (frame: RunnerFrame): boolean => {
+      if (frame.type !== "started" && frame.type !== "done") return false
+      const request = table.get(frame.id)
+      if (request === undefined) return frame.type === "started"
+      if (frame.type === "started") {
+        markStarted(request)
+        return true
+      }
+      const next = transition(lifecycle, LifecycleEvent.Done({ requestId: frame.id }))
+      if (next.actions.length > 0 || next.state._tag === "Dead") return false
+      lifecycle = next.state
+      markDone(request, frame)
+      return true
+    }
+
     const stdoutDone = yield* Deferred.make<void>()
-    yield* decodeFrames(proc.frames ?? proc.stdout, { trace: launch.trace === true }).pipe(
-      Stream.runForEach(route),
-      Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
-      Effect.forkScoped
-    )
+    if (proc.listenFrames !== undefined) {
+      const drained = yield* FrameInbox.make(proc.listenFrames, { takeNow, route, trace: launch.trace === true })
+      yield* drained.pipe(Effect.ensuring(Deferred.succeed(stdoutDone, undefined)), Effect.forkScoped)
+    } else {
+      yield* decodeFrames(proc.frames ?? proc.stdout, { trace: launch.trace === true }).pipe(
+        Stream.runForEach(route),
+        Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
+        Effect.forkScoped
+      )
+    }
     const plainOutput = (bytes: Stream.Stream<Uint8Array>, toOutput: (text: string) => KernelOutput, tail: boolean) =>
       bytes.pipe(
         Stream.decodeText(),

@@ -55,11 +55,29 @@ export class StdinClosed extends Data.TaggedError("StdinClosed")<{ readonly pid:
   }
 }
 
+/** Receives the bytes of a channel as they arrive, then its end. */
+export interface ByteListener {
+  readonly onBytes: (bytes: Uint8Array) => void
+  readonly onEnd: () => void
+}
+
+/** Flow control of a listened channel: a paused channel delivers nothing until resumed. */
+export interface ByteFlow {
+  readonly pause: () => void
+  readonly resume: () => void
+}
+
 /** A running child process, owned by the scope it was spawned in. */
 export interface KernelProcess {
   readonly pid: number
   /** Frame bytes when the runner speaks on fd 3 (`stdout` is then plain output); absent: frames are on `stdout`. */
   readonly frames?: Stream.Stream<Uint8Array>
+  /**
+   * Hands the frame channel's bytes (`frames` when present, else `stdout`) to a listener
+   * from the data callback itself, instead of through that stream; then the stream is not
+   * read. Optional: without it the frame channel is read as a stream.
+   */
+  readonly listenFrames?: (listener: ByteListener) => ByteFlow
   /** Raw stdout bytes; a single consumer. Ends when the pipe closes. */
   readonly stdout: Stream.Stream<Uint8Array>
   /** Raw stderr bytes; a single consumer. Ends when the pipe closes. */

@@ -47,6 +47,19 @@ const wakeUp = (request: CellRequest): void => {
   if (wake !== undefined) Deferred.unsafeDone(wake, Exit.void)
 }
 
+/** Records that the runner began the request. */
+export const markStarted = (request: CellRequest): void => {
+  request.started = true
+  wakeUp(request)
+}
+
+/** Records the request's `done` and wakes whoever waits on it. */
+export const markDone = (request: CellRequest, frame: DoneFrame): void => {
+  request.done = frame
+  Deferred.unsafeDone(request.ended, Exit.succeed({ _tag: "finished", frame }))
+  wakeUp(request)
+}
+
 /** Ends a request with `error` (the kernel died or closed under it). */
 export const failRequest = (request: CellRequest, error: KernelError): Effect.Effect<void> =>
   Effect.sync(() => {
@@ -160,10 +173,7 @@ export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (fr
   }
   switch (frame.type) {
     case "started":
-      return Effect.sync(() => {
-        request.started = true
-        wakeUp(request)
-      })
+      return Effect.sync(() => markStarted(request))
     case "stdout":
       return request.emit(KernelOutput.Stdout({ text: frame.data }))
     case "stderr":
@@ -179,14 +189,7 @@ export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (fr
       return Effect.zipRight(control, request.emit(KernelOutput.Status(status)))
     }
     case "done":
-      return Effect.zipRight(
-        handlers.onDone(request, frame),
-        Effect.sync(() => {
-          request.done = frame
-          Deferred.unsafeDone(request.ended, Exit.succeed({ _tag: "finished", frame }))
-          wakeUp(request)
-        })
-      )
+      return Effect.zipRight(handlers.onDone(request, frame), Effect.sync(() => markDone(request, frame)))
     case "bridge":
       return handlers.onBridge(request, frame)
   }

@@ -15,6 +15,8 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as NodeFs from "node:fs"
 import { Deferred, Duration, Effect, Layer, Schedule, Stream } from "effect"
 import {
+  type ByteFlow,
+  type ByteListener,
   KernelSpawner,
   SpawnError,
   StdinClosed,
@@ -140,8 +142,27 @@ const spawnProcess = (spec: SpawnSpec) =>
         : NodeStream.fromReadable<never, Uint8Array>(() => stream, () => undefined as never, {
           closeOnDone: false
         }).pipe(Stream.catchAllCause(() => Stream.empty))
+    const frameSource = (socket ?? child.stdout) as NodeJS.ReadableStream | null
+    const listenFrames = (listener: ByteListener): ByteFlow => {
+      if (frameSource === null) {
+        listener.onEnd()
+        return { pause: () => {}, resume: () => {} }
+      }
+      let ended = false
+      const end = () => {
+        if (ended) return
+        ended = true
+        listener.onEnd()
+      }
+      frameSource.on("data", (bytes: Uint8Array) => listener.onBytes(bytes))
+      frameSource.once("end", end)
+      frameSource.once("close", end)
+      frameSource.on("error", end)
+      return { pause: () => frameSource.pause(), resume: () => frameSource.resume() }
+    }
     const handle: KernelProcess = {
       pid,
+      listenFrames,
       ...(socket === null ? {} : { frames: readable(socket) }),
       stdout: readable(child.stdout),
       stderr: readable(child.stderr),

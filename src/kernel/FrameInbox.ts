@@ -1,0 +1,118 @@
+/**
+ * Frames taken from the process's data callback. Each chunk is split into lines and
+ * decoded right there; a frame the kernel can take at once (`takeNow`: a cell's `started`,
+ * a plain `done`) is handled in the callback when nothing is queued before it, so a quiet
+ * cell wakes its caller without a reader fiber in between. Any other frame is queued, in
+ * order, for one reader fiber that runs the kernel's effects (outputs, bridge calls); a
+ * long queue pauses the channel until the reader catches up. A line that is not a frame
+ * is logged and skipped.
+ */
+import { Deferred, Effect, Either, Exit, FiberId, ParseResult, type Scope } from "effect"
+import { decodeRunnerLine, type RunnerFrame } from "./Frame.ts"
+import { DEFAULT_MAX_FRAME_BYTES } from "./FrameDecoder.ts"
+import type { ByteFlow, ByteListener } from "./KernelProcess.ts"
+import { LineSplitter } from "./LineSplitter.ts"
+
+/** How the inbox hands frames to its kernel. */
+export interface InboxOptions {
+  /** Handles `frame` synchronously if it can; false queues it for `route`. */
+  readonly takeNow: (frame: RunnerFrame) => boolean
+  /** Handles one queued frame. */
+  readonly route: (frame: RunnerFrame) => Effect.Effect<void>
+  /** Log every line received. */
+  readonly trace: boolean
+  readonly maxLineBytes?: number
+}
+
+type Item = { readonly frame: RunnerFrame } | { readonly warning: string } | { readonly traced: string }
+
+/** Queued items beyond which the channel is paused. */
+const HIGH_WATER = 256
+
+const preview = (line: string): string => (line.length > 200 ? `${line.slice(0, 200)}…` : line)
+
+/**
+ * Listens on a frame channel (`listen` is the process's `listenFrames`) and runs the reader
+ * fiber in the current scope; the returned effect completes once the channel ended and
+ * every frame before its end was handled.
+ */
+export const make = (
+  listen: (listener: ByteListener) => ByteFlow,
+  options: InboxOptions
+): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const splitter = new LineSplitter(options.maxLineBytes ?? DEFAULT_MAX_FRAME_BYTES)
+    let queue: Array<Item> = []
+    let ended = false
+    let busy = false
+    let paused = false
+    let wake: Deferred.Deferred<void> | undefined
+    const drained = yield* Deferred.make<void>()
+
+    const signal = () => {
+      const waiting = wake
+      wake = undefined
+      if (waiting !== undefined) Deferred.unsafeDone(waiting, Exit.void)
+    }
+    const accept = (line: string) => {
+      if (line.length === 0) return
+      if (options.trace) queue.push({ traced: `ipc <- ${preview(line)}` })
+      const decoded = decodeRunnerLine(line)
+      if (Either.isLeft(decoded)) {
+        queue.push({
+          warning: `skipped a runner line that is not a frame: ${preview(line)} (${ParseResult.TreeFormatter.formatErrorSync(decoded.left)})`
+        })
+        return
+      }
+      if (queue.length === 0 && !busy && options.takeNow(decoded.right)) return
+      queue.push({ frame: decoded.right })
+    }
+
+    const flow = listen({
+      onBytes: (bytes) => {
+        const split = splitter.push(bytes)
+        for (const line of split.lines) accept(line)
+        if (split.overlong > 0) queue.push({ warning: `skipped ${split.overlong} runner line(s) longer than ${splitter.maxLineBytes} bytes` })
+        if (queue.length > HIGH_WATER && !paused) {
+          paused = true
+          flow.pause()
+        }
+        if (queue.length > 0) signal()
+      },
+      onEnd: () => {
+        const tail = splitter.flush()
+        if (tail !== undefined) accept(tail)
+        ended = true
+        signal()
+      }
+    })
+
+    const handle = (item: Item): Effect.Effect<void> =>
+      "frame" in item
+        ? options.route(item.frame)
+        : "warning" in item
+        ? Effect.logWarning(item.warning)
+        : Effect.logInfo(item.traced)
+
+    const reader = Effect.gen(function*() {
+      while (true) {
+        if (queue.length === 0) {
+          if (ended) return
+          if (paused) {
+            paused = false
+            flow.resume()
+          }
+          wake = Deferred.unsafeMake<void>(FiberId.none)
+          yield* Deferred.await(wake)
+          continue
+        }
+        const items = queue
+        queue = []
+        busy = true
+        for (const item of items) yield* handle(item)
+        busy = false
+      }
+    })
+    yield* reader.pipe(Effect.ensuring(Deferred.succeed(drained, undefined)), Effect.forkScoped)
+    return Deferred.await(drained)
+  })
