@@ -5,47 +5,42 @@
  * the cell's watchdog or the caller's cancel signal deliver SIGINT; a cell that ignores it
  * gets the kernel killed. Closing the scope runs the shutdown escalation.
  *
- * The parts: `FrameInbox` (frames from the data callback), `RequestTable` (requests in
- * flight, frame routing), `Interrupt` (SIGINT and escalation), `Shutdown` (the escalation
- * steps), `Lifecycle` (the pure state machine), `CellWatchdog` over `WatchdogBudget` (the
- * per-cell budget).
+ * The parts: `Startup` (init and prelude), `FrameInbox` (frames from the data callback),
+ * `RequestTable` (requests in flight, frame routing), `BridgeCalls` (a cell's calls to the
+ * host), `Queries` (complete, inspect), `Interrupt` (SIGINT and escalation), `Shutdown`
+ * (the escalation steps), `Lifecycle` (the pure state machine), `CellWatchdog` over
+ * `WatchdogBudget` (the per-cell budget).
  */
 import * as NodeFs from "node:fs"
-import { Cause, Deferred, Duration, Effect, Exit, type Fiber, FiberId, FiberSet, Mailbox, Option, Scope, Stream } from "effect"
-import { AgentBridge, type AgentBridgeError } from "../services/AgentBridge.ts"
+import { Cause, Deferred, Duration, Effect, Exit, type Fiber, FiberId, Mailbox, Option, Scope, Stream } from "effect"
+import { AgentBridge } from "../services/AgentBridge.ts"
+import { bridgeCalls } from "./BridgeCalls.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
+import { encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"
 import { decodeFrames } from "./FrameDecoder.ts"
 import * as FrameInbox from "./FrameInbox.ts"
-import { encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"
-import {
-  type Completion,
-  completionOf,
-  type Inspection,
-  inspectionOf,
-  INTROSPECT_TIMEOUT,
-  IntrospectionFailed,
-  MAX_INTROSPECT_CODE,
-  toCodePoints
-} from "./Introspection.ts"
+import type { Completion, Inspection, IntrospectionFailed } from "./Introspection.ts"
 import { interruptCell, type InterruptContext } from "./Interrupt.ts"
 import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
 import { type CellOutcome, KernelOutput } from "./KernelOutput.ts"
-import { describeExit, type FrameChannel, KernelSpawner, type ProcessExit } from "./KernelProcess.ts"
+import { type FrameChannel, KernelSpawner } from "./KernelProcess.ts"
 import { KernelTimings } from "./KernelTimings.ts"
 import { DeathCause, isTerminal, type LifecycleAction, LifecycleEvent, LifecycleState, transition } from "./Lifecycle.ts"
+import { queries } from "./Queries.ts"
 import {
   abortRequest,
   type CellRequest,
+  executeLine,
   failRequest,
   frameRouter,
   markDone,
   markStarted,
-  type QueryReply,
   RequestTable,
   stopRequest
 } from "./RequestTable.ts"
 import { runShutdown, shutdownSteps } from "./Shutdown.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
+import { startUp } from "./Startup.ts"
 import { StderrTail } from "./StderrTail.ts"
 
 /** How to start a kernel: the runner command and what the kernel sets up before its first cell. */
@@ -132,16 +127,6 @@ const annotateSpan = (requestId: string, outcome: CellOutcome, outputBytes: numb
       span.value.attribute("kernel.killed", outcome.killed)
       span.value.attribute("kernel.output_bytes", outputBytes)
     }))
-
-const executeLine = (id: string, req: ExecuteRequest): string =>
-  encodeHostLine({
-    id,
-    code: req.code,
-    silent: req.silent ?? false,
-    storeHistory: req.storeHistory ?? true,
-    ...(req.cwd === undefined ? {} : { cwd: req.cwd }),
-    ...(req.env === undefined ? {} : { env: { ...req.env } })
-  })
 
 /** A cell run with an output handler, as a stream of its outputs ending with `Done`. */
 export const streamOf = <E, R>(
@@ -249,48 +234,9 @@ export const make = (
     )
     yield* Effect.addFinalizer(() => shutdownOnce)
 
-    const onBridge = (request: CellRequest, frame: Extract<RunnerFrame, { type: "bridge" }>) =>
-      Effect.gen(function*() {
-        const pause = request.watchdog?.pause ?? Effect.void
-        const resume = request.watchdog?.resume ?? Effect.void
-        yield* pause
-        const answer: HostFrame = yield* bridge
-          .call({
-            method: frame.method,
-            params: frame.params,
-            callId: frame.callId,
-            requestId: frame.id,
-            ...(launch.key === undefined ? {} : { kernelKey: launch.key })
-          })
-          .pipe(
-            Effect.map((value): HostFrame => ({ type: "bridge_result", callId: frame.callId, ok: true, ...(value === undefined ? {} : { value }) })),
-            Effect.catchAllCause((cause) => {
-              const failure = Cause.failureOption(cause)
-              const error = Option.isSome(failure)
-                ? { name: (failure.value as AgentBridgeError).name, message: (failure.value as AgentBridgeError).message }
-                : { name: "BridgeDefect", message: Cause.pretty(cause) }
-              const failed: HostFrame = { type: "bridge_result", callId: frame.callId, ok: false, error }
-              return Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.succeed(failed)
-            }),
-            Effect.ensuring(resume)
-          )
-        yield* write(answer).pipe(Effect.ignore)
-      })
-
-    /** Bridge calls run beside the cell, in a set made at its first call and closed with the cell. */
-    const runBridge = (request: CellRequest, frame: Extract<RunnerFrame, { type: "bridge" }>) =>
-      Effect.gen(function*() {
-        if (request.bridges === undefined) {
-          const scope = yield* Scope.make()
-          request.bridgeScope = scope
-          request.bridges = yield* Scope.extend(FiberSet.make(), scope)
-        }
-        yield* FiberSet.run(request.bridges, onBridge(request, frame))
-      })
-
     const route = frameRouter(table, {
       onDone: (_, frame) => dispatch(LifecycleEvent.Done({ requestId: frame.id })),
-      onBridge: runBridge
+      onBridge: bridgeCalls(bridge, write, launch.key)
     })
 
     /** The hot frames, taken in the data callback when nothing is queued before them. */
@@ -338,64 +284,19 @@ export const make = (
       Effect.forkScoped
     )
 
-    /** Sends one silent start-up request; the returned effect awaits its end. */
-    const sendStartRequest = (code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
-      Effect.gen(function*() {
-        const errors: Array<string> = []
-        const request = table.add((output) =>
-          Effect.sync(() => {
-            if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
-          })
-        )
-        yield* Effect.addFinalizer(() => Effect.sync(() => table.remove(request)))
-        yield* writeLine(executeLine(request.id, { code, silent: true, storeHistory: false, ...extra }))
-        return Effect.flatMap(Deferred.await(request.ended), () =>
-          request.done?.status === "error"
-            ? new KernelStartError({
-              reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
-              stderr: stderrTail.text()
-            })
-            : Effect.void)
-      })
-
-    const startError = (error: unknown): KernelStartError =>
-      error instanceof KernelStartError
-        ? error
-        : error instanceof KernelDied
-        ? new KernelStartError({ reason: `the runner exited during start-up (${describeExit(error.exit)})`, stderr: error.stderr })
-        : new KernelStartError({ reason: String((error as Error)?.message ?? error), stderr: stderrTail.text() })
-
-    const deathDuringStart = Deferred.await(deadSignal).pipe(
-      Effect.flatMap((cause) =>
-        Effect.gen(function*() {
-          const exit: ProcessExit = cause._tag === "Exited" ? cause.exit : { code: null, signal: null }
-          yield* Deferred.await(stdoutDone).pipe(Effect.timeoutOption(Duration.millis(200)))
-          return yield* new KernelStartError({
-            reason: `the runner exited during start-up (${describeExit(exit)})`,
-            stderr: stderrTail.text()
-          })
-        })
-      )
-    )
-
-    yield* Effect.scoped(Effect.gen(function*() {
-      const init = yield* sendStartRequest("", { cwd: launch.cwd, ...(launch.initEnv === undefined ? {} : { env: launch.initEnv }) })
-      const prelude = launch.prelude !== undefined && launch.prelude.length > 0 ? yield* sendStartRequest(launch.prelude, {}) : Effect.void
-      yield* init
-      yield* prelude
-    })).pipe(
-      Effect.mapError(startError),
-      Effect.raceFirst(deathDuringStart),
-      Effect.timeoutFail({
-        duration: timings.startTimeout,
-        onTimeout: () =>
-          new KernelStartError({
-            reason: `start-up took longer than ${Duration.format(timings.startTimeout)}`,
-            stderr: stderrTail.text()
-          })
-      }),
-      Effect.withSpan("kernel.start", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false })
-    )
+    yield* startUp({
+      table,
+      writeLine,
+      stderrTail,
+      dead: Deferred.await(deadSignal),
+      framesDrained: Deferred.await(stdoutDone),
+      cwd: launch.cwd,
+      initEnv: launch.initEnv,
+      prelude: launch.prelude,
+      startTimeout: timings.startTimeout,
+      label,
+      pid: proc.pid
+    })
     yield* dispatch(LifecycleEvent.Ready())
 
     const permits = yield* Effect.makeSemaphore(1)
@@ -470,42 +371,12 @@ export const make = (
 
     const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
 
-    const ask = <F extends QueryReply>(
-      code: string,
-      frame: (id: string) => HostFrame
-    ): Effect.Effect<F, KernelClosed | IntrospectionFailed> =>
-      Effect.gen(function*() {
-        if (code.length > MAX_INTROSPECT_CODE) {
-          return yield* new IntrospectionFailed({ reason: `the code is longer than ${MAX_INTROSPECT_CODE} characters` })
-        }
-        if (isTerminal(lifecycle)) return yield* new KernelClosed({ reason: "it was shut down" })
-        const id = table.newId("q")
-        const reply = yield* Deferred.make<QueryReply>()
-        table.queries.set(id, reply)
-        const ended = Effect.flatMap(Deferred.await(deadSignal), () => new KernelClosed({ reason: "it ended before answering" }))
-        const answer = yield* write(frame(id)).pipe(
-          Effect.zipRight(Effect.raceFirst(Deferred.await(reply), ended)),
-          Effect.timeoutFail({
-            duration: INTROSPECT_TIMEOUT,
-            onTimeout: () => new IntrospectionFailed({ reason: `the kernel did not answer within ${Duration.format(INTROSPECT_TIMEOUT)}` })
-          }),
-          Effect.ensuring(Effect.sync(() => table.queries.delete(id)))
-        )
-        if (answer.error !== undefined) return yield* new IntrospectionFailed({ reason: answer.error })
-        return answer as F
-      })
-
-    const complete = (code: string, cursor = code.length) =>
-      ask<Extract<QueryReply, { type: "complete_reply" }>>(code, (id) =>
-        ({ type: "complete", id, code, cursorPos: toCodePoints(code, cursor) })).pipe(
-          Effect.map((reply) => completionOf(code, reply))
-        )
-
-    const inspect = (code: string, cursor = code.length, detailLevel: 0 | 1 = 0) =>
-      ask<Extract<QueryReply, { type: "inspect_reply" }>>(code, (id) =>
-        ({ type: "inspect", id, code, cursorPos: toCodePoints(code, cursor), detailLevel })).pipe(
-          Effect.map(inspectionOf)
-        )
+    const { complete, inspect } = queries({
+      table,
+      write,
+      closed: () => isTerminal(lifecycle),
+      dead: Deferred.await(deadSignal)
+    })
 
     return {
       pid: proc.pid,

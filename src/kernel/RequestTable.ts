@@ -7,7 +7,7 @@
  */
 import { Cause, Deferred, Effect, Exit, FiberId, type FiberSet, type Scope } from "effect"
 import type * as CellWatchdog from "./CellWatchdog.ts"
-import { type CompleteReplyFrame, type DoneFrame, type InspectReplyFrame, type RunnerFrame, STATUS_MIME } from "./Frame.ts"
+import { type CompleteReplyFrame, type DoneFrame, encodeHostLine, type InspectReplyFrame, type RunnerFrame, STATUS_MIME } from "./Frame.ts"
 import type { KernelError } from "./KernelError.ts"
 import { KernelOutput } from "./KernelOutput.ts"
 import type { InterruptReason } from "./Lifecycle.ts"
@@ -83,6 +83,26 @@ export const awaitUntil = (request: CellRequest, reached: (request: CellRequest)
     if (request.failure !== undefined) return Effect.fail(request.failure)
     const wake = request.wake ?? (request.wake = Deferred.unsafeMake<void>(FiberId.none))
     return Effect.zipRight(Effect.interruptible(Deferred.await(wake)), awaitUntil(request, reached))
+  })
+
+/** The fields of an execute request line. */
+export interface ExecuteFields {
+  readonly code: string
+  readonly silent?: boolean
+  readonly storeHistory?: boolean
+  readonly cwd?: string
+  readonly env?: Readonly<Record<string, string>>
+}
+
+/** The execute request line for request `id`. */
+export const executeLine = (id: string, fields: ExecuteFields): string =>
+  encodeHostLine({
+    id,
+    code: fields.code,
+    silent: fields.silent ?? false,
+    storeHistory: fields.storeHistory ?? true,
+    ...(fields.cwd === undefined ? {} : { cwd: fields.cwd }),
+    ...(fields.env === undefined ? {} : { env: { ...fields.env } })
   })
 
 /** A reply to a complete or inspect request. */
