@@ -97,11 +97,11 @@ export const make = (
     const reader = Effect.gen(function*() {
       while (true) {
         if (queue.length === 0) {
-          if (ended) return
           if (paused) {
             paused = false
             flow.resume()
           }
+          if (ended) return
           wake = Deferred.unsafeMake<void>(FiberId.none)
           yield* Deferred.await(wake)
           continue
