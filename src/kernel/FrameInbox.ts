@@ -26,8 +26,9 @@ export interface InboxOptions {
 
 type Item = { readonly frame: RunnerFrame } | { readonly warning: string } | { readonly traced: string }
 
-/** Queued items beyond which the channel is paused. */
-const HIGH_WATER = 256
+/** Queued items, or queued line bytes, beyond which the channel is paused. */
+const HIGH_WATER_ITEMS = 256
+const HIGH_WATER_BYTES = 1024 * 1024
 
 const preview = (line: string): string => (line.length > 200 ? `${line.slice(0, 200)}…` : line)
 
@@ -43,6 +44,7 @@ export const make = (
   Effect.gen(function*() {
     const splitter = new LineSplitter(options.maxLineBytes ?? DEFAULT_MAX_FRAME_BYTES)
     let queue: Array<Item> = []
+    let queuedBytes = 0
     let ended = false
     let busy = false
     let paused = false
@@ -66,6 +68,7 @@ export const make = (
       }
       if (queue.length === 0 && !busy && options.takeNow(decoded.right)) return
       queue.push({ frame: decoded.right })
+      queuedBytes += line.length
     }
 
     const flow = listen({
@@ -73,7 +76,7 @@ export const make = (
         const split = splitter.push(bytes)
         for (const line of split.lines) accept(line)
         if (split.overlong > 0) queue.push({ warning: `skipped ${split.overlong} runner line(s) longer than ${splitter.maxLineBytes} bytes` })
-        if (queue.length > HIGH_WATER && !paused) {
+        if ((queue.length > HIGH_WATER_ITEMS || queuedBytes > HIGH_WATER_BYTES) && !paused) {
           paused = true
           flow.pause()
         }
@@ -108,6 +111,7 @@ export const make = (
         }
         const items = queue
         queue = []
+        queuedBytes = 0
         busy = true
         for (const item of items) yield* handle(item)
         busy = false

@@ -109,4 +109,26 @@ describe("FrameInbox", () => {
       expect(routed).toBe(301)
       expect(ch.flow.resumes).toBe(1)
     }))
+
+  it.scoped("pauses the channel when a few large frames are queued", () =>
+    Effect.gen(function*() {
+      const ch = channel()
+      const gate = yield* Deferred.make<void>()
+      const drained = yield* FrameInbox.make(ch.listen, {
+        trace: false,
+        takeNow: () => false,
+        route: () => Deferred.await(gate)
+      })
+      ch.send(line({ type: "stdout", id: "r1", data: "first" }))
+      yield* Effect.yieldNow()
+      const big = "x".repeat(64 * 1024)
+      for (let i = 0; i < 15; i++) ch.send(line({ type: "stdout", id: "r1", data: big }))
+      expect(ch.flow.pauses).toBe(0)
+      for (let i = 0; i < 2; i++) ch.send(line({ type: "stdout", id: "r1", data: big }))
+      expect(ch.flow.pauses).toBe(1)
+      yield* Deferred.succeed(gate, undefined)
+      ch.end()
+      yield* drained
+      expect(ch.flow.resumes).toBe(1)
+    }))
 })
