@@ -1,5 +1,7 @@
 /**
- * Wire frames exchanged with the runner, one JSON object per NDJSON line.
+ * Wire frames exchanged with the runner, one JSON object per NDJSON line: the one source
+ * of the protocol. PROTOCOL.md describes it for runner authors; a test holds its frame
+ * tables equal to these schemas.
  * Host -> runner: execute requests, the exit request, bridge results, complete and inspect requests.
  * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
  */
@@ -13,14 +15,14 @@ export type MimeBundle = typeof MimeBundle.Type
 /** The MIME type under which the runner ships structured status events. */
 export const STATUS_MIME = "application/x-veyyon-status"
 
-/** Host -> runner: run `code`; `cwd` and `env` are applied first. */
+/** Host -> runner: run `code`; `cwd` and `env` (a null value unsets the variable) are applied first. */
 export class ExecuteRequestFrame extends Schema.Class<ExecuteRequestFrame>("ExecuteRequestFrame")({
   id: Schema.String,
   code: Schema.String,
   silent: Schema.Boolean,
   storeHistory: Schema.Boolean,
   cwd: Schema.optional(Schema.String),
-  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.String) }))
 }) {}
 
 /** Host -> runner: end the process with status 0. */
