@@ -74,38 +74,48 @@ export const HostFrame = Schema.Union(
 export type HostFrame = typeof HostFrame.Type
 
 /** Runner -> host: a request began executing. */
-export class StartedFrame extends Schema.Class<StartedFrame>("StartedFrame")({
+export const StartedFrame = Schema.Struct({
   type: Schema.Literal("started"),
   id: Schema.String
-}) {}
+})
+/** A decoded `started` frame (a plain object). */
+export type StartedFrame = typeof StartedFrame.Type
 
 /** Runner -> host: text the cell wrote to stdout (including fd 1 of its children). */
-export class StdoutFrame extends Schema.Class<StdoutFrame>("StdoutFrame")({
+export const StdoutFrame = Schema.Struct({
   type: Schema.Literal("stdout"),
   id: Schema.String,
   data: Schema.String
-}) {}
+})
+/** A decoded `stdout` frame (a plain object). */
+export type StdoutFrame = typeof StdoutFrame.Type
 
 /** Runner -> host: text the cell wrote to `sys.stderr`. */
-export class StderrFrame extends Schema.Class<StderrFrame>("StderrFrame")({
+export const StderrFrame = Schema.Struct({
   type: Schema.Literal("stderr"),
   id: Schema.String,
   data: Schema.String
-}) {}
+})
+/** A decoded `stderr` frame (a plain object). */
+export type StderrFrame = typeof StderrFrame.Type
 
 /** Runner -> host: a `display()` call, a figure, or a status event. */
-export class DisplayFrame extends Schema.Class<DisplayFrame>("DisplayFrame")({
+export const DisplayFrame = Schema.Struct({
   type: Schema.Literal("display"),
   id: Schema.String,
   bundle: MimeBundle
-}) {}
+})
+/** A decoded `display` frame (a plain object). */
+export type DisplayFrame = typeof DisplayFrame.Type
 
 /** Runner -> host: the value of the cell's last expression. */
-export class ResultFrame extends Schema.Class<ResultFrame>("ResultFrame")({
+export const ResultFrame = Schema.Struct({
   type: Schema.Literal("result"),
   id: Schema.String,
   bundle: MimeBundle
-}) {}
+})
+/** A decoded `result` frame (a plain object). */
+export type ResultFrame = typeof ResultFrame.Type
 
 /** Runner -> host: an exception the cell raised. */
 export class ErrorFrame extends Schema.Class<ErrorFrame>("ErrorFrame")({
@@ -117,13 +127,15 @@ export class ErrorFrame extends Schema.Class<ErrorFrame>("ErrorFrame")({
 }) {}
 
 /** Runner -> host: the request finished; always the last frame of a request. */
-export class DoneFrame extends Schema.Class<DoneFrame>("DoneFrame")({
+export const DoneFrame = Schema.Struct({
   type: Schema.Literal("done"),
   id: Schema.String,
   status: Schema.Literal("ok", "error"),
   executionCount: Schema.Number,
   cancelled: Schema.optionalWith(Schema.Boolean, { default: () => false })
-}) {}
+})
+/** A decoded `done` frame (a plain object). */
+export type DoneFrame = typeof DoneFrame.Type
 
 /** Runner -> host: the cell asks the host to run `agent`, `completion` or `parallel`. */
 export class BridgeFrame extends Schema.Class<BridgeFrame>("BridgeFrame")({
@@ -175,27 +187,33 @@ const decodeRunnerValue = Schema.decodeUnknownEither(RunnerFrame)
 
 const isString = (value: unknown): value is string => typeof value === "string"
 
+const isBundle = (value: unknown): value is MimeBundle =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
 /**
- * The frames that arrive by the thousand (stream text, start and end of a cell), built
- * without the schema interpreter when they have exactly the expected shape; anything
- * else returns undefined and goes through the schema.
+ * The frames that arrive by the thousand (stream text, displays, start and end of a cell),
+ * built as plain objects without the schema interpreter when they have exactly the expected
+ * shape; anything else returns undefined and goes through the schema.
  */
 const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
   if (typeof value !== "object" || value === null) return undefined
   const frame = value as Record<string, unknown>
-  if (!isString(frame.id)) return undefined
+  const id = frame.id
+  if (!isString(id)) return undefined
   switch (frame.type) {
     case "stdout":
-      return isString(frame.data) ? new StdoutFrame({ type: "stdout", id: frame.id, data: frame.data }, true) : undefined
     case "stderr":
-      return isString(frame.data) ? new StderrFrame({ type: "stderr", id: frame.id, data: frame.data }, true) : undefined
+      return isString(frame.data) ? { type: frame.type, id, data: frame.data } : undefined
+    case "display":
+    case "result":
+      return isBundle(frame.bundle) ? { type: frame.type, id, bundle: frame.bundle } : undefined
     case "started":
-      return new StartedFrame({ type: "started", id: frame.id }, true)
+      return { type: "started", id }
     case "done": {
       const { status, executionCount, cancelled } = frame
       if ((status !== "ok" && status !== "error") || typeof executionCount !== "number") return undefined
       if (cancelled !== undefined && typeof cancelled !== "boolean") return undefined
-      return new DoneFrame({ type: "done", id: frame.id, status, executionCount, cancelled: cancelled === true }, true)
+      return { type: "done", id, status, executionCount, cancelled: cancelled === true }
     }
     default:
       return undefined
