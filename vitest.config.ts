@@ -1,10 +1,23 @@
+import * as NodeFs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
+/** The package's own entries (`veyyon-eval`, `veyyon-eval/render`...) resolved to their sources, as package.json exports them. */
+const packageExports = JSON.parse(NodeFs.readFileSync(new URL("./package.json", import.meta.url), "utf8")).exports as Record<
+  string,
+  string | { readonly import: string }
+>
+const entryAliases = Object.entries(packageExports).flatMap(([subpath, target]) =>
+  typeof target === "string"
+    ? []
+    : [{
+      find: new RegExp(`^veyyon-eval${subpath.slice(1).replace(/[/.]/g, "\\$&")}$`),
+      replacement: fileURLToPath(new URL(target.import.replace(/^\.\/dist\//, "./src/").replace(/\.js$/, ".ts"), import.meta.url))
+    }]
+)
+
 export default defineConfig({
-  resolve: {
-    alias: { "veyyon-eval": fileURLToPath(new URL("./src/index.ts", import.meta.url)) }
-  },
+  resolve: { alias: entryAliases },
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",

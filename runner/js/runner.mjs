@@ -11,26 +11,8 @@
  * never inherit fd 3. Without an open fd 3 the runner serves stdin/stdout instead, for
  * piping a script of requests by hand. Importing this module does not start the server.
  *
- * Host -> runner, one JSON object per line:
- *   {"id": str, "code": str, "silent": bool, "storeHistory": bool, "cwd"?: str, "env"?: {str: str|null}}
- *   {"type": "exit"}
- *   {"type": "bridge_result", "callId": str, "ok": true, "value": any}
- *   {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
- *   {"type": "complete", "id": str, "code": str, "cursorPos": int}
- *   {"type": "inspect", "id": str, "code": str, "cursorPos": int, "detailLevel": 0|1}
- *     (answered at once, never counted as a cell; cursorPos in code points)
- *
- * Runner -> host, one JSON object per line:
- *   {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell)
- *   {"type": "stdout"|"stderr", "id", "data": str}
- *   {"type": "display"|"result", "id", "bundle": {mime: value}}
- *   {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}
- *   {"type": "done", "id", "status": "ok"|"error", "executionCount": int, "cancelled": bool}
- *   {"type": "bridge", "id", "callId", "method", "params"}
- *   {"type": "complete_reply", "id", "matches": [str], "cursorStart": int, "cursorEnd": int, "error"?: str}
- *   {"type": "inspect_reply", "id", "found": bool, "bundle": {mime: value}, "error"?: str}
- * A malformed line yields an error frame with ename "ProtocolError" (id null when none can
- * be read; otherwise followed by a done with status "error").
+ * The protocol (frames, their order, executionCount, interrupts, bad input, the bridge) is
+ * PROTOCOL.md at the root of the repository, checked against the host's schemas.
  *
  * Cells run in the runner's own realm (as in the node REPL), so objects Node's APIs return
  * pass instanceof checks. Each cell is one script in V8's REPL mode: top-level await, let

@@ -6,30 +6,11 @@ file (one module per concern, see its ``__init__``); this file is the entry that
 does not start the server. The host spawns ``boot.py`` beside it instead, which loads the
 package from cached code objects (and caches the prelude's, see ``server._cached_prelude_code``).
 
-Host -> runner, one JSON object per line:
-    {"id": str, "code": str, "silent": bool, "storeHistory": bool, "cwd"?: str, "env"?: {str: str|null}}
-    {"type": "exit"}
-    {"type": "bridge_result", "callId": str, "ok": true, "value": any}
-    {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
-    {"type": "complete", "id": str, "code": str, "cursorPos": int}
-    {"type": "inspect", "id": str, "code": str, "cursorPos": int, "detailLevel": 0|1}
-        (answered beside a running cell, never counted as a cell; cursorPos in code points)
-
-Runner -> host, one JSON object per line (and nothing else ever reaches the real stdout):
-    {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell: with its first
-                                      frame, or about 1 ms after it began if none came)
-    {"type": "stdout"|"stderr", "id", "data": str}   (lines coalesced up to CHUNK_CHARS; sent within
-                                      about 10 ms, and before any other frame)
-    {"type": "display"|"result", "id", "bundle": {mime: value}}
-    {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}   (join with "\\n")
-    {"type": "done", "id", "status": "ok"|"error", "executionCount": int, "cancelled": bool}
-    {"type": "bridge", "id", "callId", "method", "params"}
-    {"type": "complete_reply", "id", "matches": [str], "cursorStart": int, "cursorEnd": int, "error"?: str}
-    {"type": "inspect_reply", "id", "found": bool, "bundle": {mime: value}, "error"?: str}
-
-A malformed line yields an ``error`` frame with ename "ProtocolError" (id null when none
-can be read; otherwise followed by a ``done`` with status "error"). Status events are
-``display`` frames whose bundle is {"application/x-veyyon-status": {"op": ..., ...}}.
+The protocol (frames, their order, executionCount, interrupts, bad input, the bridge) is
+PROTOCOL.md at the root of the repository, checked against the host's schemas. Here, a
+``started`` frame is sent once a SIGINT would interrupt the cell (with its first frame, or
+about 1 ms after it began if none came), and stream output is coalesced up to CHUNK_CHARS and
+sent within about 10 ms, before any other frame.
 
 Runtime module for the prelude (``import veyyon_runtime``; also ``__veyyon__`` in the
 user namespace, which the magic transformer targets):

@@ -11,21 +11,8 @@
 # processes become stdout/stderr frames, and nothing a cell prints can pass for a frame. Child
 # processes never inherit the channel. Loading this file with `require` does not start a server.
 #
-# Host -> runner, one JSON object per line:
-#   {"id": str, "code": str, "silent": bool, "storeHistory": bool, "cwd"?: str, "env"?: {str: str|null}}
-#   {"type": "exit"}
-#   {"type": "bridge_result", "callId": str, "ok": true, "value": any}
-#   {"type": "bridge_result", "callId": str, "ok": false, "error": {"name": str, "message": str}}
-#
-# Runner -> host, one JSON object per line:
-#   {"type": "started", "id"}        (sent once a SIGINT would interrupt the cell)
-#   {"type": "stdout"|"stderr", "id", "data": str}
-#   {"type": "display"|"result", "id", "bundle": {mime: value}}
-#   {"type": "error", "id", "ename", "evalue", "traceback": [line, ...]}
-#   {"type": "done", "id", "status": "ok"|"error", "executionCount": int, "cancelled": bool}
-#   {"type": "bridge", "id", "callId", "method", "params"}
-# A malformed line yields an error frame with ename "ProtocolError" (id null when none can be
-# read; otherwise followed by a done with status "error").
+# The protocol (frames, their order, executionCount, interrupts, bad input, the bridge) is
+# PROTOCOL.md at the root of the repository, checked against the host's schemas.
 #
 # Cells are evaluated in one binding whose self is `main`, as IRB does: local variables,
 # methods and constants persist across cells. The value of the last expression is the result

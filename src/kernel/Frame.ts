@@ -1,5 +1,7 @@
 /**
- * Wire frames exchanged with the runner, one JSON object per NDJSON line.
+ * Wire frames exchanged with the runner, one JSON object per NDJSON line: the one source
+ * of the protocol. PROTOCOL.md describes it for runner authors; a test holds its frame
+ * tables equal to these schemas.
  * Host -> runner: execute requests, the exit request, bridge results, complete and inspect requests.
  * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
  */
@@ -13,14 +15,14 @@ export type MimeBundle = typeof MimeBundle.Type
 /** The MIME type under which the runner ships structured status events. */
 export const STATUS_MIME = "application/x-veyyon-status"
 
-/** Host -> runner: run `code`; `cwd` and `env` are applied first. */
+/** Host -> runner: run `code`; `cwd` and `env` (a null value unsets the variable) are applied first. */
 export class ExecuteRequestFrame extends Schema.Class<ExecuteRequestFrame>("ExecuteRequestFrame")({
   id: Schema.String,
   code: Schema.String,
   silent: Schema.Boolean,
   storeHistory: Schema.Boolean,
   cwd: Schema.optional(Schema.String),
-  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.String) }))
 }) {}
 
 /** Host -> runner: end the process with status 0. */
@@ -72,38 +74,48 @@ export const HostFrame = Schema.Union(
 export type HostFrame = typeof HostFrame.Type
 
 /** Runner -> host: a request began executing. */
-export class StartedFrame extends Schema.Class<StartedFrame>("StartedFrame")({
+export const StartedFrame = Schema.Struct({
   type: Schema.Literal("started"),
   id: Schema.String
-}) {}
+})
+/** A decoded `started` frame (a plain object). */
+export type StartedFrame = typeof StartedFrame.Type
 
 /** Runner -> host: text the cell wrote to stdout (including fd 1 of its children). */
-export class StdoutFrame extends Schema.Class<StdoutFrame>("StdoutFrame")({
+export const StdoutFrame = Schema.Struct({
   type: Schema.Literal("stdout"),
   id: Schema.String,
   data: Schema.String
-}) {}
+})
+/** A decoded `stdout` frame (a plain object). */
+export type StdoutFrame = typeof StdoutFrame.Type
 
 /** Runner -> host: text the cell wrote to `sys.stderr`. */
-export class StderrFrame extends Schema.Class<StderrFrame>("StderrFrame")({
+export const StderrFrame = Schema.Struct({
   type: Schema.Literal("stderr"),
   id: Schema.String,
   data: Schema.String
-}) {}
+})
+/** A decoded `stderr` frame (a plain object). */
+export type StderrFrame = typeof StderrFrame.Type
 
 /** Runner -> host: a `display()` call, a figure, or a status event. */
-export class DisplayFrame extends Schema.Class<DisplayFrame>("DisplayFrame")({
+export const DisplayFrame = Schema.Struct({
   type: Schema.Literal("display"),
   id: Schema.String,
   bundle: MimeBundle
-}) {}
+})
+/** A decoded `display` frame (a plain object). */
+export type DisplayFrame = typeof DisplayFrame.Type
 
 /** Runner -> host: the value of the cell's last expression. */
-export class ResultFrame extends Schema.Class<ResultFrame>("ResultFrame")({
+export const ResultFrame = Schema.Struct({
   type: Schema.Literal("result"),
   id: Schema.String,
   bundle: MimeBundle
-}) {}
+})
+/** A decoded `result` frame (a plain object). */
+export type ResultFrame = typeof ResultFrame.Type
 
 /** Runner -> host: an exception the cell raised. */
 export class ErrorFrame extends Schema.Class<ErrorFrame>("ErrorFrame")({
@@ -115,13 +127,15 @@ export class ErrorFrame extends Schema.Class<ErrorFrame>("ErrorFrame")({
 }) {}
 
 /** Runner -> host: the request finished; always the last frame of a request. */
-export class DoneFrame extends Schema.Class<DoneFrame>("DoneFrame")({
+export const DoneFrame = Schema.Struct({
   type: Schema.Literal("done"),
   id: Schema.String,
   status: Schema.Literal("ok", "error"),
   executionCount: Schema.Number,
   cancelled: Schema.optionalWith(Schema.Boolean, { default: () => false })
-}) {}
+})
+/** A decoded `done` frame (a plain object). */
+export type DoneFrame = typeof DoneFrame.Type
 
 /** Runner -> host: the cell asks the host to run `agent`, `completion` or `parallel`. */
 export class BridgeFrame extends Schema.Class<BridgeFrame>("BridgeFrame")({
@@ -173,27 +187,33 @@ const decodeRunnerValue = Schema.decodeUnknownEither(RunnerFrame)
 
 const isString = (value: unknown): value is string => typeof value === "string"
 
+const isBundle = (value: unknown): value is MimeBundle =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
 /**
- * The frames that arrive by the thousand (stream text, start and end of a cell), built
- * without the schema interpreter when they have exactly the expected shape; anything
- * else returns undefined and goes through the schema.
+ * The frames that arrive by the thousand (stream text, displays, start and end of a cell),
+ * built as plain objects without the schema interpreter when they have exactly the expected
+ * shape; anything else returns undefined and goes through the schema.
  */
 const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
   if (typeof value !== "object" || value === null) return undefined
   const frame = value as Record<string, unknown>
-  if (!isString(frame.id)) return undefined
+  const id = frame.id
+  if (!isString(id)) return undefined
   switch (frame.type) {
     case "stdout":
-      return isString(frame.data) ? new StdoutFrame({ type: "stdout", id: frame.id, data: frame.data }, true) : undefined
     case "stderr":
-      return isString(frame.data) ? new StderrFrame({ type: "stderr", id: frame.id, data: frame.data }, true) : undefined
+      return isString(frame.data) ? { type: frame.type, id, data: frame.data } : undefined
+    case "display":
+    case "result":
+      return isBundle(frame.bundle) ? { type: frame.type, id, bundle: frame.bundle } : undefined
     case "started":
-      return new StartedFrame({ type: "started", id: frame.id }, true)
+      return { type: "started", id }
     case "done": {
       const { status, executionCount, cancelled } = frame
       if ((status !== "ok" && status !== "error") || typeof executionCount !== "number") return undefined
       if (cancelled !== undefined && typeof cancelled !== "boolean") return undefined
-      return new DoneFrame({ type: "done", id: frame.id, status, executionCount, cancelled: cancelled === true }, true)
+      return { type: "done", id, status, executionCount, cancelled: cancelled === true }
     }
     default:
       return undefined

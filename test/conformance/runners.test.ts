@@ -241,6 +241,28 @@ describe.each(candidates.map((c) => [c.runner === undefined ? `${c.language} (sk
       expect(plainResult(await run("1 + 1"))).toBe("2")
     })
 
+    it.skipIf(runner === undefined)("answers a request missing a required field, or with a mistyped env, with a ProtocolError", async () => {
+      kernel.send({ id: "no-code", silent: false, storeHistory: true })
+      kernel.send({ id: "bad-env", code: "1", silent: false, storeHistory: true, env: { VEYYON_CONFORMANCE: 5 } })
+      for (const id of ["no-code", "bad-env"]) {
+        const cell = await kernel.collect(id)
+        expect(cell.frames.map((f) => f.type)).toEqual(["error", "done"])
+        expect(cell.error).toMatchObject({ ename: "ProtocolError" })
+        expect(cell.done).toMatchObject({ status: "error", cancelled: false })
+      }
+      expect(plainResult(await run("1 + 1"))).toBe("2")
+    })
+
+    it.skipIf(runner === undefined)("reads missing silent and storeHistory as false and true, and ignores a bridge_result nobody waits for", async () => {
+      const before = (await run("1 + 1")).done.executionCount as number
+      kernel.send({ type: "bridge_result", callId: "nobody-asked", ok: true, value: 1 })
+      kernel.send({ id: "no-flags", code: "2 + 2" })
+      const cell = await kernel.collect("no-flags")
+      expectWellFormed(cell)
+      expect(plainResult(cell)).toBe("4")
+      expect(cell.done.executionCount).toBe(before + 1)
+    })
+
     it.skipIf(runner === undefined)("answers a bridge call bracketed by timeout pause and resume, and raises a host error in the cell", async () => {
       kernel.answerBridge((frame) =>
         frame.method === "completion"

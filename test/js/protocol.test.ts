@@ -5,19 +5,25 @@
 import { spawn } from "node:child_process"
 import type { Duplex } from "node:stream"
 import { afterEach, describe, expect, it } from "vitest"
+import { decodeFrameLine, type Frame } from "../runner/harness.ts"
 import { isRunning, waitUntil } from "../support/process.ts"
 import { jsRunnerPath, loadRunner } from "./support.ts"
 
-interface Frame {
-  readonly type: string
-  readonly id?: string | null
-  readonly [field: string]: unknown
-}
-
 const children: Array<ReturnType<typeof spawn>> = []
+/** Lines a runner sent that the protocol schema does not decode, with why. */
+const rejected: Array<string> = []
 afterEach(() => {
   for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+  expect(rejected.splice(0)).toEqual([])
 })
+
+/** Decodes one line with the protocol schema; a line it rejects is recorded and fails the test. */
+const decodeLine = (line: string): Frame | undefined => {
+  const decoded = decodeFrameLine(line)
+  if (decoded._tag === "Frame") return decoded.frame
+  rejected.push(`${line.slice(0, 300)}\n${decoded._tag === "NotJson" ? "not JSON" : decoded.problem}`)
+  return undefined
+}
 
 /** Starts the runner with the protocol on fd 3 (or on stdin/stdout), collecting frames and the exit. */
 const startRunner = (channel: "fd3" | "stdio" = "fd3") => {
@@ -35,7 +41,10 @@ const startRunner = (channel: "fd3" | "stdio" = "fd3") => {
     pending += chunk
     const lines = pending.split("\n")
     pending = lines.pop()!
-    for (const line of lines) if (line.trim() !== "") frames.push(JSON.parse(line) as Frame)
+    for (const line of lines) {
+      const frame = line.trim() === "" ? undefined : decodeLine(line)
+      if (frame !== undefined) frames.push(frame)
+    }
     for (const waiter of waiters.splice(0)) waiter()
   })
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))

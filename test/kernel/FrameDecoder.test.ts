@@ -61,12 +61,13 @@ describe("decodeRunnerLine", () => {
   const anyValue = FastCheck.oneof(text, FastCheck.integer(), FastCheck.boolean(), FastCheck.constant(null), FastCheck.constant(undefined))
   const frameLike = FastCheck.record(
     {
-      type: FastCheck.constantFrom("stdout", "stderr", "started", "done", "display", "nope"),
+      type: FastCheck.constantFrom("stdout", "stderr", "started", "done", "display", "result", "nope"),
       id: FastCheck.oneof(text, FastCheck.integer()),
       data: FastCheck.oneof(text, anyValue),
       status: FastCheck.oneof(FastCheck.constantFrom("ok", "error", "maybe"), anyValue),
       executionCount: FastCheck.oneof(FastCheck.integer(), anyValue),
       cancelled: anyValue,
+      bundle: FastCheck.oneof(FastCheck.dictionary(FastCheck.string(), anyValue), FastCheck.array(anyValue), anyValue),
       extra: anyValue
     },
     { requiredKeys: ["type"] }

@@ -1,21 +1,25 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "effect/FastCheck"
 import { htmlToMarkdown } from "../../src/render/Html.ts"
-import { decodeEntities } from "../../src/render/HtmlEntities.ts"
 
-describe("decodeEntities", () => {
-  it("decodes named, decimal and hex references", () => {
-    expect(decodeEntities("a &amp; b &lt;c&gt; &quot;d&quot; &#39;e&#x27; &copy; &hellip;")).toBe("a & b <c> \"d\" 'e' © …")
-    expect(decodeEntities("&#x1F600;&#128512;")).toBe("😀😀")
+describe("character references", () => {
+  it("decodes named, decimal and hex references, including names outside the common few", () => {
+    expect(htmlToMarkdown("<p>a &amp; b &quot;d&quot; &#39;e&#x27; &copy; &hellip; &NotNestedGreaterGreater; &Zopf;</p>"))
+      .toBe("a & b \"d\" 'e' © … ⪢̸ ℤ")
+    expect(htmlToMarkdown("<p>&#x1F600;&#128512;</p>")).toBe("😀😀")
   })
 
   it("maps windows-1252 code points and invalid ones like a browser", () => {
-    expect(decodeEntities("&#150;&#8212;&#0;&#xD800;&#99999999;")).toBe("–—\ufffd\ufffd\ufffd")
+    expect(htmlToMarkdown("<p>&#150;&#8212;&#0;&#xD800;&#99999999;</p>")).toBe("–—\ufffd\ufffd\ufffd")
   })
 
-  it("leaves unknown names and bare ampersands alone", () => {
-    expect(decodeEntities("AT&T &bogus; &constructor; fish & chips")).toBe("AT&T &bogus; &constructor; fish & chips")
-    expect(decodeEntities("&amp &copy")).toBe("& &copy")
+  it("leaves unknown names and bare ampersands alone, and reads legacy names without a semicolon as a browser does", () => {
+    expect(htmlToMarkdown("<p>AT&T &bogus; &constructor; fish & chips</p>")).toBe("AT&T &bogus; &constructor; fish & chips")
+    expect(htmlToMarkdown("<p>&amp &copy &notit;</p>")).toBe("& © ¬it;")
+  })
+
+  it("decodes references in attributes as an attribute, not as text", () => {
+    expect(htmlToMarkdown(`<a href="https://x.org/?a=1&copy=2&amp;b=3">q</a>`)).toBe("[q](https://x.org/?a=1&copy=2&b=3)")
   })
 })
 

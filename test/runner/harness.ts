@@ -86,12 +86,30 @@ export const rubyRunner = (ruby: string | undefined = findRuby()): RunnerSpec | 
     preludePath: path.join(RUNNER_DIR, "ruby", "prelude.rb")
   }
 
-const decodeFrameStrictly = Schema.decodeUnknownEither(Schema.parseJson(RunnerFrame), { onExcessProperty: "error" })
+const parseJsonLine = Schema.decodeUnknownEither(Schema.parseJson())
+/** Runner frames as they travel: the schema's encoded side, so a frame decodes to the plain object sent, defaults not filled in. */
+const decodeWireFrame = Schema.decodeUnknownEither(Schema.encodedSchema(RunnerFrame), { onExcessProperty: "error" })
+
+/** One line from a runner: a frame the protocol schema decodes, JSON it rejects (with why), or not JSON at all. */
+export type DecodedLine =
+  | { readonly _tag: "Frame"; readonly frame: Frame }
+  | { readonly _tag: "NotAFrame"; readonly value: unknown; readonly problem: string }
+  | { readonly _tag: "NotJson" }
+
+/** Decodes one line with the protocol schema of src/kernel/Frame.ts, extra fields refused. */
+export const decodeFrameLine = (line: string): DecodedLine => {
+  const json = parseJsonLine(line)
+  if (Either.isLeft(json)) return { _tag: "NotJson" }
+  const frame = decodeWireFrame(json.right)
+  return Either.isRight(frame)
+    ? { _tag: "Frame", frame: frame.right as Frame }
+    : { _tag: "NotAFrame", value: json.right, problem: ParseResult.TreeFormatter.formatErrorSync(frame.left) }
+}
 
 /** Why line is not a runner frame by the protocol schema, or undefined when it is one. */
 export const frameSchemaProblem = (line: string): string | undefined => {
-  const decoded = decodeFrameStrictly(line)
-  return Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : undefined
+  const decoded = decodeFrameLine(line)
+  return decoded._tag === "Frame" ? undefined : decoded._tag === "NotJson" ? "not JSON" : decoded.problem
 }
 
 export type Bundle = Record<string, unknown>
@@ -144,8 +162,9 @@ let requestSeq = 0
 /** A running runner process and every frame it has sent so far. */
 export class Kernel {
   readonly frames: Array<Frame> = []
+  /** Every line that is not a frame by the protocol schema: not UTF-8, not JSON, or JSON the schema rejects. */
   readonly badLines: Array<string> = []
-  /** Each line the protocol schema does not decode, with the schema's complaint. */
+  /** Each JSON line the protocol schema rejects, with the schema's complaint (kept in frames as sent, too). */
   readonly schemaErrors: Array<string> = []
   /** The id of every request sent with send() or request(). */
   readonly sentIds = new Set<string>()
@@ -194,17 +213,24 @@ export class Kernel {
 
   private receive(line: Buffer, decoder: { decode: (input: Uint8Array) => string }): void {
     let text: string
-    let frame: Frame
     try {
       text = decoder.decode(line)
-      frame = JSON.parse(text) as Frame
     } catch {
       this.badLines.push(line.toString("latin1").slice(0, 500))
       return
     }
+    const decoded = decodeFrameLine(text)
+    if (decoded._tag === "NotJson") {
+      this.badLines.push(text.slice(0, 500))
+      return
+    }
+    // A line the schema rejects is still kept as sent, so the test gets on and then fails on schemaErrors.
+    const frame = decoded._tag === "Frame" ? decoded.frame : decoded.value as Frame
+    if (decoded._tag === "NotAFrame") {
+      this.schemaErrors.push(`${text.slice(0, 300)}\n${decoded.problem}`)
+      this.badLines.push(text.slice(0, 500))
+    }
     this.frames.push(frame)
-    const problem = frameSchemaProblem(text)
-    if (problem !== undefined) this.schemaErrors.push(`${text.slice(0, 300)}\n${problem}`)
     if (frame.type === "bridge" && this.bridgeHandler !== undefined) {
       const answer = this.bridgeHandler(frame)
       if (answer !== undefined) this.send({ type: "bridge_result", callId: frame.callId, ...answer })
