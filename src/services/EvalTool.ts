@@ -171,9 +171,9 @@ export const checkParams = (
   settings: SettingsValues
 ): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> =>
   Either.gen(function*() {
-    const params = yield* Schema.decodeUnknownEither(RawParams, { onExcessProperty: "error" })(raw).pipe(
+    const params = plainParams(raw) ?? (yield* decodeRawParams(raw).pipe(
       Either.mapLeft((error) => new InvalidEvalParams({ problem: paramsProblem(error, EVAL_TOOL_NAME, PARAM_HINTS) }))
-    )
+    ))
     const enabled = enabledLanguages(settings)
     if (backendOf(params.language) === undefined) {
       return yield* Either.left(
