@@ -20,6 +20,7 @@ export default defineConfig({
   resolve: { alias: entryAliases },
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["test/globalSetup.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 30_000,
