@@ -606,7 +606,84 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     })
   }
 
-  const finish = lock.withPermits(1)(Effect.gen(function*() {
+  /**
+   * Takes the output at once when nothing is waiting for the lock and taking it writes no
+   * artifact (text that keeps within the budgets before any spill, errors, the outcome,
+   * status events and displays whose images fit); answers false, changing nothing, otherwise.
+   */
+  const acceptNow = (output: KernelOutput): boolean => {
+    switch (output._tag) {
+      case "Stdout":
+      case "Stderr": {
+        if (spilled) return false
+        let text = carry[output._tag] + output.text
+        let rest = ""
+        if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
+          rest = text.slice(-1)
+          text = text.slice(0, -1)
+        }
+        if (text.length === 0) {
+          carry[output._tag] = rest
+          return true
+        }
+        const entry = textEntry(output._tag, text)
+        const bytes = total.bytes + entry.bytes
+        const lineCount = total.newlines + entry.newlines + (text.endsWith("\n") ? 0 : 1)
+        if (bytes > limits.maxBytes || lineCount > limits.maxLines) return false
+        carry[output._tag] = rest
+        add(total, text, entry.bytes, entry.newlines)
+        entries.push(entry)
+        return true
+      }
+      case "Error":
+        addEntry({ kind: "rich", output })
+        return true
+      case "Done": {
+        const { _tag, ...fields } = output
+        outcome = fields
+        return true
+      }
+      case "Status":
+        if (richKept >= limits.maxRichOutputs) return false
+        richKept++
+        addEntry({ kind: "rich", output })
+        return true
+      case "Display":
+      case "Result": {
+        if (richKept >= limits.maxRichOutputs) return false
+        let images = imageBytes
+        for (const mime in output.bundle) {
+          const payload = output.bundle[mime]
+          if (!mime.startsWith("image/") || typeof payload !== "string") continue
+          images += payload.length
+          if (images > limits.maxImageBytes) return false
+        }
+        imageBytes = images
+        richKept++
+        addEntry({ kind: "rich", output })
+        return true
+      }
+    }
+  }
+
+  /** Pushes and finishes waiting for the lock or holding it; the fast paths run only when there are none. */
+  let waiting = 0
+  const locked = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
+    Effect.suspend(() => {
+      waiting++
+      return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => waiting--))
+    })
+
+  /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
+  const finishNow = (): SinkResult | undefined => {
+    if (waiting > 0 || spilled || scope !== undefined || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    const outputs: Array<SinkOutput> = []
+    materialize(entries, outputs)
+    result = { outputs, ...(outcome === undefined ? {} : { outcome }), artifactIds: [...artifactIds] }
+    return result
+  }
+
+  const finishLocked = Effect.gen(function*() {
     if (result !== undefined) return result
     for (const stream of ["Stdout", "Stderr"] as const) {
       const rest = carry[stream]
@@ -643,9 +720,14 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     }
     yield* closeScope
     return result
-  }))
+  })
 
-  const close = lock.withPermits(1)(Effect.suspend(() => {
+  const finish = Effect.suspend(() => {
+    const done = result ?? finishNow()
+    return done === undefined ? locked(finishLocked) : Effect.succeed(done)
+  })
+
+  const close = locked(Effect.suspend(() => {
     if (result === undefined) result = { outputs: [], artifactIds: [...artifactIds] }
     writer = undefined
     droppedWriter = undefined
@@ -670,7 +752,11 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   })
 
   return {
-    push: (output) => lock.withPermits(1)(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void))),
+    push: (output) =>
+      Effect.suspend(() => {
+        if (result !== undefined || (waiting === 0 && acceptNow(output))) return Effect.void
+        return locked(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void)))
+      }),
     finish,
     retained,
     close
