@@ -44,7 +44,7 @@ const RecordedCellSchema = Schema.Struct({
   outputs: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 const decodeCell = Schema.decodeUnknownEither(Schema.parseJson(RecordedCellSchema))
-const decodeJournalLine = Schema.decodeUnknownEither(Schema.parseJson(Schema.extend(RecordedCellSchema, Schema.Struct({ at: Schema.Number }))))
+const decodeJournalLine = Schema.decodeUnknownEither(Schema.parseJson(Schema.extend(RecordedCellSchema, Schema.Struct({ at: Schema.Number, n: Schema.Number }))))
 
 /** The session's record could not be read or written. */
 export class SessionRecordError extends Data.TaggedError("SessionRecordError")<{ readonly path: string; readonly reason: string }> {
@@ -138,7 +138,7 @@ export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLa
 const failWith = (where: string) => (error: unknown) =>
   new SessionRecordError({ path: where, reason: error instanceof Error ? error.message : String(error) })
 
-const CELL_FILE = /^cell-(\d{15})-\d{6}-[0-9a-f]{8}\.json$/
+const CELL_FILE = /^cell-(\d{15})-(\d{6})-[0-9a-f]{8}\.json$/
 const JOURNAL_FILE = /^cells-\d{15}-\d+-[0-9a-f]{8}\.jsonl$/
 /** A journal past this size is left for a fresh one. */
 const JOURNAL_ROTATE_BYTES = 8 * 1024 * 1024
@@ -206,8 +206,9 @@ const closeJournalFile = (journal: Journal): void => {
 
 const makeSessionRecord = Effect.gen(function*() {
   const settings = yield* Settings
-  /** When the last cell was recorded: never earlier than the one before, so a journal's lines are in time order. */
+  /** When the last cell was recorded (never earlier than the one before) and how many were: a line's place in the order. */
   let lastAt = 0
+  let recorded = 0
   /** Directories already made and checked, so a cell costs no directory probes. */
   const readyDirs = new Set<string>()
   const journals = new Map<string, Journal>()
@@ -236,7 +237,7 @@ const makeSessionRecord = Effect.gen(function*() {
         }
         lastAt = Math.max(lastAt, Date.now())
         try {
-          append(journal, JSON.stringify({ at: lastAt, ...cell }) + "\n")
+          append(journal, JSON.stringify({ at: lastAt, n: ++recorded, ...cell }) + "\n")
         } catch (error) {
           closeJournalFile(journal)
           failures.set(sessionId, error instanceof Error ? error.message : String(error))
@@ -257,7 +258,7 @@ const makeSessionRecord = Effect.gen(function*() {
       try: () => {
         if (!fs.existsSync(dir)) return []
         ensurePrivateDirSync(dir)
-        const found: Array<{ readonly at: number; readonly cell: RecordedCell }> = []
+        const found: Array<{ readonly at: number; readonly n: number; readonly cell: RecordedCell }> = []
         const names = fs.readdirSync(dir).filter((name) => CELL_FILE.test(name) || JOURNAL_FILE.test(name)).sort()
         for (const name of names) {
           const text = readCellFile(path.join(dir, name))
@@ -265,19 +266,19 @@ const makeSessionRecord = Effect.gen(function*() {
           const single = CELL_FILE.exec(name)
           if (single !== null) {
             const decoded = decodeCell(text)
-            if (decoded._tag === "Right") found.push({ at: Number(single[1]), cell: decoded.right })
+            if (decoded._tag === "Right") found.push({ at: Number(single[1]), n: Number(single[2]), cell: decoded.right })
             continue
           }
           for (const line of text.split("\n")) {
             if (line.length === 0) continue
             const decoded = decodeJournalLine(line)
             if (decoded._tag === "Right") {
-              const { at, ...cell } = decoded.right
-              found.push({ at, cell })
+              const { at, n, ...cell } = decoded.right
+              found.push({ at, n, cell })
             }
           }
         }
-        return found.sort((a, b) => a.at - b.at).map((entry) => entry.cell)
+        return found.sort((a, b) => a.at - b.at || a.n - b.n).map((entry) => entry.cell)
       },
       catch: failWith(dir)
     }))

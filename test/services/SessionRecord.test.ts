@@ -46,7 +46,7 @@ describe("session record journal", () => {
         yield* record.close("t")
         const dir = sessionCellsDir(root, "t")
         const [journal] = fs.readdirSync(dir)
-        fs.appendFileSync(path.join(dir, journal!), "{\"at\": 1, \"language\": \"py\", \"sou")
+        fs.appendFileSync(path.join(dir, journal!), "{\"at\": 1, \"n\": 1, \"language\": \"py\", \"sou")
         const old = JSON.stringify(cell(1))
         fs.writeFileSync(path.join(dir, "cell-000000000000001-000001-00000000.json"), old, { mode: 0o600 })
         yield* record.record("t", cell(3))
