@@ -13,7 +13,7 @@ import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, runCli, stop, stopAll, tem
 const python = findPython()
 const artifactsDir = tempDir("veyyon-cli-artifacts-")
 const env = childEnv(artifactsDir)
-const SPAWN_TIMEOUT = 240_000
+const SPAWN_TIMEOUT = 600_000
 
 const noStackTrace = (stderr: string) => expect(stderr).not.toMatch(/^\s+at .+\(.+:\d+:\d+\)$/m)
 

@@ -90,7 +90,7 @@ const spawnCli = (args: ReadonlyArray<string>, options: CliRunOptions): Promise<
     let stderr = ""
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-    const timer = setTimeout(() => stop(child), options.timeoutMs ?? 90_000)
+    const timer = setTimeout(() => stop(child), options.timeoutMs ?? 240_000)
     child.once("error", (error) => {
       clearTimeout(timer)
       children.delete(child)
