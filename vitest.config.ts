@@ -20,9 +20,10 @@ export default defineConfig({
   resolve: { alias: entryAliases },
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["test/globalSetup.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    testTimeout: 30_000,
-    hookTimeout: 30_000
+    testTimeout: 120_000,
+    hookTimeout: 120_000
   }
 })

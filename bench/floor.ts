@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { Deferred, Effect, Exit } from "effect"
 
 /** The floor loop's script. */
 export const FLOOR_SCRIPT = fileURLToPath(new URL("./floor.py", import.meta.url))
@@ -22,6 +23,8 @@ export interface Floor {
   readonly pid: number
   /** Runs one cell; resolves with its `done` frame. `onFrame` sees every frame before it. */
   readonly run: (code: string, onFrame?: (frame: FloorFrame) => void) => Promise<FloorFrame>
+  /** Sends one cell; `onDone` is called from the stdout `data` callback with its `done` frame. */
+  readonly send: (code: string, onDone: (frame: FloorFrame) => void) => void
   /** Sends SIGINT to the loop. */
   readonly interrupt: () => void
   /** Kills the loop and waits for its exit. */
@@ -76,6 +79,11 @@ export const startFloor = (python: string): Promise<Floor> =>
             pending = { id, resolve: done, ...(onFrame === undefined ? {} : { onFrame }) }
             child.stdin!.write(JSON.stringify({ id, code }) + "\n")
           }),
+        send: (code, onDone) => {
+          const id = `f${++next}`
+          pending = { id, resolve: onDone }
+          child.stdin!.write(JSON.stringify({ id, code }) + "\n")
+        },
         interrupt: () => {
           child.kill("SIGINT")
         },
@@ -107,3 +115,21 @@ export const rawPipe = (python: string, lines: number): Promise<{ bytes: number;
     })
     child.stdout!.once("end", () => resolve({ bytes, ms: performance.now() - started }))
   })
+
+/**
+ * The floor loop driven from Effect with the least Effect can do: per cell one `Deferred`,
+ * resolved from the stdout `data` callback when the `done` line arrives. Measures what the
+ * fiber runtime itself costs a cell, beside the plain Node floor.
+ */
+export const effectFloor = async (python: string): Promise<{ readonly run: (code: string) => Effect.Effect<void>; readonly close: () => Promise<void> }> => {
+  const floor = await startFloor(python)
+  return {
+    run: (code) =>
+      Effect.flatMap(Deferred.make<void>(), (done) =>
+        Effect.zipRight(
+          Effect.sync(() => floor.send(code, () => Deferred.unsafeDone(done, Exit.void))),
+          Deferred.await(done)
+        )),
+    close: floor.close
+  }
+}

@@ -4,7 +4,7 @@
 import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor } from "../floor.ts"
 import { tryJupyter } from "../jupyter.ts"
-import type { Row } from "../table.ts"
+import { target, type Row } from "../table.ts"
 import { runCell } from "../veyyon.ts"
 
 /** Python that defines PNG: a valid 512x682 RGB image of noise, about 1 MiB. */
@@ -66,7 +66,8 @@ export const rich = async (context: BenchContext): Promise<FigureResult> => {
       unit: "MB/s",
       veyyon: rate(toolMs),
       floor: rate(floorMs),
-      jupyter: jupyter === undefined ? null : rate(jupyter.ms)
+      jupyter: jupyter === undefined ? null : rate(jupyter.ms),
+      target: target(">= floor", rate(toolMs), rate(floorMs), "at-least")
     }
   ]
   return {

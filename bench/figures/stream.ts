@@ -76,7 +76,7 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
       veyyon: toolRate,
       floor: floorRate,
       jupyter: jupyter === undefined ? null : rate(jupyter.bytes, jupyter.ms),
-      target: target(">= 50% of floor raw pipe", toolRate, floorRate / 2, "at-least")
+      target: target(">= 80% of floor raw pipe", toolRate, floorRate * 0.8, "at-least")
     },
     { figure: "3 streaming", measure: `${size} in 1 KiB lines, Kernel.run`, unit: "MB/s", veyyon: rate(raw.bytes, raw.ms), floor: floorRate, jupyter: null },
     {

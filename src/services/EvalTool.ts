@@ -156,6 +156,21 @@ const RawParams = Schema.Struct({
   reset: Schema.optional(Schema.Boolean)
 })
 
+const RAW_PARAM_KEYS = new Set(["language", "code", "title", "timeout", "reset"])
+
+/** The params without a Schema pass when they plainly fit it (the common call); undefined sends them through the schema for its message. */
+const plainParams = (raw: unknown): typeof RawParams.Type | undefined => {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return undefined
+  const params = raw as Record<string, unknown>
+  for (const key in params) if (!RAW_PARAM_KEYS.has(key)) return undefined
+  if (typeof params.language !== "string" || typeof params.code !== "string") return undefined
+  if (params.title !== undefined && typeof params.title !== "string") return undefined
+  if (params.reset !== undefined && typeof params.reset !== "boolean") return undefined
+  return params as typeof RawParams.Type
+}
+
+const decodeRawParams = Schema.decodeUnknownEither(RawParams, { onExcessProperty: "error" })
+
 /** Validated params with the timeout clamped. */
 export interface CheckedParams {
   readonly language: EvalLanguage
@@ -171,9 +186,9 @@ export const checkParams = (
   settings: SettingsValues
 ): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> =>
   Either.gen(function*() {
-    const params = yield* Schema.decodeUnknownEither(RawParams, { onExcessProperty: "error" })(raw).pipe(
+    const params = plainParams(raw) ?? (yield* decodeRawParams(raw).pipe(
       Either.mapLeft((error) => new InvalidEvalParams({ problem: paramsProblem(error, EVAL_TOOL_NAME, PARAM_HINTS) }))
-    )
+    ))
     const enabled = enabledLanguages(settings)
     if (backendOf(params.language) === undefined) {
       return yield* Either.left(
@@ -358,7 +373,7 @@ const makeEvalTool = Effect.gen(function*() {
         registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0)),
     endSession: (sessionId) =>
       Effect.zipRight(
-        registry.reset(sessionId),
+        Effect.zipRight(registry.reset(sessionId), records.close(sessionId)),
         Effect.sync(() => {
           sessionStores.delete(sessionId)
           sessionLocks.delete(sessionId)

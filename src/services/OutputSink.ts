@@ -22,7 +22,7 @@
  * Writing an artifact can fail (a full disk): the result is still bounded and says
  * why the full output could not be saved.
  */
-import { Context, Data, Effect, Layer, Scope, Stream } from "effect"
+import { Context, Data, Effect, Exit, Layer, Scope, Stream } from "effect"
 import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "./Settings.ts"
@@ -94,6 +94,8 @@ export interface CellSink {
   readonly finish: Effect.Effect<SinkResult>
   /** The text and entries held at this moment. */
   readonly retained: Effect.Effect<RetainedSize>
+  /** Closes the artifacts without a result (a cell that failed or was interrupted); `finish` does it too. */
+  readonly close: Effect.Effect<void>
 }
 
 type TextStream = "Stdout" | "Stderr"
@@ -208,444 +210,558 @@ export const makeCellSink = (
   store: ArtifactStoreService,
   given: Partial<OutputLimits> = {}
 ): Effect.Effect<CellSink, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const limits = outputLimits(given)
-    const scope = yield* Effect.scope
-    const lock = yield* Effect.makeSemaphore(1)
-    const headBudget = { bytes: Math.floor(limits.maxBytes / 2), lines: Math.floor(limits.maxLines / 2) }
-    const tailBudget = { bytes: limits.maxBytes - headBudget.bytes, lines: limits.maxLines - headBudget.lines }
+  Effect.suspend(() => {
+    const sink = cellSink(store, given)
+    return Effect.as(Effect.addFinalizer(() => sink.close), sink)
+  })
 
-    const total = emptySpan()
-    const head = emptySpan()
-    const tail = emptySpan()
-    const omitted = emptySpan()
-    const carry: Record<TextStream, string> = { Stdout: "", Stderr: "" }
-    const artifactIds: Array<string> = []
+/**
+ * The sink of one cell as a plain value: no scope until it first opens an artifact. Its
+ * files close at `finish` or `close`; whoever makes it calls one of them.
+ */
+export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimits> = {}): CellSink => {
+  const limits = outputLimits(given)
+  let scope: Scope.CloseableScope | undefined
+  const lock = Effect.unsafeMakeSemaphore(1)
+  const headBudget = { bytes: Math.floor(limits.maxBytes / 2), lines: Math.floor(limits.maxLines / 2) }
+  const tailBudget = { bytes: limits.maxBytes - headBudget.bytes, lines: limits.maxLines - headBudget.lines }
 
-    let entries: Array<Entry> = []
-    const headEntries: Array<Entry> = []
-    const middleEntries: Array<Entry> = []
-    let tailEntries: Array<Entry> = []
-    let tailStart = 0
+  const total = emptySpan()
+  const head = emptySpan()
+  const tail = emptySpan()
+  const omitted = emptySpan()
+  const carry: Record<TextStream, string> = { Stdout: "", Stderr: "" }
+  const artifactIds: Array<string> = []
 
-    let spilled = false
-    let writer: ArtifactWriter | undefined
-    let artifactId = ""
-    let artifactError: string | undefined
+  let entries: Array<Entry> = []
+  const headEntries: Array<Entry> = []
+  const middleEntries: Array<Entry> = []
+  let tailEntries: Array<Entry> = []
+  let tailStart = 0
 
-    let richKept = 0
-    let imageBytes = 0
-    let droppedCount = 0
-    let droppedPlaced = false
-    let droppedWriter: ArtifactWriter | undefined
-    let droppedId = ""
-    let droppedError: string | undefined
+  let spilled = false
+  let writer: ArtifactWriter | undefined
+  let artifactId = ""
+  let artifactError: string | undefined
 
-    let outcome: CellOutcome | undefined
-    let result: SinkResult | undefined
+  let richKept = 0
+  let imageBytes = 0
+  let droppedCount = 0
+  let droppedPlaced = false
+  let droppedWriter: ArtifactWriter | undefined
+  let droppedId = ""
+  let droppedError: string | undefined
 
-    const lines = (span: Span) => span.newlines + (span.bytes > 0 && !span.endsWithNewline ? 1 : 0)
-    const tailLines = () => tail.newlines + (tail.bytes > 0 && !total.endsWithNewline ? 1 : 0)
-    const add = (span: Span, text: string, bytes: number, newlines: number) => {
-      span.bytes += bytes
-      span.newlines += newlines
-      span.endsWithNewline = text.endsWith("\n")
-    }
-    const textEntry = (stream: TextStream, text: string): TextEntry => ({
-      kind: "text",
-      stream,
-      text,
-      bytes: utf8Length(text),
-      newlines: countNewlines(text)
-    })
+  let outcome: CellOutcome | undefined
+  let result: SinkResult | undefined
 
-    const inScope = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.provideService(effect, Scope.Scope, scope)
+  const lines = (span: Span) => span.newlines + (span.bytes > 0 && !span.endsWithNewline ? 1 : 0)
+  const tailLines = () => tail.newlines + (tail.bytes > 0 && !total.endsWithNewline ? 1 : 0)
+  const add = (span: Span, text: string, bytes: number, newlines: number) => {
+    span.bytes += bytes
+    span.newlines += newlines
+    span.endsWithNewline = text.endsWith("\n")
+  }
+  const textEntry = (stream: TextStream, text: string): TextEntry => ({
+    kind: "text",
+    stream,
+    text,
+    bytes: utf8Length(text),
+    newlines: countNewlines(text)
+  })
 
-    const writeFull = (text: string) =>
-      writer === undefined ? Effect.void : writer.append(text).pipe(
-        Effect.catchAll((error) =>
-          Effect.suspend(() => {
-            artifactError = error.message
-            const failed = writer
-            writer = undefined
-            return failed === undefined ? Effect.void : Effect.ignore(failed.close)
-          })
-        )
-      )
+  const inScope = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
+    Effect.flatMap(
+      scope === undefined ? Effect.tap(Scope.make(), (made) => Effect.sync(() => (scope = made))) : Effect.succeed(scope),
+      (open) => Effect.provideService(effect, Scope.Scope, open)
+    )
 
-    const toTail = (entry: Entry) => {
-      tailEntries.push(entry)
-      if (entry.kind === "text") {
-        tail.bytes += entry.bytes
-        tail.newlines += entry.newlines
-      }
-    }
+  const closeScope = Effect.suspend(() => {
+    const open = scope
+    scope = undefined
+    return open === undefined ? Effect.void : Scope.close(open, Exit.void)
+  })
 
-    const omit = (text: string, bytes: number, newlines: number) => add(omitted, text, bytes, newlines)
-
-    const trimTail = () => {
-      while (tailStart < tailEntries.length) {
-        const overBytes = tail.bytes - tailBudget.bytes
-        const overLines = tailLines() - tailBudget.lines
-        if (overBytes <= 0 && overLines <= 0) break
-        const front = tailEntries[tailStart]!
-        if (front.kind !== "text") {
-          middleEntries.push(front)
-          tailStart++
-          continue
-        }
-        let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
-        if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes, front.bytes))
-        if (cut >= front.text.length) {
-          omit(front.text, front.bytes, front.newlines)
-          tail.bytes -= front.bytes
-          tail.newlines -= front.newlines
-          tailStart++
-          continue
-        }
-        const removed = front.text.slice(0, cut)
-        const removedBytes = utf8Length(removed)
-        const removedNewlines = countNewlines(removed)
-        omit(removed, removedBytes, removedNewlines)
-        front.text = detach(front.text.slice(cut), front.text.length)
-        front.bytes -= removedBytes
-        front.newlines -= removedNewlines
-        tail.bytes -= removedBytes
-        tail.newlines -= removedNewlines
-      }
-      if (tailStart > 64 && tailStart * 2 > tailEntries.length) {
-        tailEntries = tailEntries.slice(tailStart)
-        tailStart = 0
-      }
-    }
-
-    const headCut = (text: string): number => {
-      const newlinesLeft = headBudget.lines - head.newlines
-      const byLines = newlinesLeft <= 0 ? 0 : afterNewline(text, newlinesLeft) ?? text.length
-      let cut = Math.min(byLines, prefixWithin(text, headBudget.bytes - head.bytes))
-      if (cut > 0 && cut < text.length) {
-        const newline = text.lastIndexOf("\n", cut - 1)
-        const lineStart = newline >= 0 ? newline + 1 : head.bytes === 0 || head.endsWithNewline ? 0 : -1
-        if (lineStart >= 0 && utf8Length(text.slice(lineStart, cut)) <= headBudget.bytes / 4) cut = lineStart
-      }
-      return cut
-    }
-
-    const spill = Effect.gen(function*() {
-      spilled = true
-      const opened = yield* Effect.either(inScope(store.create("out", "txt")))
-      if (opened._tag === "Right") {
-        writer = opened.right
-        artifactId = writer.id
-        artifactIds.push(artifactId)
-      } else {
-        artifactError = opened.left.message
-        if (opened.left._tag === "ArtifactWriteFailed") artifactId = opened.left.id
-      }
-      for (const entry of entries) {
-        if (entry.kind === "text") yield* writeFull(entry.text)
-      }
-      let headDone = false
-      for (const entry of entries) {
-        if (headDone) toTail(entry)
-        else if (entry.kind !== "text") headEntries.push(entry)
-        else {
-          const cut = headCut(entry.text)
-          if (cut === entry.text.length) {
-            headEntries.push(entry)
-            add(head, entry.text, entry.bytes, entry.newlines)
-            continue
-          }
-          if (cut > 0) {
-            const part = textEntry(entry.stream, detach(entry.text.slice(0, cut), entry.text.length))
-            headEntries.push(part)
-            add(head, part.text, part.bytes, part.newlines)
-          }
-          toTail(textEntry(entry.stream, entry.text.slice(cut)))
-          headDone = true
-        }
-      }
-      entries = []
-      trimTail()
-    })
-
-    const addText = (stream: TextStream, text: string) =>
-      Effect.suspend(() => {
-        if (text.length === 0) return Effect.void
-        const entry = textEntry(stream, text)
-        add(total, text, entry.bytes, entry.newlines)
-        if (spilled) {
-          toTail(entry)
-          trimTail()
-          return writeFull(text)
-        }
-        entries.push(entry)
-        return total.bytes > limits.maxBytes || lines(total) > limits.maxLines ? spill : Effect.void
-      })
-
-    const pushText = (stream: TextStream, raw: string) =>
-      Effect.suspend(() => {
-        let text = carry[stream] + raw
-        carry[stream] = ""
-        if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
-          carry[stream] = text.slice(-1)
-          text = text.slice(0, -1)
-        }
-        return addText(stream, text)
-      })
-
-    const addEntry = (entry: Entry) => {
-      if (spilled) toTail(entry)
-      else entries.push(entry)
-    }
-
-    const saveImage = (mime: string, payload: string) =>
-      Effect.gen(function*() {
-        const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : Buffer.from(payload, "base64")
-        const why = `${mime} (${data.length} bytes) not shown: this result already holds ` +
-          `${mebibytes(limits.maxImageBytes)} of images`
-        const saved = yield* Effect.either(Effect.scoped(
-          Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
-            Effect.zipRight(image.append(data), image.close))
-        ))
-        if (saved._tag === "Left") return `[${why}; it could not be saved: ${saved.left.message}]`
-        artifactIds.push(saved.right.id)
-        return `[${why}; saved to ${saved.right.uri}]`
-      })
-
-    const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
-      Effect.gen(function*() {
-        let bundle: Record<string, unknown> | undefined
-        const notes: Array<string> = []
-        for (const [mime, payload] of Object.entries(output.bundle)) {
-          if (!mime.startsWith("image/") || typeof payload !== "string") continue
-          if (imageBytes + payload.length <= limits.maxImageBytes) {
-            imageBytes += payload.length
-            continue
-          }
-          notes.push(yield* saveImage(mime, payload))
-          bundle ??= { ...output.bundle }
-          delete bundle[mime]
-        }
-        if (bundle === undefined) return output
-        const plain = bundle["text/plain"]
-        bundle["text/plain"] = [...(typeof plain === "string" && plain.length > 0 ? [plain] : []), ...notes].join("\n")
-        return output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
-      })
-
-    const drop = (output: KernelOutput) =>
-      Effect.gen(function*() {
-        droppedCount++
-        if (!droppedPlaced) {
-          droppedPlaced = true
-          addEntry({ kind: "dropped" })
-          const opened = yield* Effect.either(inScope(store.create("outputs", "jsonl")))
-          if (opened._tag === "Right") {
-            droppedWriter = opened.right
-            droppedId = droppedWriter.id
-            artifactIds.push(droppedId)
-          } else {
-            droppedError = opened.left.message
-          }
-        }
-        if (droppedWriter === undefined) return
-        let line: string
-        try {
-          line = JSON.stringify(output)
-        } catch (error) {
-          line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
-        }
-        const appended = yield* Effect.either(droppedWriter.append(`${line}\n`))
-        if (appended._tag === "Left") {
-          droppedError = appended.left.message
-          yield* Effect.ignore(droppedWriter.close)
-          droppedWriter = undefined
-        }
-      })
-
-    const accept = (output: KernelOutput): Effect.Effect<void> => {
-      switch (output._tag) {
-        case "Stdout":
-        case "Stderr":
-          return pushText(output._tag, output.text)
-        case "Error":
-          return Effect.sync(() => addEntry({ kind: "rich", output }))
-        case "Done":
-          return Effect.sync(() => {
-            const { _tag, ...fields } = output
-            outcome = fields
-          })
-        case "Display":
-        case "Result":
-        case "Status":
-          if (richKept >= limits.maxRichOutputs) return drop(output)
-          richKept++
-          return output._tag === "Status"
-            ? Effect.sync(() => addEntry({ kind: "rich", output }))
-            : Effect.map(boundImages(output), (kept) => addEntry({ kind: "rich", output: kept }))
-      }
-    }
-
-    const snapTailStart = () => {
-      if (omitted.endsWithNewline) return
-      let reach = 0
-      let end = tailStart
-      let within = -1
-      for (; end < tailEntries.length; end++) {
-        const entry = tailEntries[end]!
-        if (entry.kind !== "text") return
-        within = entry.text.indexOf("\n")
-        if (within >= 0) break
-        reach += entry.bytes
-      }
-      if (within < 0) return
-      const last = tailEntries[end] as TextEntry
-      const removed = last.text.slice(0, within + 1)
-      const removedBytes = utf8Length(removed)
-      if (reach + removedBytes > tailBudget.bytes / 4 || reach + removedBytes >= tail.bytes) return
-      for (; tailStart < end; tailStart++) {
-        const entry = tailEntries[tailStart] as TextEntry
-        omit(entry.text, entry.bytes, 0)
-        tail.bytes -= entry.bytes
-      }
-      omit(removed, removedBytes, 1)
-      last.text = last.text.slice(within + 1)
-      last.bytes -= removedBytes
-      last.newlines -= 1
-      tail.bytes -= removedBytes
-      tail.newlines -= 1
-      if (last.text.length === 0) tailStart++
-    }
-
-    const materialize = (list: ReadonlyArray<Entry>, into: Array<SinkOutput>) => {
-      let pending: { stream: TextStream; parts: Array<string> } | undefined
-      const flush = () => {
-        if (pending !== undefined) {
-          const text = pending.parts.join("")
-          into.push(pending.stream === "Stdout" ? SinkOutput.Stdout({ text }) : SinkOutput.Stderr({ text }))
-          pending = undefined
-        }
-      }
-      for (const entry of list) {
-        if (entry.kind === "text") {
-          if (pending?.stream !== entry.stream) {
-            flush()
-            pending = { stream: entry.stream, parts: [] }
-          }
-          pending.parts.push(entry.text)
-          continue
-        }
-        flush()
-        if (entry.kind === "rich") into.push(entry.output)
-        else {
-          const uri = store.uri(droppedId)
-          const where = droppedError === undefined
-            ? `omitted outputs: ${uri}`
-            : `they could not be saved: ${droppedError}`
-          into.push(SinkOutput.OutputsOmitted({
-            text: `… [${plural(droppedCount, "more output")} omitted: a result keeps at most ` +
-              `${limits.maxRichOutputs} displays and status events; ${where}]`,
-            count: droppedCount,
-            artifactUri: droppedId === "" ? "" : uri
-          }))
-        }
-      }
-      flush()
-    }
-
-    const truncation = (): Truncation => {
-      const shared = head.bytes > 0 && !head.endsWithNewline && omitted.newlines === 0 && tail.bytes > 0
-      const shownLines = lines(head) + tailLines() - (shared ? 1 : 0)
-      const totalLines = lines(total)
-      return {
-        totalBytes: total.bytes,
-        totalLines,
-        shownBytes: head.bytes + tail.bytes,
-        shownLines,
-        omittedBytes: omitted.bytes,
-        omittedLines: totalLines - shownLines,
-        artifactId,
-        artifactUri: artifactId === "" ? "" : store.uri(artifactId),
-        ...(artifactError === undefined ? {} : { artifactError })
-      }
-    }
-
-    const marker = (cut: Truncation): SinkOutput => {
-      const amount = cut.omittedLines > 0
-        ? `${plural(cut.omittedLines, "line")}, ${plural(cut.omittedBytes, "byte")}`
-        : plural(cut.omittedBytes, "byte")
-      const where = cut.artifactError === undefined
-        ? `full output: ${cut.artifactUri}`
-        : `the full output could not be saved: ${cut.artifactError}`
-      return SinkOutput.TextOmitted({
-        text: `… [${amount} omitted; ${where}]`,
-        omittedBytes: cut.omittedBytes,
-        omittedLines: cut.omittedLines,
-        artifactUri: cut.artifactUri
-      })
-    }
-
-    const finish = lock.withPermits(1)(Effect.gen(function*() {
-      if (result !== undefined) return result
-      for (const stream of ["Stdout", "Stderr"] as const) {
-        const rest = carry[stream]
-        carry[stream] = ""
-        yield* addText(stream, rest)
-      }
-      const outputs: Array<SinkOutput> = []
-      let cut: Truncation | undefined
-      if (spilled) {
-        snapTailStart()
-        if (writer !== undefined) {
-          const closed = yield* Effect.either(writer.close)
-          if (closed._tag === "Left") artifactError = closed.left.message
+  const writeFull = (text: string) =>
+    writer === undefined ? Effect.void : writer.append(text).pipe(
+      Effect.catchAll((error) =>
+        Effect.suspend(() => {
+          artifactError = error.message
+          const failed = writer
           writer = undefined
-        }
-        cut = truncation()
-        materialize(headEntries, outputs)
-        outputs.push(marker(cut))
-        materialize(middleEntries, outputs)
-        materialize(tailEntries.slice(tailStart), outputs)
-      } else {
-        materialize(entries, outputs)
+          return failed === undefined ? Effect.void : Effect.ignore(failed.close)
+        })
+      )
+    )
+
+  const toTail = (entry: Entry) => {
+    tailEntries.push(entry)
+    if (entry.kind === "text") {
+      tail.bytes += entry.bytes
+      tail.newlines += entry.newlines
+    }
+  }
+
+  const omit = (text: string, bytes: number, newlines: number) => add(omitted, text, bytes, newlines)
+
+  const trimTail = () => {
+    while (tailStart < tailEntries.length) {
+      const overBytes = tail.bytes - tailBudget.bytes
+      const overLines = tailLines() - tailBudget.lines
+      if (overBytes <= 0 && overLines <= 0) break
+      const front = tailEntries[tailStart]!
+      if (front.kind !== "text") {
+        middleEntries.push(front)
+        tailStart++
+        continue
       }
-      if (droppedWriter !== undefined) {
-        const closed = yield* Effect.either(droppedWriter.close)
-        if (closed._tag === "Left") droppedError = closed.left.message
+      let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
+      if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes, front.bytes))
+      if (cut >= front.text.length) {
+        omit(front.text, front.bytes, front.newlines)
+        tail.bytes -= front.bytes
+        tail.newlines -= front.newlines
+        tailStart++
+        continue
+      }
+      const removed = front.text.slice(0, cut)
+      const removedBytes = utf8Length(removed)
+      const removedNewlines = countNewlines(removed)
+      omit(removed, removedBytes, removedNewlines)
+      front.text = detach(front.text.slice(cut), front.text.length)
+      front.bytes -= removedBytes
+      front.newlines -= removedNewlines
+      tail.bytes -= removedBytes
+      tail.newlines -= removedNewlines
+    }
+    if (tailStart > 64 && tailStart * 2 > tailEntries.length) {
+      tailEntries = tailEntries.slice(tailStart)
+      tailStart = 0
+    }
+  }
+
+  const headCut = (text: string): number => {
+    const newlinesLeft = headBudget.lines - head.newlines
+    const byLines = newlinesLeft <= 0 ? 0 : afterNewline(text, newlinesLeft) ?? text.length
+    let cut = Math.min(byLines, prefixWithin(text, headBudget.bytes - head.bytes))
+    if (cut > 0 && cut < text.length) {
+      const newline = text.lastIndexOf("\n", cut - 1)
+      const lineStart = newline >= 0 ? newline + 1 : head.bytes === 0 || head.endsWithNewline ? 0 : -1
+      if (lineStart >= 0 && utf8Length(text.slice(lineStart, cut)) <= headBudget.bytes / 4) cut = lineStart
+    }
+    return cut
+  }
+
+  const spill = Effect.gen(function*() {
+    spilled = true
+    const opened = yield* Effect.either(inScope(store.create("out", "txt")))
+    if (opened._tag === "Right") {
+      writer = opened.right
+      artifactId = writer.id
+      artifactIds.push(artifactId)
+    } else {
+      artifactError = opened.left.message
+      if (opened.left._tag === "ArtifactWriteFailed") artifactId = opened.left.id
+    }
+    for (const entry of entries) {
+      if (entry.kind === "text") yield* writeFull(entry.text)
+    }
+    let headDone = false
+    for (const entry of entries) {
+      if (headDone) toTail(entry)
+      else if (entry.kind !== "text") headEntries.push(entry)
+      else {
+        const cut = headCut(entry.text)
+        if (cut === entry.text.length) {
+          headEntries.push(entry)
+          add(head, entry.text, entry.bytes, entry.newlines)
+          continue
+        }
+        if (cut > 0) {
+          const part = textEntry(entry.stream, detach(entry.text.slice(0, cut), entry.text.length))
+          headEntries.push(part)
+          add(head, part.text, part.bytes, part.newlines)
+        }
+        toTail(textEntry(entry.stream, entry.text.slice(cut)))
+        headDone = true
+      }
+    }
+    entries = []
+    trimTail()
+  })
+
+  const addText = (stream: TextStream, text: string) =>
+    Effect.suspend(() => {
+      if (text.length === 0) return Effect.void
+      const entry = textEntry(stream, text)
+      add(total, text, entry.bytes, entry.newlines)
+      if (spilled) {
+        toTail(entry)
+        trimTail()
+        return writeFull(text)
+      }
+      entries.push(entry)
+      return total.bytes > limits.maxBytes || lines(total) > limits.maxLines ? spill : Effect.void
+    })
+
+  const pushText = (stream: TextStream, raw: string) =>
+    Effect.suspend(() => {
+      let text = carry[stream] + raw
+      carry[stream] = ""
+      if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
+        carry[stream] = text.slice(-1)
+        text = text.slice(0, -1)
+      }
+      return addText(stream, text)
+    })
+
+  const addEntry = (entry: Entry) => {
+    if (spilled) toTail(entry)
+    else entries.push(entry)
+  }
+
+  const saveImage = (mime: string, payload: string) =>
+    Effect.gen(function*() {
+      const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : Buffer.from(payload, "base64")
+      const why = `${mime} (${data.length} bytes) not shown: this result already holds ` +
+        `${mebibytes(limits.maxImageBytes)} of images`
+      const saved = yield* Effect.either(Effect.scoped(
+        Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
+          Effect.zipRight(image.append(data), image.close))
+      ))
+      if (saved._tag === "Left") return `[${why}; it could not be saved: ${saved.left.message}]`
+      artifactIds.push(saved.right.id)
+      return `[${why}; saved to ${saved.right.uri}]`
+    })
+
+  const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
+    Effect.gen(function*() {
+      let bundle: Record<string, unknown> | undefined
+      const notes: Array<string> = []
+      for (const [mime, payload] of Object.entries(output.bundle)) {
+        if (!mime.startsWith("image/") || typeof payload !== "string") continue
+        if (imageBytes + payload.length <= limits.maxImageBytes) {
+          imageBytes += payload.length
+          continue
+        }
+        notes.push(yield* saveImage(mime, payload))
+        bundle ??= { ...output.bundle }
+        delete bundle[mime]
+      }
+      if (bundle === undefined) return output
+      const plain = bundle["text/plain"]
+      bundle["text/plain"] = [...(typeof plain === "string" && plain.length > 0 ? [plain] : []), ...notes].join("\n")
+      return output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
+    })
+
+  const drop = (output: KernelOutput) =>
+    Effect.gen(function*() {
+      droppedCount++
+      if (!droppedPlaced) {
+        droppedPlaced = true
+        addEntry({ kind: "dropped" })
+        const opened = yield* Effect.either(inScope(store.create("outputs", "jsonl")))
+        if (opened._tag === "Right") {
+          droppedWriter = opened.right
+          droppedId = droppedWriter.id
+          artifactIds.push(droppedId)
+        } else {
+          droppedError = opened.left.message
+        }
+      }
+      if (droppedWriter === undefined) return
+      let line: string
+      try {
+        line = JSON.stringify(output)
+      } catch (error) {
+        line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
+      }
+      const appended = yield* Effect.either(droppedWriter.append(`${line}\n`))
+      if (appended._tag === "Left") {
+        droppedError = appended.left.message
+        yield* Effect.ignore(droppedWriter.close)
         droppedWriter = undefined
       }
-      result = {
-        outputs,
-        ...(cut === undefined ? {} : { truncation: cut }),
-        ...(outcome === undefined ? {} : { outcome }),
-        artifactIds: [...artifactIds]
-      }
-      return result
-    }))
-
-    const retained = Effect.sync((): RetainedSize => {
-      let textChars = carry.Stdout.length + carry.Stderr.length
-      let count = 0
-      const measure = (list: ReadonlyArray<Entry>, from = 0) => {
-        for (let at = from; at < list.length; at++) {
-          const entry = list[at]!
-          count++
-          if (entry.kind === "text") textChars += entry.text.length
-        }
-      }
-      measure(entries)
-      measure(headEntries)
-      measure(middleEntries)
-      measure(tailEntries, tailStart)
-      return { textChars, entries: count }
     })
 
-    return {
-      push: (output) => lock.withPermits(1)(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void))),
-      finish,
-      retained
+  const accept = (output: KernelOutput): Effect.Effect<void> => {
+    switch (output._tag) {
+      case "Stdout":
+      case "Stderr":
+        return pushText(output._tag, output.text)
+      case "Error":
+        return Effect.sync(() => addEntry({ kind: "rich", output }))
+      case "Done":
+        return Effect.sync(() => {
+          const { _tag, ...fields } = output
+          outcome = fields
+        })
+      case "Display":
+      case "Result":
+      case "Status":
+        if (richKept >= limits.maxRichOutputs) return drop(output)
+        richKept++
+        return output._tag === "Status"
+          ? Effect.sync(() => addEntry({ kind: "rich", output }))
+          : Effect.map(boundImages(output), (kept) => addEntry({ kind: "rich", output: kept }))
     }
+  }
+
+  const snapTailStart = () => {
+    if (omitted.endsWithNewline) return
+    let reach = 0
+    let end = tailStart
+    let within = -1
+    for (; end < tailEntries.length; end++) {
+      const entry = tailEntries[end]!
+      if (entry.kind !== "text") return
+      within = entry.text.indexOf("\n")
+      if (within >= 0) break
+      reach += entry.bytes
+    }
+    if (within < 0) return
+    const last = tailEntries[end] as TextEntry
+    const removed = last.text.slice(0, within + 1)
+    const removedBytes = utf8Length(removed)
+    if (reach + removedBytes > tailBudget.bytes / 4 || reach + removedBytes >= tail.bytes) return
+    for (; tailStart < end; tailStart++) {
+      const entry = tailEntries[tailStart] as TextEntry
+      omit(entry.text, entry.bytes, 0)
+      tail.bytes -= entry.bytes
+    }
+    omit(removed, removedBytes, 1)
+    last.text = last.text.slice(within + 1)
+    last.bytes -= removedBytes
+    last.newlines -= 1
+    tail.bytes -= removedBytes
+    tail.newlines -= 1
+    if (last.text.length === 0) tailStart++
+  }
+
+  const materialize = (list: ReadonlyArray<Entry>, into: Array<SinkOutput>) => {
+    let pending: { stream: TextStream; parts: Array<string> } | undefined
+    const flush = () => {
+      if (pending !== undefined) {
+        const text = pending.parts.join("")
+        into.push(pending.stream === "Stdout" ? SinkOutput.Stdout({ text }) : SinkOutput.Stderr({ text }))
+        pending = undefined
+      }
+    }
+    for (const entry of list) {
+      if (entry.kind === "text") {
+        if (pending?.stream !== entry.stream) {
+          flush()
+          pending = { stream: entry.stream, parts: [] }
+        }
+        pending.parts.push(entry.text)
+        continue
+      }
+      flush()
+      if (entry.kind === "rich") into.push(entry.output)
+      else {
+        const uri = store.uri(droppedId)
+        const where = droppedError === undefined
+          ? `omitted outputs: ${uri}`
+          : `they could not be saved: ${droppedError}`
+        into.push(SinkOutput.OutputsOmitted({
+          text: `… [${plural(droppedCount, "more output")} omitted: a result keeps at most ` +
+            `${limits.maxRichOutputs} displays and status events; ${where}]`,
+          count: droppedCount,
+          artifactUri: droppedId === "" ? "" : uri
+        }))
+      }
+    }
+    flush()
+  }
+
+  const truncation = (): Truncation => {
+    const shared = head.bytes > 0 && !head.endsWithNewline && omitted.newlines === 0 && tail.bytes > 0
+    const shownLines = lines(head) + tailLines() - (shared ? 1 : 0)
+    const totalLines = lines(total)
+    return {
+      totalBytes: total.bytes,
+      totalLines,
+      shownBytes: head.bytes + tail.bytes,
+      shownLines,
+      omittedBytes: omitted.bytes,
+      omittedLines: totalLines - shownLines,
+      artifactId,
+      artifactUri: artifactId === "" ? "" : store.uri(artifactId),
+      ...(artifactError === undefined ? {} : { artifactError })
+    }
+  }
+
+  const marker = (cut: Truncation): SinkOutput => {
+    const amount = cut.omittedLines > 0
+      ? `${plural(cut.omittedLines, "line")}, ${plural(cut.omittedBytes, "byte")}`
+      : plural(cut.omittedBytes, "byte")
+    const where = cut.artifactError === undefined
+      ? `full output: ${cut.artifactUri}`
+      : `the full output could not be saved: ${cut.artifactError}`
+    return SinkOutput.TextOmitted({
+      text: `… [${amount} omitted; ${where}]`,
+      omittedBytes: cut.omittedBytes,
+      omittedLines: cut.omittedLines,
+      artifactUri: cut.artifactUri
+    })
+  }
+
+  /**
+   * Takes the output at once when nothing is waiting for the lock and taking it writes no
+   * artifact (text that keeps within the budgets before any spill, errors, the outcome,
+   * status events and displays whose images fit); answers false, changing nothing, otherwise.
+   */
+  const acceptNow = (output: KernelOutput): boolean => {
+    switch (output._tag) {
+      case "Stdout":
+      case "Stderr": {
+        if (spilled) return false
+        let text = carry[output._tag] + output.text
+        let rest = ""
+        if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
+          rest = text.slice(-1)
+          text = text.slice(0, -1)
+        }
+        if (text.length === 0) {
+          carry[output._tag] = rest
+          return true
+        }
+        const entry = textEntry(output._tag, text)
+        const bytes = total.bytes + entry.bytes
+        const lineCount = total.newlines + entry.newlines + (text.endsWith("\n") ? 0 : 1)
+        if (bytes > limits.maxBytes || lineCount > limits.maxLines) return false
+        carry[output._tag] = rest
+        add(total, text, entry.bytes, entry.newlines)
+        entries.push(entry)
+        return true
+      }
+      case "Error":
+        addEntry({ kind: "rich", output })
+        return true
+      case "Done": {
+        const { _tag, ...fields } = output
+        outcome = fields
+        return true
+      }
+      case "Status":
+        if (richKept >= limits.maxRichOutputs) return false
+        richKept++
+        addEntry({ kind: "rich", output })
+        return true
+      case "Display":
+      case "Result": {
+        if (richKept >= limits.maxRichOutputs) return false
+        let images = imageBytes
+        for (const mime in output.bundle) {
+          const payload = output.bundle[mime]
+          if (!mime.startsWith("image/") || typeof payload !== "string") continue
+          images += payload.length
+          if (images > limits.maxImageBytes) return false
+        }
+        imageBytes = images
+        richKept++
+        addEntry({ kind: "rich", output })
+        return true
+      }
+    }
+  }
+
+  /** Pushes and finishes waiting for the lock or holding it; the fast paths run only when there are none. */
+  let waiting = 0
+  const locked = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
+    Effect.suspend(() => {
+      waiting++
+      return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => waiting--))
+    })
+
+  /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
+  const finishNow = (): SinkResult | undefined => {
+    if (waiting > 0 || spilled || scope !== undefined || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    const outputs: Array<SinkOutput> = []
+    materialize(entries, outputs)
+    result = { outputs, ...(outcome === undefined ? {} : { outcome }), artifactIds: [...artifactIds] }
+    return result
+  }
+
+  const finishLocked = Effect.gen(function*() {
+    if (result !== undefined) return result
+    for (const stream of ["Stdout", "Stderr"] as const) {
+      const rest = carry[stream]
+      carry[stream] = ""
+      yield* addText(stream, rest)
+    }
+    const outputs: Array<SinkOutput> = []
+    let cut: Truncation | undefined
+    if (spilled) {
+      snapTailStart()
+      if (writer !== undefined) {
+        const closed = yield* Effect.either(writer.close)
+        if (closed._tag === "Left") artifactError = closed.left.message
+        writer = undefined
+      }
+      cut = truncation()
+      materialize(headEntries, outputs)
+      outputs.push(marker(cut))
+      materialize(middleEntries, outputs)
+      materialize(tailEntries.slice(tailStart), outputs)
+    } else {
+      materialize(entries, outputs)
+    }
+    if (droppedWriter !== undefined) {
+      const closed = yield* Effect.either(droppedWriter.close)
+      if (closed._tag === "Left") droppedError = closed.left.message
+      droppedWriter = undefined
+    }
+    result = {
+      outputs,
+      ...(cut === undefined ? {} : { truncation: cut }),
+      ...(outcome === undefined ? {} : { outcome }),
+      artifactIds: [...artifactIds]
+    }
+    yield* closeScope
+    return result
   })
+
+  const finish = Effect.suspend(() => {
+    const done = result ?? finishNow()
+    return done === undefined ? locked(finishLocked) : Effect.succeed(done)
+  })
+
+  const close = locked(Effect.suspend(() => {
+    if (result === undefined) result = { outputs: [], artifactIds: [...artifactIds] }
+    writer = undefined
+    droppedWriter = undefined
+    return closeScope
+  }))
+
+  const retained = Effect.sync((): RetainedSize => {
+    let textChars = carry.Stdout.length + carry.Stderr.length
+    let count = 0
+    const measure = (list: ReadonlyArray<Entry>, from = 0) => {
+      for (let at = from; at < list.length; at++) {
+        const entry = list[at]!
+        count++
+        if (entry.kind === "text") textChars += entry.text.length
+      }
+    }
+    measure(entries)
+    measure(headEntries)
+    measure(middleEntries)
+    measure(tailEntries, tailStart)
+    return { textChars, entries: count }
+  })
+
+  return {
+    push: (output) =>
+      Effect.suspend(() => {
+        if (result !== undefined || (waiting === 0 && acceptNow(output))) return Effect.void
+        return locked(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void)))
+      }),
+    finish,
+    retained,
+    close
+  }
+}
 
 /** Options of one cell's sink. */
 export interface OpenOptions {
@@ -676,7 +792,10 @@ const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputS
   const open = (options: OpenOptions = {}) =>
     makeCellSink(options.store ?? store, { ...limits, ...options.limits })
   const throughSink = <E, R>(options: OpenOptions, fill: (push: CellSink["push"]) => Effect.Effect<void, E, R>) =>
-    Effect.scoped(Effect.flatMap(open(options), (sink) => Effect.zipRight(fill(sink.push), sink.finish)))
+    Effect.suspend(() => {
+      const sink = cellSink(options.store ?? store, { ...limits, ...options.limits })
+      return Effect.zipRight(Effect.onError(fill(sink.push), () => sink.close), sink.finish)
+    })
   return {
     limits,
     open,

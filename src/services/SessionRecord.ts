@@ -4,9 +4,13 @@
  * session exports as a valid nbformat 4 notebook (images as PNG/JPEG outputs, cut text
  * with the artifact:// link that holds all of it).
  *
- * Cell files live in `<session dir>/cells/` (the directory `sessionArtifactsDir` names),
- * mode 0700, checked to be ours and not a symlink; each file is written under a fresh
- * name created exclusively (0600) and renamed into place.
+ * Cells live in `<session dir>/cells/` (the directory `sessionArtifactsDir` names), mode
+ * 0700, checked to be ours and not a symlink. Each process appends a session's cells, one
+ * JSON line each, to a journal of its own there (`cells-….jsonl`, created exclusively,
+ * 0600, without following links, replaced by a fresh one past 8 MiB), kept open: a cell
+ * costs one small write (a few microseconds) instead of a file of its own. A line cut
+ * short by a crash is skipped when reading. Older `cell-….json` files (one cell each) are
+ * still read.
  */
 import { Context, Data, Effect, Layer, Schema } from "effect"
 import { randomBytes } from "node:crypto"
@@ -14,9 +18,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { STATUS_MIME } from "../kernel/Frame.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
-import { writeFileAtomically, writeFileAtomicallyAsync } from "./AtomicFile.ts"
+import { EXCLUSIVE_CREATE, writeFileAtomically } from "./AtomicFile.ts"
 import type { SinkOutput } from "./OutputSink.ts"
-import { ensurePrivateDirSync } from "./PrivateDir.ts"
+import { ensurePrivateDirSync, PRIVATE_FILE_MODE } from "./PrivateDir.ts"
 import { backendOf } from "../backends/index.ts"
 import { type EvalLanguage, Settings } from "./Settings.ts"
 
@@ -40,6 +44,7 @@ const RecordedCellSchema = Schema.Struct({
   outputs: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 const decodeCell = Schema.decodeUnknownEither(Schema.parseJson(RecordedCellSchema))
+const decodeJournalLine = Schema.decodeUnknownEither(Schema.parseJson(Schema.extend(RecordedCellSchema, Schema.Struct({ at: Schema.Number, n: Schema.Number }))))
 
 /** The session's record could not be read or written. */
 export class SessionRecordError extends Data.TaggedError("SessionRecordError")<{ readonly path: string; readonly reason: string }> {
@@ -133,13 +138,27 @@ export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLa
 const failWith = (where: string) => (error: unknown) =>
   new SessionRecordError({ path: where, reason: error instanceof Error ? error.message : String(error) })
 
-const CELL_FILE = /^cell-\d{15}-\d{6}-[0-9a-f]{8}\.json$/
+const CELL_FILE = /^cell-(\d{15})-(\d{6})-[0-9a-f]{8}\.json$/
+const JOURNAL_FILE = /^cells-\d{15}-\d+-[0-9a-f]{8}\.jsonl$/
+/** A journal past this size is left for a fresh one. */
+const JOURNAL_ROTATE_BYTES = 8 * 1024 * 1024
 /** The largest cell file read back (a cell's retained output is bounded far below it). */
 const MAX_CELL_FILE_BYTES = 64 * 1024 * 1024
 
+/** A regular file's text, read without following a link; undefined when it is not one or is too large to be ours. */
+const readCellFile = (file: string): string | undefined => {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  try {
+    const stat = fs.fstatSync(fd)
+    return !stat.isFile() || stat.size > MAX_CELL_FILE_BYTES ? undefined : fs.readFileSync(fd, "utf8")
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /** The session record service. */
 export interface SessionRecordService {
-  /** Keeps one finished cell of a session (written in the background; `cells` and the layer's end wait for it). */
+  /** Keeps one finished cell of a session (appended to the session's journal before it returns). */
   readonly record: (sessionId: string, cell: RecordedCell) => Effect.Effect<void, SessionRecordError>
   /** The session's cells in the order they ran (none for a session that ran nothing). */
   readonly cells: (sessionId: string) => Effect.Effect<ReadonlyArray<RecordedCell>, SessionRecordError>
@@ -147,21 +166,62 @@ export interface SessionRecordService {
   readonly notebook: (sessionId: string, language?: EvalLanguage) => Effect.Effect<Record<string, unknown>, SessionRecordError>
   /** Writes the session's notebook to `file` (created, or replaced atomically). */
   readonly exportNotebook: (sessionId: string, file: string, language?: EvalLanguage) => Effect.Effect<void, SessionRecordError>
+  /** Closes the session's journal (the cells stay on disk; a later cell opens a new journal). */
+  readonly close: (sessionId: string) => Effect.Effect<void>
+}
+
+/** One session's journal in this process: its open file and how much it holds. */
+interface Journal {
+  readonly dir: string
+  fd: number | undefined
+  size: number
+}
+
+const journalName = () =>
+  `cells-${String(Date.now()).padStart(15, "0")}-${process.pid}-${randomBytes(4).toString("hex")}.jsonl`
+
+/** Appends `line` to the journal, opening a fresh file first when it has none or the one it has is full. */
+const append = (journal: Journal, line: string): void => {
+  if (journal.fd !== undefined && journal.size >= JOURNAL_ROTATE_BYTES) closeJournalFile(journal)
+  if (journal.fd === undefined) {
+    journal.fd = fs.openSync(path.join(journal.dir, journalName()), EXCLUSIVE_CREATE | fs.constants.O_APPEND, PRIVATE_FILE_MODE)
+    journal.size = 0
+  }
+  const data = Buffer.from(line, "utf8")
+  for (let at = 0; at < data.length;) at += fs.writeSync(journal.fd, data, at)
+  journal.size += data.length
+}
+
+const closeJournalFile = (journal: Journal): void => {
+  const fd = journal.fd
+  journal.fd = undefined
+  if (fd !== undefined) {
+    try {
+      fs.closeSync(fd)
+    } catch {
+      // nothing more to do with it
+    }
+  }
 }
 
 const makeSessionRecord = Effect.gen(function*() {
   const settings = yield* Settings
-  let sequence = 0
+  /** When the last cell was recorded (never earlier than the one before) and how many were: a line's place in the order. */
+  let lastAt = 0
+  let recorded = 0
   /** Directories already made and checked, so a cell costs no directory probes. */
   const readyDirs = new Set<string>()
-  /** Per session: the chain of cell writes still in flight, and why any failed. */
-  const pending = new Map<string, Promise<void>>()
+  const journals = new Map<string, Journal>()
   const failures = new Map<string, string>()
 
-  const settle = (sessionId: string) => Effect.promise(() => pending.get(sessionId) ?? Promise.resolve())
-  yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(pending.values())))
+  const closeJournal = (sessionId: string) => {
+    const journal = journals.get(sessionId)
+    journals.delete(sessionId)
+    if (journal !== undefined) closeJournalFile(journal)
+  }
+  yield* Effect.addFinalizer(() => Effect.sync(() => [...journals.keys()].forEach(closeJournal)))
 
-  /** Names and serializes the cell now (its place in the order) and writes it in the background. */
+  /** Appends the cell to the session's journal: one small write to an open file. */
   const record = (sessionId: string, cell: RecordedCell) => {
     const dir = sessionCellsDir(settings.artifactsDir, sessionId)
     return Effect.try({
@@ -170,14 +230,19 @@ const makeSessionRecord = Effect.gen(function*() {
           ensurePrivateDirSync(dir)
           readyDirs.add(dir)
         }
-        const name = `cell-${String(Date.now()).padStart(15, "0")}-${String(++sequence % 1_000_000).padStart(6, "0")}-${randomBytes(4).toString("hex")}.json`
-        const data = JSON.stringify(cell)
-        const write = (pending.get(sessionId) ?? Promise.resolve())
-          .then(() => writeFileAtomicallyAsync(path.join(dir, name), data))
-          .catch((error: Error) => {
-            failures.set(sessionId, error.message)
-          })
-        pending.set(sessionId, write)
+        let journal = journals.get(sessionId)
+        if (journal === undefined || journal.dir !== dir) {
+          journal = { dir, fd: undefined, size: 0 }
+          journals.set(sessionId, journal)
+        }
+        lastAt = Math.max(lastAt, Date.now())
+        try {
+          append(journal, JSON.stringify({ at: lastAt, n: ++recorded, ...cell }) + "\n")
+        } catch (error) {
+          closeJournalFile(journal)
+          failures.set(sessionId, error instanceof Error ? error.message : String(error))
+          throw error
+        }
       },
       catch: failWith(dir)
     })
@@ -189,24 +254,31 @@ const makeSessionRecord = Effect.gen(function*() {
       const reason = failures.get(sessionId)
       return reason === undefined ? Effect.void : Effect.fail(new SessionRecordError({ path: dir, reason: `a cell could not be recorded: ${reason}` }))
     })
-    return Effect.zipRight(Effect.zipRight(settle(sessionId), failed), Effect.try({
+    return Effect.zipRight(failed, Effect.try({
       try: () => {
         if (!fs.existsSync(dir)) return []
         ensurePrivateDirSync(dir)
-        const found: Array<RecordedCell> = []
-        for (const name of fs.readdirSync(dir).filter((name) => CELL_FILE.test(name)).sort()) {
-          const file = path.join(dir, name)
-          const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
-          try {
-            const stat = fs.fstatSync(fd)
-            if (!stat.isFile() || stat.size > MAX_CELL_FILE_BYTES) continue
-            const decoded = decodeCell(fs.readFileSync(fd, "utf8"))
-            if (decoded._tag === "Right") found.push(decoded.right)
-          } finally {
-            fs.closeSync(fd)
+        const found: Array<{ readonly at: number; readonly n: number; readonly cell: RecordedCell }> = []
+        const names = fs.readdirSync(dir).filter((name) => CELL_FILE.test(name) || JOURNAL_FILE.test(name)).sort()
+        for (const name of names) {
+          const text = readCellFile(path.join(dir, name))
+          if (text === undefined) continue
+          const single = CELL_FILE.exec(name)
+          if (single !== null) {
+            const decoded = decodeCell(text)
+            if (decoded._tag === "Right") found.push({ at: Number(single[1]), n: Number(single[2]), cell: decoded.right })
+            continue
+          }
+          for (const line of text.split("\n")) {
+            if (line.length === 0) continue
+            const decoded = decodeJournalLine(line)
+            if (decoded._tag === "Right") {
+              const { at, n, ...cell } = decoded.right
+              found.push({ at, n, cell })
+            }
           }
         }
-        return found
+        return found.sort((a, b) => a.at - b.at || a.n - b.n).map((entry) => entry.cell)
       },
       catch: failWith(dir)
     }))
@@ -221,7 +293,13 @@ const makeSessionRecord = Effect.gen(function*() {
         catch: failWith(path.resolve(file))
       }))
 
-  return { record, cells, notebook, exportNotebook } satisfies SessionRecordService
+  return {
+    record,
+    cells,
+    notebook,
+    exportNotebook,
+    close: (sessionId) => Effect.sync(() => closeJournal(sessionId))
+  } satisfies SessionRecordService
 })
 
 /** Each session's cells, kept and exported as a notebook. */

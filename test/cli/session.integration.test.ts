@@ -10,7 +10,7 @@ import { findPython, integrationEnabled } from "../support/python.ts"
 import { childEnv, runCli, stopAll, tempDir } from "./support.ts"
 
 const python = findPython()
-const SPAWN_TIMEOUT = 240_000
+const SPAWN_TIMEOUT = 600_000
 
 describe.skipIf(!integrationEnabled() || python === undefined)("veyyon eval --session", () => {
   const state = fs.realpathSync(tempDir("veyyon-cli-state-"))

@@ -1,25 +1,22 @@
 /**
- * Spawning `veyyon` from source (`node --import tsx src/cli/main.ts …`) for end-to-end
- * tests, with the test interpreter, a temporary artifacts directory, and every child
+ * Spawning `veyyon` as built (`node bin/veyyon.mjs …`; `test/globalSetup.ts` builds `dist/`
+ * first, so no child compiles the sources) for end-to-end tests, with the test interpreter, a temporary artifacts directory, and every child
  * tracked so a test run never leaves one behind.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 import { findPython } from "../support/python.ts"
 
 /** The package root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 
-/** tsx's loader, by URL, so children started in any directory find it. */
-const tsxLoader = pathToFileURL(path.join(repoRoot, "node_modules", "tsx", "dist", "loader.mjs")).href
-
-/** The command and leading arguments that run the CLI from source. */
-export const cliFromSource: { readonly command: string; readonly args: ReadonlyArray<string> } = {
+/** The command and leading arguments that run the CLI as users do: `bin/veyyon.mjs` over `dist/`, which the tests' global setup builds. */
+export const cliEntry: { readonly command: string; readonly args: ReadonlyArray<string> } = {
   command: process.execPath,
-  args: ["--import", tsxLoader, path.join(repoRoot, "src", "cli", "main.ts")]
+  args: [path.join(repoRoot, "bin", "veyyon.mjs")]
 }
 
 /** A fresh temporary directory. */
@@ -53,7 +50,7 @@ export interface CliRunOptions {
   readonly input?: string
   readonly cwd?: string
   readonly timeoutMs?: number
-  /** The executable and leading arguments (default: the CLI from source). */
+  /** The executable and leading arguments (default: the built CLI). */
   readonly entry?: { readonly command: string; readonly args: ReadonlyArray<string> }
 }
 
@@ -82,7 +79,7 @@ export const runCli = (args: ReadonlyArray<string>, options: CliRunOptions): Pro
 
 const spawnCli = (args: ReadonlyArray<string>, options: CliRunOptions): Promise<CliRun> =>
   new Promise((resolve, reject) => {
-    const entry = options.entry ?? cliFromSource
+    const entry = options.entry ?? cliEntry
     const child = spawn(entry.command, [...entry.args, ...args], {
       cwd: options.cwd ?? repoRoot,
       env: options.env,
@@ -93,7 +90,7 @@ const spawnCli = (args: ReadonlyArray<string>, options: CliRunOptions): Promise<
     let stderr = ""
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-    const timer = setTimeout(() => stop(child), options.timeoutMs ?? 90_000)
+    const timer = setTimeout(() => stop(child), options.timeoutMs ?? 240_000)
     child.once("error", (error) => {
       clearTimeout(timer)
       children.delete(child)

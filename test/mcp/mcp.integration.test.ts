@@ -5,7 +5,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { childEnv, cliFromSource, isAlive, PNG_CELL, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
+import { childEnv, cliEntry, isAlive, PNG_CELL, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 interface ToolResult {
@@ -33,8 +33,8 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
 
   beforeAll(async () => {
     transport = new StdioClientTransport({
-      command: cliFromSource.command,
-      args: [...cliFromSource.args, "mcp"],
+      command: cliEntry.command,
+      args: [...cliEntry.args, "mcp"],
       cwd: repoRoot,
       env: childEnv(tempDir("veyyon-mcp-artifacts-"), { VEYYON_MCP_PROGRESS_INTERVAL_MS: "250" }),
       stderr: "pipe"

@@ -3,7 +3,7 @@
  * every child killed when the test file ends (see `stop`).
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { childEnv, cliFromSource, repoRoot, tempDir } from "../cli/support.ts"
+import { childEnv, cliEntry, repoRoot, tempDir } from "../cli/support.ts"
 
 /** A running `veyyon mcp …` child. */
 export interface McpChild {
@@ -34,7 +34,7 @@ const poll = async <A>(find: () => A | undefined, timeoutMs: number, what: strin
 
 /** Starts `veyyon <args>` from source with a fresh artifacts directory. */
 export const startMcp = (args: ReadonlyArray<string>, extraEnv: Readonly<Record<string, string>> = {}): McpChild => {
-  const child = spawn(cliFromSource.command, [...cliFromSource.args, ...args], {
+  const child = spawn(cliEntry.command, [...cliEntry.args, ...args], {
     cwd: repoRoot,
     env: childEnv(tempDir("veyyon-mcp-raw-"), extraEnv),
     stdio: ["pipe", "pipe", "pipe"]

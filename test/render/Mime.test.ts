@@ -48,6 +48,13 @@ describe("imageFacts", () => {
     expect(imageFacts(mime, base64).byteLength).toBe(bytes.length)
   })
 
+  it.prop("strips exactly what /\\s/ calls whitespace, ASCII or not", [
+    fc.array(fc.constantFrom("QUJD", "+/=", "\n", "\r\n", " ", "\t", "\f", "\v", "\u00a0", "\u2028", "\u3000", "\ufeff", "é"), { maxLength: 40 })
+  ], ([parts]) => {
+    const text = parts.join("")
+    expect(cleanBase64(text)).toBe(text.replace(/\s+/g, ""))
+  })
+
   it.prop("never throws on JPEG-looking garbage", [fc.uint8Array({ maxLength: 200 })], ([bytes]) => {
     const data = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff]), Buffer.from(bytes)]).toString("base64")
     expect(imageFacts("image/jpeg", data).byteLength).toBe(bytes.length + 3)

@@ -305,7 +305,7 @@ export class Kernel {
   }
 
   /** Wait for the `done` of request id and summarize its frames. */
-  async collect(id: string, timeoutMs = 20_000): Promise<Cell> {
+  async collect(id: string, timeoutMs = 60_000): Promise<Cell> {
     const done = await this.waitFor((f) => f.type === "done" && f.id === id, timeoutMs)
     return summarize(id, this.framesOf(id), done)
   }
@@ -316,7 +316,7 @@ export class Kernel {
   }
 
   /** Resolve with the first frame (from index `from` on) that satisfies predicate. */
-  waitFor(predicate: (frame: Frame) => boolean, timeoutMs = 20_000, from = 0): Promise<Frame> {
+  waitFor(predicate: (frame: Frame) => boolean, timeoutMs = 60_000, from = 0): Promise<Frame> {
     return new Promise((resolve, reject) => {
       const check = (): boolean => {
         const found = this.frames.slice(from).find(predicate)
@@ -347,7 +347,7 @@ export class Kernel {
   }
 
   /** Resolve once the runner printed a stdout frame containing text (for request id, if given). */
-  waitForStdout(text: string, id?: string, timeoutMs = 20_000): Promise<Frame> {
+  waitForStdout(text: string, id?: string, timeoutMs = 60_000): Promise<Frame> {
     return this.waitFor(
       (f) => f.type === "stdout" && (id === undefined || f.id === id) && String(f.data).includes(text),
       timeoutMs

@@ -14,7 +14,7 @@ import { Effect, ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import type { SettingsInput } from "../../src/services/Settings.ts"
-import { cliFromSource } from "../cli/support.ts"
+import { cliEntry } from "../cli/support.ts"
 import { isRunning, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
@@ -255,7 +255,7 @@ describe.skipIf(!enabled)("kernel limits", () => {
 
 describe.skipIf(!enabled)("required without bwrap", () => {
   it("the CLI exits 3 with a sentence naming the fix", () => {
-    const result = spawnSync(cliFromSource.command, [...cliFromSource.args, "eval", "1 + 1"], {
+    const result = spawnSync(cliEntry.command, [...cliEntry.args, "eval", "1 + 1"], {
       cwd: freshDir("cli"),
       env: { ...process.env, PATH: "/nonexistent", VEYYON_SANDBOX: "required", VEYYON_PYTHON_INTERPRETER: python! },
       encoding: "utf8",
