@@ -12,16 +12,20 @@ export const PROTOCOL_ERROR = "ProtocolError"
 export const realExit = process.exit.bind(process)
 
 let channelFd = -1
+// Whether the channel holds part of a line: an interrupt can end a cell's code anywhere, even
+// inside a write, and the next frame must then start on a line of its own. It is set only
+// after a write leaves a line unfinished, so an interrupt before or between whole writes (the
+// usual case: a frame goes out in one write) leaves no stray newline behind.
 let tornLine = false
 const pause = new Int32Array(new SharedArrayBuffer(4))
 
 const writeLine = (line) => {
   const data = Buffer.from(line, "utf8")
   let offset = 0
-  tornLine = true
   while (offset < data.length) {
     try {
       offset += fs.writeSync(channelFd, data, offset)
+      tornLine = offset < data.length
     } catch (error) {
       if (error.code === "EAGAIN") {
         Atomics.wait(pause, 0, 0, 1)
@@ -31,7 +35,6 @@ const writeLine = (line) => {
       throw error
     }
   }
-  tornLine = false
 }
 
 export const send = (frame) => {
