@@ -12,8 +12,12 @@
  * package of modules. Kernels may write files of their own beside the copy (Python's boot
  * script caches compiled code there); those are left alone.
  *
- * The sources are read from the package on every call (they are small), hashed together,
- * and written only when the cached copy is missing or differs. Each file is created
+ * The sources are read from the package, hashed together, and written only when the cached
+ * copy is missing or differs. The answer is then memoized per folder for the life of the
+ * service: a later call only lists the source folder and `lstat`s its files and the cached
+ * copy's (a few dozen microseconds), and does the full read, hash and compare again when
+ * anything changed (a source edited, added or removed; a cached file or directory replaced,
+ * touched, or its mode or owner changed). Each file is created
  * exclusively (never through a symbolic link, mode 0600) under a unique temp name in the
  * same directory and renamed into place, so a reader never sees a partial file and two
  * hosts racing on the same hash both end up with the same, complete content.
@@ -164,6 +168,12 @@ const writeExclusive = async (file: string, content: string): Promise<void> => {
   }
 }
 
+/** What a file's `lstat` says about its identity and content; throws when it is missing. */
+const fileStamp = (file: string): string => {
+  const stat = NodeFs.lstatSync(file, { bigint: true })
+  return `${stat.mode} ${stat.uid} ${stat.ino} ${stat.size} ${stat.mtimeNs} ${stat.ctimeNs}`
+}
+
 /** Builds the service over explicit directories. */
 export const makeRunnerCache = (
   options: RunnerCacheOptions
@@ -239,12 +249,43 @@ export const makeRunnerCache = (
         return { dir, wrote }
       })
 
-    const ensure = (folder: string) =>
+    const memo = new Map<string, { readonly runner: CachedRunner; readonly stamp: string }>()
+
+    const stampOf = (folder: string, runner: CachedRunner): string | undefined => {
+      try {
+        const root = path.join(options.sourceDir, folder)
+        const names = listRunnerFiles(root)
+        const dirs = new Set<string>([runner.dir])
+        for (const name of names) {
+          const parts = name.split("/")
+          for (let depth = 1; depth < parts.length; depth++) dirs.add(path.join(runner.dir, ...parts.slice(0, depth)))
+        }
+        return [
+          ...names.map((name) => `s ${name} ${fileStamp(path.join(root, ...name.split("/")))}`),
+          ...names.map((name) => `c ${fileStamp(cachedPath(runner, name))}`),
+          ...[...dirs].map((dir) => `d ${fileStamp(dir)}`)
+        ].join("\n")
+      } catch {
+        return undefined
+      }
+    }
+
+    const ensureNow = (folder: string) =>
       Effect.gen(function*() {
         const files = yield* readFolder(folder)
         const hash = filesHash(files)
         const { dir, wrote } = yield* writeFiles(hash, files)
-        return { folder, dir, sources: new Map(files), hash, wrote } satisfies CachedRunner
+        const runner: CachedRunner = { folder, dir, sources: new Map(files), hash, wrote }
+        const stamp = stampOf(folder, runner)
+        if (stamp === undefined) memo.delete(folder)
+        else memo.set(folder, { runner: { ...runner, wrote: false }, stamp })
+        return runner
+      })
+
+    const ensure = (folder: string) =>
+      Effect.suspend(() => {
+        const known = memo.get(folder)
+        return known !== undefined && stampOf(folder, known.runner) === known.stamp ? Effect.succeed(known.runner) : ensureNow(folder)
       })
 
     return { ensure }

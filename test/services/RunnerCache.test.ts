@@ -1,6 +1,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc } from "effect"
+import { FileSystem } from "@effect/platform"
+import { Effect, FastCheck as fc, Layer } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -125,6 +126,34 @@ describe("RunnerCache", () => {
       expect(again.wrote).toBe(false)
       expect(again.dir).toBe(first.dir)
       expect(stats(again.dir)).toEqual(before)
+    }))
+
+  it.effect("memoizes a folder: a later call reads no file while nothing changed, and reads again once something did", () =>
+    Effect.gen(function*() {
+      const root = tempDir()
+      const source = sources(RUNNER, PRELUDE)
+      let reads = 0
+      const counting = Layer.effect(
+        FileSystem.FileSystem,
+        Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
+          ...fs,
+          readFileString: (file, encoding) => Effect.suspend(() => {
+            reads++
+            return fs.readFileString(file, encoding)
+          })
+        }))
+      ).pipe(Layer.provide(NodeContext.layer))
+      const cache = yield* makeRunnerCache({ sourceDir: source, cacheRoot: root }).pipe(Effect.provide(counting))
+      const first = yield* cache.ensure("python")
+      expect(reads).toBeGreaterThan(0)
+      reads = 0
+      for (let i = 0; i < 3; i++) expect(yield* cache.ensure("python")).toEqual({ ...first, wrote: false })
+      expect(reads).toBe(0)
+      fs.writeFileSync(cachedPath(first, "pkg/module.py"), "import os\n")
+      const repaired = yield* cache.ensure("python")
+      expect(reads).toBeGreaterThan(0)
+      expect(repaired.wrote).toBe(true)
+      expect(fs.readFileSync(cachedPath(first, "pkg/module.py"), "utf8")).toBe(MODULE)
     }))
 
   it.effect("fails with an actionable error when the folder is missing or empty", () =>
