@@ -17,10 +17,14 @@ running user, not symbolic links, not writable by group or others (the host crea
 way). Otherwise boot exits with a message naming the directory and what is wrong.
 """
 
+import sys
+
+if sys.version_info < (3, 8):
+    sys.exit("veyyon runner: Python 3.8 or newer is required, this is %d.%d" % sys.version_info[:2])
+
 import marshal
 import os
 import stat
-import sys
 
 try:
     from importlib._bootstrap_external import MAGIC_NUMBER

@@ -52,6 +52,8 @@ export interface BackendRuntime {
   readonly resolve: (cwd: string) => Effect.Effect<BackendInterpreter, BackendRuntimeError>
   /** The environment to spawn a kernel with (filtered host env, the backend's additions, `VEYYON_ARTIFACTS_DIR`). */
   readonly env: (interpreter: BackendInterpreter, options: { readonly artifactsDir: string }) => Record<string, string>
+  /** Run when a kernel in `cwd` failed to start: fails with what is wrong with the interpreter, if anything (the start error stands otherwise). */
+  readonly explainStartFailure?: (cwd: string) => Effect.Effect<void, BackendRuntimeError>
   /** Work to do before a sandboxed start, outside the sandbox (e.g. compiling a runner the sandbox sees read-only). */
   readonly beforeSandboxedStart?: (interpreter: BackendInterpreter, runner: CachedRunner) => Effect.Effect<void>
 }

@@ -65,7 +65,8 @@ export const python = makeBackend({
   runtime: Effect.gen(function*() {
     const runtime = yield* PythonRuntime
     return {
-      resolve: (cwd) => Effect.map(runtime.resolve(cwd), (found) => ({ executable: found.executable, binDir: found.venvBin })),
+      resolve: (cwd) => Effect.map(runtime.locate(cwd), (found) => ({ executable: found.executable, binDir: found.venvBin })),
+      explainStartFailure: (cwd) => Effect.asVoid(runtime.resolve(cwd)),
       env: (interpreter, { artifactsDir }) => runtime.kernelEnv({ venvBin: interpreter.binDir }, { artifactsDir }),
       beforeSandboxedStart: (interpreter, runner) => warmRunnerCache(interpreter.executable, runner)
     }

@@ -248,7 +248,11 @@ const makeRegistry = Effect.gen(function*() {
       })
       return yield* start.pipe(
         Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
-        Effect.provideService(AgentBridge, kernelBridge)
+        Effect.provideService(AgentBridge, kernelBridge),
+        Effect.catchTag("KernelStartError", (failed) =>
+          runtime.explainStartFailure === undefined
+            ? Effect.fail(failed)
+            : Effect.zipRight(runtime.explainStartFailure(key.cwd), Effect.fail(failed)))
       )
     }).pipe(
       Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),

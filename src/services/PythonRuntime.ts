@@ -1,7 +1,12 @@
 /**
- * The interpreter kernels run: picked by the rules in `RuntimeResolution`, then run
- * once to check it works, is Python 3.8+, and to learn the real executable behind
+ * The interpreter kernels run: picked by the rules in `RuntimeResolution`. `resolve` then
+ * runs it once to check it works, is Python 3.8+, and to learn the real executable behind
  * shims (pyenv and similar) so later spawns skip the shim's start-up cost.
+ *
+ * Kernels use `locate`, which runs nothing for an interpreter that is a binary (or a link
+ * to one): the kernel's own start is the check, and only when it fails does the host run
+ * `resolve` to say clearly what is wrong (missing, failing, too old). A script (a shim,
+ * starting with `#!`) is still checked up front, to spawn the real executable behind it.
  *
  * The check runs in the kernel's cwd with the kernel's filtered env (a pyenv shim
  * picks its version from the cwd), and its answer is cached per candidate and cwd
@@ -190,6 +195,8 @@ export const nodeFileProbe = (platform: NodeJS.Platform = process.platform): Fil
 export interface PythonRuntimeService {
   /** The checked interpreter for kernels started in `cwd`. */
   readonly resolve: (cwd: string) => Effect.Effect<PythonInterpreter, PythonUnavailable>
+  /** The interpreter for kernels started in `cwd`, run only when it is a script (a shim); `resolve` explains a kernel that then fails to start. */
+  readonly locate: (cwd: string) => Effect.Effect<PythonInterpreter, PythonUnavailable>
   /** The environment to spawn a kernel with: filtered host env, fixed runner vars, venv bin on PATH. */
   readonly kernelEnv: (
     interpreter: { readonly venvBin?: string | undefined },
@@ -242,6 +249,20 @@ const tooOld = (candidate: PythonCandidate, version: PythonVersion): PythonUnava
     fix: `${FIX_INSTALL}, or ${FIX_SETTING}; ${FIX_CHECK}`
   })
 
+/** Whether a file (followed through links) starts with `#!`: a shim or wrapper, not the interpreter itself. */
+export const isScript = (file: string): boolean => {
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(file, "r")
+    const head = Buffer.alloc(2)
+    return fs.readSync(fd, head, 0, 2, 0) === 2 && head[0] === 0x23 && head[1] === 0x21
+  } catch {
+    return false
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
 class InspectKey extends Data.Class<{
   readonly executable: string
   readonly cwd: string
@@ -269,7 +290,7 @@ export const makePythonRuntime = (
     })
     const inspect = (key: InspectKey) => inspections.get(key).pipe(Effect.tapError(() => inspections.invalidate(key)))
 
-    const resolve = (cwd: string): Effect.Effect<PythonInterpreter, PythonUnavailable> =>
+    const resolveWith = (cwd: string, runIt: (candidate: PythonCandidate) => boolean): Effect.Effect<PythonInterpreter, PythonUnavailable> =>
       Effect.gen(function*() {
         const candidate = yield* Effect.sync(() =>
           resolvePythonCandidate({
@@ -287,7 +308,7 @@ export const makePythonRuntime = (
           ...(candidate.venvBin === undefined ? {} : { venvBin: candidate.venvBin }),
           skipped: candidate.skipped
         }
-        if (settings.python.skipCheck) {
+        if (settings.python.skipCheck || !runIt(candidate)) {
           return { ...base, executable: candidate.executable, version: undefined, checked: false }
         }
         const inspection = yield* inspect(new InspectKey({ executable: candidate.executable, cwd, venvBin: candidate.venvBin }))
@@ -299,7 +320,11 @@ export const makePythonRuntime = (
         return { ...base, executable: real, version: inspection.version, checked: true }
       })
 
-    return { resolve, kernelEnv }
+    return {
+      resolve: (cwd) => resolveWith(cwd, () => true),
+      locate: (cwd) => resolveWith(cwd, (candidate) => isScript(candidate.executable)),
+      kernelEnv
+    }
   })
 
 /** How long the one-off check may take (a cold pyenv shim is slow, but not this slow). */
@@ -314,8 +339,10 @@ export class PythonRuntime extends Context.Tag("veyyon-eval/PythonRuntime")<Pyth
 
   /** Always answers with `answer` (an interpreter or the error), for tests of the runtime's users. */
   static fixed(answer: PythonInterpreter | PythonUnavailable, hostEnv: EnvRecord = {}): Layer.Layer<PythonRuntime> {
+    const resolve = () => (answer instanceof PythonUnavailable ? Effect.fail(answer) : Effect.succeed(answer))
     return Layer.succeed(PythonRuntime, {
-      resolve: () => (answer instanceof PythonUnavailable ? Effect.fail(answer) : Effect.succeed(answer)),
+      resolve,
+      locate: resolve,
       kernelEnv: (interpreter, extra = {}) =>
         runnerEnv(hostEnv, { venvBin: interpreter.venvBin, artifactsDir: extra.artifactsDir, extra: extra.extra })
     })

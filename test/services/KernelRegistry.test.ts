@@ -217,17 +217,69 @@ describe("KernelRegistry (session mode)", () => {
     })
   })
 
+  it.live("checks the interpreter only when its kernel fails to start, and then says what is wrong with it", () => {
+    const scripted = makeScriptedSpawner()
+    let checks = 0
+    const tooOld = new PythonUnavailable({ reason: "too-old", detail: "/fake/python3 (picked by PATH) is Python 3.7.9", tried: [], fix: "install Python 3.8" })
+    const layerWith = (check: PythonUnavailable | undefined) =>
+      KernelRegistry.layer.pipe(Layer.provideMerge(Layer.mergeAll(
+        scripted.layer,
+        AgentBridgeNotConfigured,
+        Layer.succeed(PythonRuntime, {
+          locate: () => Effect.succeed(interpreter),
+          resolve: () => Effect.suspend(() => {
+            checks++
+            return check === undefined ? Effect.succeed(interpreter) : Effect.fail(check)
+          }),
+          kernelEnv: () => ({})
+        }),
+        RunnerCache.fixed({ python: { ...runnerFiles, sources: new Map([["boot.py", ""], ["prelude.py", "exit 3"]]) } }),
+        Settings.value(testSettings()),
+        Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
+      )))
+    return Effect.gen(function*() {
+      const explained = yield* Effect.flip(run({ code: "print a" }).pipe(Effect.provide(layerWith(tooOld))))
+      expect(explained).toBe(tooOld)
+      expect(checks).toBe(1)
+      const standing = yield* Effect.flip(run({ code: "print a" }).pipe(Effect.provide(layerWith(undefined))))
+      expect(standing._tag).toBe("KernelStartError")
+      expect(standing.message).toContain("exit code 3")
+      expect(checks).toBe(2)
+      expect(allExited(scripted.spawns)).toBe(true)
+    })
+  })
+
+  it.live("does not run the interpreter check for a kernel that starts", () => {
+    const scripted = makeScriptedSpawner()
+    let checks = 0
+    const layer = KernelRegistry.layer.pipe(Layer.provideMerge(Layer.mergeAll(
+      scripted.layer,
+      AgentBridgeNotConfigured,
+      Layer.succeed(PythonRuntime, {
+        locate: () => Effect.succeed(interpreter),
+        resolve: () => Effect.sync(() => (checks++, interpreter)),
+        kernelEnv: () => ({})
+      }),
+      RunnerCache.fixed({ python: runnerFiles }),
+      Settings.value(testSettings()),
+      Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
+    )))
+    return Effect.gen(function*() {
+      expect(done(yield* run({ code: "print a" })).status).toBe("ok")
+      expect(done(yield* run({ code: "print b", sessionId: "s2" })).status).toBe("ok")
+      expect(checks).toBe(0)
+    }).pipe(Effect.provide(layer))
+  })
+
   it.live("resolves a session's interpreter at its first cell and again only after reset: true or the kernel's end", () => {
     const scripted = makeScriptedSpawner()
     let resolves = 0
     let current = "/fake/python3"
-    const runtime = Layer.succeed(PythonRuntime, {
-      resolve: () => Effect.sync(() => {
-        resolves++
-        return { ...interpreter, executable: current, foundAt: current }
-      }),
-      kernelEnv: () => ({})
+    const resolve = () => Effect.sync(() => {
+      resolves++
+      return { ...interpreter, executable: current, foundAt: current }
     })
+    const runtime = Layer.succeed(PythonRuntime, { resolve, locate: resolve, kernelEnv: () => ({}) })
     const layer = KernelRegistry.layer.pipe(Layer.provideMerge(Layer.mergeAll(
       scripted.layer,
       AgentBridgeNotConfigured,

@@ -9,6 +9,7 @@ import { type EnvRecord } from "../../src/services/EnvPolicy.ts"
 import {
   commandInspector,
   formatPythonVersion,
+  isScript,
   isSupportedPythonVersion,
   makePythonRuntime,
   nodeFileProbe,
@@ -326,6 +327,34 @@ describe.skipIf(process.platform === "win32")("PythonRuntime with fake interpret
       expect(unavailable(yield* Effect.flip(rt.resolve(cwd))).reason).toBe("failed-to-run")
       writeFakePython(file)
       expect((yield* rt.resolve(cwd)).checked).toBe(true)
+    }))
+
+  it.effect("locate runs nothing for an interpreter that is not a script, and leaves the check to resolve", () =>
+    Effect.gen(function*() {
+      const cwd = tempDir()
+      const counter = path.join(tempDir(), "runs")
+      const python = path.join(cwd, ".venv", "bin", "python")
+      writeFakePython(python, { counter })
+      fs.writeFileSync(python, fs.readFileSync(python, "utf8").replace(/^#!.*\n/, ""), { mode: 0o755 })
+      expect(isScript(python)).toBe(false)
+      const rt = yield* runtime()
+      const found = yield* rt.locate(cwd)
+      expect(found).toMatchObject({ rule: ".venv", executable: python, foundAt: python, checked: false, version: undefined })
+      expect(runs(counter)).toBe(0)
+    }))
+
+  it.effect("locate still checks a script (a shim) once, to spawn the real executable behind it", () =>
+    Effect.gen(function*() {
+      const bin = tempDir()
+      const counter = path.join(tempDir(), "runs")
+      const real = writeFakePython(path.join(tempDir(), "python3.11"))
+      writeFakePython(path.join(bin, "python3"), { reports: real, counter, version: [3, 11, 2] })
+      expect(isScript(path.join(bin, "python3"))).toBe(true)
+      const rt = yield* runtime({ env: { PATH: bin } })
+      const cwd = tempDir()
+      expect(yield* rt.locate(cwd)).toMatchObject({ executable: real, checked: true, version: { major: 3, minor: 11, micro: 2 } })
+      expect(yield* rt.resolve(cwd)).toMatchObject({ executable: real, checked: true })
+      expect(runs(counter)).toBe(1)
     }))
 
   it.effect("skips the run check with python.skipCheck and uses the path as found", () =>
