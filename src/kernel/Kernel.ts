@@ -156,15 +156,41 @@ const checkExecutable = (launch: KernelLaunch): Effect.Effect<void, KernelStartE
       })
   })
 
+/** Where and for whom a spawned runner starts up: the init request's cwd and env, and the kernel's label. */
+export interface KernelBinding {
+  readonly cwd: string
+  readonly initEnv?: Readonly<Record<string, string>> | undefined
+  readonly key?: string | undefined
+}
+
+/** A spawned runner that has had no request yet (a spare): `start` binds it (init, prelude) and gives the kernel, once. */
+export interface PendingKernel {
+  readonly pid: number
+  /** Whether its process is still alive. */
+  readonly isAlive: Effect.Effect<boolean>
+  /** Completes with the cause once it is dead. */
+  readonly dead: Effect.Effect<DeathCause>
+  /** Shuts it down now (idempotent); also runs when its scope closes. */
+  readonly shutdown: Effect.Effect<void>
+  /** Sends init with the binding's cwd and env, then the prelude; the kernel's bridge calls go to the `AgentBridge` in context. */
+  readonly start: (binding: KernelBinding) => Effect.Effect<Kernel, KernelStartError, AgentBridge>
+}
+
 /** Starts a kernel in the current scope; the scope's close shuts it down. */
 export const make = (
   launch: KernelLaunch
 ): Effect.Effect<Kernel, KernelStartError, Scope.Scope | KernelSpawner | AgentBridge> =>
+  Effect.flatMap(spawn(launch), (pending) => pending.start({ cwd: launch.cwd, initEnv: launch.initEnv, key: launch.key }))
+
+/** Spawns a runner in the current scope (in `launch.cwd`, with `launch.env`) without starting it up; the scope's close shuts it down. */
+export const spawn = (
+  launch: KernelLaunch
+): Effect.Effect<PendingKernel, KernelStartError, Scope.Scope | KernelSpawner> =>
   Effect.gen(function*() {
     const spawner = yield* KernelSpawner
-    const bridge = yield* AgentBridge
     const timings = yield* KernelTimings
-    const label = launch.key ?? launch.cwd
+    let label = launch.key ?? launch.cwd
+    let bridge: AgentBridge["Type"] | undefined
     if (launch.skipCheck !== true) yield* checkExecutable(launch)
 
     const proc = yield* spawner
@@ -236,7 +262,7 @@ export const make = (
 
     const route = frameRouter(table, {
       onDone: (_, frame) => dispatch(LifecycleEvent.Done({ requestId: frame.id })),
-      onBridge: bridgeCalls(bridge, write, launch.key)
+      onBridge: (request, call) => bridge === undefined ? Effect.void : bridgeCalls(bridge, write, label)(request, call)
     })
 
     /** The hot frames, taken in the data callback when nothing is queued before them. */
@@ -284,111 +310,127 @@ export const make = (
       Effect.forkScoped
     )
 
-    yield* startUp({
-      table,
-      writeLine,
-      stderrTail,
-      dead: Deferred.await(deadSignal),
-      framesDrained: Deferred.await(stdoutDone),
-      cwd: launch.cwd,
-      initEnv: launch.initEnv,
-      prelude: launch.prelude,
-      startTimeout: timings.startTimeout,
-      label,
-      pid: proc.pid
-    })
-    yield* dispatch(LifecycleEvent.Ready())
+    let started = false
+    const start = (binding: KernelBinding) => Effect.gen(function*() {
+      if (started) return yield* new KernelStartError({ reason: "this runner was already started", stderr: "" })
+      started = true
+      bridge = yield* AgentBridge
+      if (binding.key !== undefined) label = binding.key
+      yield* startUp({
+        table,
+        writeLine,
+        stderrTail,
+        dead: Deferred.await(deadSignal),
+        framesDrained: Deferred.await(stdoutDone),
+        cwd: binding.cwd,
+        initEnv: binding.initEnv,
+        prelude: launch.prelude,
+        startTimeout: timings.startTimeout,
+        label,
+        pid: proc.pid
+      })
+      yield* dispatch(LifecycleEvent.Ready())
 
-    const permits = yield* Effect.makeSemaphore(1)
-    const interrupts: InterruptContext = { escalation: timings.interruptEscalation, dispatch, shutdown: shutdownOnce, label }
 
-    /** What a cell leaves running beside it, stopped when it ends (no finalizer: `onExit`). */
-    const endCell = (request: CellRequest, canceller: Fiber.RuntimeFiber<void> | undefined) =>
-      Effect.suspend(() => {
-        table.remove(request)
-        const stops: Array<Effect.Effect<void>> = []
-        if (request.watchdog !== undefined) stops.push(request.watchdog.stop)
-        canceller?.unsafeInterruptAsFork(FiberId.none)
-        if (request.bridgeScope !== undefined) stops.push(Scope.close(request.bridgeScope, Exit.void))
-        return stops.length === 0 ? Effect.void : Effect.all(stops, { discard: true })
+      const permits = yield* Effect.makeSemaphore(1)
+      const interrupts: InterruptContext = { escalation: timings.interruptEscalation, dispatch, shutdown: shutdownOnce, label }
+
+      /** What a cell leaves running beside it, stopped when it ends (no finalizer: `onExit`). */
+      const endCell = (request: CellRequest, canceller: Fiber.RuntimeFiber<void> | undefined) =>
+        Effect.suspend(() => {
+          table.remove(request)
+          const stops: Array<Effect.Effect<void>> = []
+          if (request.watchdog !== undefined) stops.push(request.watchdog.stop)
+          canceller?.unsafeInterruptAsFork(FiberId.none)
+          if (request.bridgeScope !== undefined) stops.push(Scope.close(request.bridgeScope, Exit.void))
+          return stops.length === 0 ? Effect.void : Effect.all(stops, { discard: true })
+        })
+
+      const runCell = (req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.Effect<CellOutcome, KernelError> =>
+        Effect.suspend(() => {
+          const state = lifecycle
+          if (state._tag === "Dead" && state.cause._tag === "Exited") {
+            return Effect.fail(new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() }))
+          }
+          if (isTerminal(state)) return Effect.fail(new KernelClosed({ reason: "it was shut down" }))
+          let bytes = 0
+          const request: CellRequest = table.add((output) => {
+            if (output._tag === "Stdout" || output._tag === "Stderr") bytes += output.text.length
+            return Effect.catchAllCause(
+              Effect.suspend(() => onOutput(output)),
+              (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : abortRequest(request, cause)
+            )
+          })
+          let canceller: Fiber.RuntimeFiber<void> | undefined
+          const cell = Effect.gen(function*() {
+            yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))
+            if (req.timeoutSeconds !== undefined) {
+              request.watchdog = yield* CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout"))
+            }
+            if (req.cancel !== undefined) canceller = yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel"))))
+            yield* writeLine(executeLine(request.id, req)).pipe(
+              Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
+              Effect.ignore
+            )
+            const ended = yield* Deferred.await(request.ended)
+            const { frame, notice } = ended._tag === "finished"
+              ? { frame: ended.frame, notice: undefined }
+              : yield* interruptCell(interrupts, request, ended.reason, req.timeoutSeconds)
+            const outcome: CellOutcome = {
+              status: frame?.status ?? "error",
+              executionCount: frame?.executionCount ?? 0,
+              cancelled: ended._tag === "stop" || frame?.cancelled === true,
+              timedOut: ended._tag === "stop" && ended.reason === "timeout",
+              killed: frame === undefined,
+              ...(notice === undefined ? {} : { notice })
+            }
+            if (traced) yield* annotateSpan(request.id, outcome, bytes)
+            return outcome
+          })
+          return cell.pipe(
+            Effect.onExit(() =>
+              request.done !== undefined || isTerminal(lifecycle)
+                ? endCell(request, canceller)
+                : Effect.zipRight(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, canceller))
+            )
+          )
+        }).pipe(permits.withPermits(1))
+
+      const run = (req: ExecuteRequest, onOutput: OutputHandler): Effect.Effect<CellOutcome, KernelError> =>
+        withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
+          attributes: { "kernel.key": label, "kernel.pid": proc.pid },
+          captureStackTrace: false
+        }, cellSpanFailure)
+
+      const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
+
+      const { complete, inspect } = queries({
+        table,
+        write,
+        closed: () => isTerminal(lifecycle),
+        dead: Deferred.await(deadSignal)
       })
 
-    const runCell = (req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.Effect<CellOutcome, KernelError> =>
-      Effect.suspend(() => {
-        const state = lifecycle
-        if (state._tag === "Dead" && state.cause._tag === "Exited") {
-          return Effect.fail(new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() }))
-        }
-        if (isTerminal(state)) return Effect.fail(new KernelClosed({ reason: "it was shut down" }))
-        let bytes = 0
-        const request: CellRequest = table.add((output) => {
-          if (output._tag === "Stdout" || output._tag === "Stderr") bytes += output.text.length
-          return Effect.catchAllCause(
-            Effect.suspend(() => onOutput(output)),
-            (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : abortRequest(request, cause)
-          )
-        })
-        let canceller: Fiber.RuntimeFiber<void> | undefined
-        const cell = Effect.gen(function*() {
-          yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))
-          if (req.timeoutSeconds !== undefined) {
-            request.watchdog = yield* CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout"))
-          }
-          if (req.cancel !== undefined) canceller = yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel"))))
-          yield* writeLine(executeLine(request.id, req)).pipe(
-            Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
-            Effect.ignore
-          )
-          const ended = yield* Deferred.await(request.ended)
-          const { frame, notice } = ended._tag === "finished"
-            ? { frame: ended.frame, notice: undefined }
-            : yield* interruptCell(interrupts, request, ended.reason, req.timeoutSeconds)
-          const outcome: CellOutcome = {
-            status: frame?.status ?? "error",
-            executionCount: frame?.executionCount ?? 0,
-            cancelled: ended._tag === "stop" || frame?.cancelled === true,
-            timedOut: ended._tag === "stop" && ended.reason === "timeout",
-            killed: frame === undefined,
-            ...(notice === undefined ? {} : { notice })
-          }
-          if (traced) yield* annotateSpan(request.id, outcome, bytes)
-          return outcome
-        })
-        return cell.pipe(
-          Effect.onExit(() =>
-            request.done !== undefined || isTerminal(lifecycle)
-              ? endCell(request, canceller)
-              : Effect.zipRight(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, canceller))
-          )
-        )
-      }).pipe(permits.withPermits(1))
-
-    const run = (req: ExecuteRequest, onOutput: OutputHandler): Effect.Effect<CellOutcome, KernelError> =>
-      withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
-        attributes: { "kernel.key": label, "kernel.pid": proc.pid },
-        captureStackTrace: false
-      }, cellSpanFailure)
-
-    const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
-
-    const { complete, inspect } = queries({
-      table,
-      write,
-      closed: () => isTerminal(lifecycle),
-      dead: Deferred.await(deadSignal)
+      return {
+        pid: proc.pid,
+        run,
+        execute,
+        complete,
+        inspect,
+        state: Effect.sync(() => lifecycle),
+        isAlive: Effect.sync(() => !isTerminal(lifecycle)),
+        dead: Deferred.await(deadSignal),
+        shutdown: shutdownOnce
+      } satisfies Kernel
     })
 
     return {
       pid: proc.pid,
-      run,
-      execute,
-      complete,
-      inspect,
-      state: Effect.sync(() => lifecycle),
       isAlive: Effect.sync(() => !isTerminal(lifecycle)),
       dead: Deferred.await(deadSignal),
-      shutdown: shutdownOnce
-    } satisfies Kernel
+      shutdown: shutdownOnce,
+      start
+    } satisfies PendingKernel
   })
 
 /** Runs a cell and collects its outputs; convenient for tests and one-shot callers. */
