@@ -81,6 +81,8 @@ export interface KernelBackend<Id extends string = string> {
   readonly introspects: boolean
   /** Whether a line typed at `veyyon repl` starts a block, so the cell goes on until an empty line (Python has its own rules). */
   readonly opensBlock?: (line: string) => boolean
+  /** Spare kernels kept started for new sessions unless `kernel.spares` says otherwise (default 0). */
+  readonly defaultSpares?: number
   /** How `limits.memoryMb` applies to its kernels. */
   readonly memoryLimit: MemoryLimitKind
   /** Builds the backend's interpreter resolution and environment. */

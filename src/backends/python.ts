@@ -62,6 +62,7 @@ export const python = makeBackend({
   },
   introspects: true,
   memoryLimit: "address-space",
+  defaultSpares: 1,
   runtime: Effect.gen(function*() {
     const runtime = yield* PythonRuntime
     return {

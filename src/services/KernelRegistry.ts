@@ -22,7 +22,7 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, type Scope, type Stream } from "effect"
+import { Context, Data, Duration, Effect, Equal, Exit, Layer, Option, RcMap, Scope, type Stream } from "effect"
 import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
@@ -37,10 +37,11 @@ import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { kvDirOf, KvStore, withKvWrites } from "./KvStore.ts"
 import * as KernelSupervisor from "./KernelSupervisor.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
-import { PythonRuntime } from "./PythonRuntime.ts"
+import { isScript, PythonRuntime } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError, RunnerSourceMissing } from "./RunnerCache.ts"
 import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable } from "./Sandbox.ts"
-import { idleTtlMsOf, kernelModeOf, Settings } from "./Settings.ts"
+import { idleTtlMsOf, kernelModeOf, Settings, sparesOf } from "./Settings.ts"
+import * as SparePool from "./SparePool.ts"
 
 /** Identifies one retained kernel. */
 export class KernelKey extends Data.Class<{
@@ -184,6 +185,28 @@ const diedTwiceOutcome = (first: KernelDied, second: KernelDied): CellOutcome =>
     `the cell ran twice, so its side effects may have happened twice. The next call starts a fresh kernel.`
 })
 
+/** Search-path variables whose relative or empty entries an interpreter resolves against its start directory. */
+const SEARCH_PATH_VARS = ["PYTHONPATH", "NODE_PATH", "RUBYLIB"] as const
+
+/** Whether a spawn env has a search path that depends on the directory the process starts in (such kernels get no spares). */
+export const hasCwdRelativeSearchPath = (env: Readonly<Record<string, string>>): boolean =>
+  SEARCH_PATH_VARS.some((name) => {
+    const value = env[name]
+    return value !== undefined && value.split(NodePath.delimiter).some((entry) => !NodePath.isAbsolute(entry))
+  })
+
+/** The entries of a backend's kernel env that depend on the session (they differ between two artifacts dirs). */
+const sessionEnvNames = (runtime: BackendRuntime, interpreter: BackendInterpreter): ReadonlyArray<string> => {
+  const one = runtime.env(interpreter, { artifactsDir: "/veyyon-session-a" })
+  const two = runtime.env(interpreter, { artifactsDir: "/veyyon-session-b" })
+  return [...new Set([...Object.keys(one), ...Object.keys(two)])].filter((name) => one[name] !== two[name])
+}
+
+/** What a spare's taker needs to bind it: the env entries it was spawned without. */
+interface SpareMeta {
+  readonly sessionEnv: ReadonlyArray<string>
+}
+
 const makeRegistry = Effect.gen(function*() {
   const settings = yield* Settings
   const runners = yield* RunnerCache
@@ -212,7 +235,84 @@ const makeRegistry = Effect.gen(function*() {
       for (const [request, known] of knownKeys) if (Equal.equals(known, key)) knownKeys.delete(request)
     })
 
-  const startKernel = (key: KernelKey): Effect.Effect<Kernel.Kernel, RegistryError, Scope.Scope> =>
+  const spares = yield* SparePool.make<SpareMeta>()
+  const refillDue = new Map<string, SparePool.PoolSpec<SpareMeta>>()
+  const trace = process.env.VEYYON_PYTHON_IPC_TRACE === "1"
+
+  const poolIdOf = (key: KernelKey) => `${key.language}\u0000${key.interpreter}\u0000${key.venvBin ?? ""}`
+
+  const sparesFor = (key: KernelKey): number => {
+    const found = backends.get(key.language)
+    return found === undefined || perCall(key.language) ? 0 : sparesOf(settings, key.language, found.backend.defaultSpares ?? 0)
+  }
+
+  /** Spawns a spare for `key`'s pool, unsandboxed only (the sandbox binds the cwd at start); undefined when its kernels cannot have spares. */
+  const spawnSpare = (key: KernelKey): Effect.Effect<SparePool.SpawnedSpare<SpareMeta> | undefined, RegistryError, Scope.Scope> =>
+    Effect.gen(function*() {
+      const { backend, runtime } = yield* backendFor(key.language)
+      if (backend.runner === undefined || backend.launch === undefined || isScript(key.interpreter)) return undefined
+      const runner = yield* runners.ensure(backend.runner.folder)
+      const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
+      const confinement = yield* sandbox.confine({
+        memoryLimit: backend.memoryLimit,
+        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir],
+        readWrite: []
+      })
+      if (confinement.sandboxed) return undefined
+      const sessionEnv = sessionEnvNames(runtime, interpreter)
+      const env = runtime.env(interpreter, { artifactsDir: settings.artifactsDir })
+      for (const name of sessionEnv) delete env[name]
+      if (hasCwdRelativeSearchPath(env)) return undefined
+      const launch = backend.launch(interpreter, runner)
+      const pending = yield* Kernel.spawn({
+        command: launch.command,
+        args: launch.args,
+        channel: launch.channel,
+        ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
+        cwd: runner.dir,
+        env,
+        key: `spare|${key.interpreter}`,
+        skipCheck: true,
+        trace
+      }).pipe(
+        Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
+        Effect.provideService(KernelTimings, timings)
+      )
+      return { pending, meta: { sessionEnv } }
+    })
+
+  /** Notes that `key`'s pool should be topped up after the current cell. */
+  const wantSpares = (key: KernelKey) =>
+    Effect.sync(() => {
+      const size = sparesFor(key)
+      const id = poolIdOf(key)
+      if (size > 0 && !spares.disabled(id)) refillDue.set(id, { id, size, spawn: spawnSpare(key) })
+    })
+
+  const refill = Effect.suspend(() => {
+    const due = [...refillDue.values()]
+    refillDue.clear()
+    return Effect.forEach(due, spares.fill, { discard: true })
+  })
+
+  /** `key`'s kernel from a spare of its pool, bound to the key's cwd and the session's env and bridge; undefined when none is ready or it fails to bind. */
+  const kernelFromSpare = (key: KernelKey, runtime: BackendRuntime, artifactsDir: string, kernelBridge: AgentBridge["Type"]) =>
+    Effect.gen(function*() {
+      const taken = yield* spares.take(poolIdOf(key))
+      if (Option.isNone(taken)) return undefined
+      const { pending, meta, scope } = taken.value
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+      const sessionEnv = runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir })
+      const initEnv: Record<string, string> = {}
+      for (const name of meta.sessionEnv) if (sessionEnv[name] !== undefined) initEnv[name] = sessionEnv[name]
+      return yield* pending.start({ cwd: key.cwd, initEnv, key: key.label }).pipe(
+        Effect.provideService(AgentBridge, kernelBridge),
+        Effect.catchAll((error) =>
+          Effect.zipRight(Scope.close(scope, Exit.void), Effect.logDebug(`a spare kernel failed to start, starting a fresh one: ${error.message}`)).pipe(Effect.as(undefined)))
+      )
+    })
+
+  const startKernel = (key: KernelKey, fromPool = false): Effect.Effect<Kernel.Kernel, RegistryError, Scope.Scope> =>
     Effect.gen(function*() {
       yield* Effect.addFinalizer(() => forgetKey(key))
       const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
@@ -220,6 +320,11 @@ const makeRegistry = Effect.gen(function*() {
       )
       const kernelBridge = withKvWrites(bridge, kv, kvDirOf(artifactsDir))
       const { backend, runtime } = yield* backendFor(key.language)
+      if (fromPool && sparesFor(key) > 0) {
+        yield* wantSpares(key)
+        const spare = yield* kernelFromSpare(key, runtime, artifactsDir, kernelBridge)
+        if (spare !== undefined) return spare
+      }
       if (backend.runner === undefined || backend.launch === undefined) {
         return yield* new RuntimeUnavailable({ language: backend.id, detail: `the ${backend.displayName} backend ships no runner`, fix: "use another language" })
       }
@@ -244,7 +349,7 @@ const makeRegistry = Effect.gen(function*() {
         env: runtime.env(interpreter, { artifactsDir }),
         key: key.label,
         skipCheck: true,
-        trace: process.env.VEYYON_PYTHON_IPC_TRACE === "1"
+        trace
       })
       return yield* start.pipe(
         Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
@@ -264,7 +369,7 @@ const makeRegistry = Effect.gen(function*() {
     label: (key) => key.label
   })
   const kernels = yield* RcMap.make({
-    lookup: (key: KernelKey) => Effect.tap(startKernel(key), (kernel) => supervisor.watch(key, kernel)),
+    lookup: (key: KernelKey) => Effect.tap(startKernel(key, true), (kernel) => supervisor.watch(key, kernel)),
     idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMsOf(settings, key.language))
   })
 
@@ -337,16 +442,20 @@ const makeRegistry = Effect.gen(function*() {
     })
 
   const shutdownAll = Effect.gen(function*() {
+    refillDue.clear()
+    yield* spares.shutdown
     for (const key of yield* RcMap.keys(kernels)) yield* supervisor.evict(key)
   })
 
-  const run = (request: RegistryRequest, onOutput: Kernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> =>
-    Effect.flatMap(keyFor(request), (key) => {
+  const run = (request: RegistryRequest, onOutput: Kernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> => {
+    return Effect.flatMap(keyFor(request), (key) => {
       if (perCall(key.language)) return perCallRun(key, request, onOutput)
-      return request.reset === true
+      const cell = request.reset === true
         ? Effect.zipRight(supervisor.evict(key), sessionRun(key, request, onOutput))
         : sessionRun(key, request, onOutput)
+      return startedKernels.has(key) && request.reset !== true ? cell : Effect.onExit(cell, () => (refillDue.size === 0 ? Effect.void : refill))
     })
+  }
 
   const withKernel = <A>(
     place: KernelPlace,

@@ -11,6 +11,7 @@
  *   a backend's interpreter variable             kernel.backends.<id>.interpreter
  *                                                (VEYYON_RUBY_INTERPRETER for rb)
  *   VEYYON_KERNEL_MODE                           kernel.mode: session | per-call
+ *   VEYYON_KERNEL_SPARES                         kernel.spares: spare kernels per backend (0 = off)
  *   VEYYON_PYTHON_KERNEL_MODE                    the same (its older name)
  *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
@@ -67,6 +68,8 @@ export interface SettingsValues {
   readonly kernel: {
     readonly mode: KernelMode
     readonly idleTtlMs: number
+    /** Spare kernels kept started per backend; undefined: each backend's own default. */
+    readonly spares?: number | undefined
     /** Per-backend overrides, by backend id. */
     readonly backends: Readonly<Record<string, BackendKernelSettings>>
   }
@@ -91,6 +94,7 @@ const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith
 export const BackendKernelInput = Schema.Struct({
   mode: optional(KernelMode),
   idleTtlMs: optional(Schema.NonNegativeInt),
+  spares: optional(Schema.NonNegativeInt),
   interpreter: optional(Schema.NonEmptyTrimmedString)
 })
 
@@ -112,6 +116,7 @@ export const SettingsInput = Schema.Struct({
   kernel: optional(Schema.Struct({
     mode: optional(KernelMode),
     idleTtlMs: optional(Schema.NonNegativeInt),
+    spares: optional(Schema.NonNegativeInt),
     backends: optional(Schema.Record({ key: Schema.String, value: BackendKernelInput }))
   })),
   artifactsDir: optional(Schema.NonEmptyTrimmedString),
@@ -207,6 +212,15 @@ const envPositiveInt = (env: EnvRecord, name: string): Either.Either<number | un
     : Either.left(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number; unset it for the default.` }))
 }
 
+const envNonNegativeInt = (env: EnvRecord, name: string): Either.Either<number | undefined, InvalidSettings> => {
+  const raw = envString(env, name)
+  if (raw === undefined) return Either.right(undefined)
+  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
+  return Number.isSafeInteger(value)
+    ? Either.right(value)
+    : Either.left(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a whole number (0 or more); unset it for the default.` }))
+}
+
 const describeParseError = (error: ParseResult.ParseError): string =>
   ParseResult.ArrayFormatter.formatErrorSync(error)
     .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
@@ -249,6 +263,8 @@ export const resolveSettings = (
       const interpreter = backend.interpreterEnv === undefined ? undefined : envString(env, backend.interpreterEnv)
       kernelBackends[backend.id] = interpreter === undefined ? own : { ...own, interpreter }
     }
+    const spares = yield* envNonNegativeInt(env, "VEYYON_KERNEL_SPARES")
+    if (spares !== undefined) for (const id of known) kernelBackends[id] = { ...kernelBackends[id], spares }
     const skipCheck = yield* envFlag(env, "VEYYON_PYTHON_SKIP_CHECK")
     const kernelMode = (yield* envKernelMode(env, "VEYYON_KERNEL_MODE")) ?? (yield* envKernelMode(env, "VEYYON_PYTHON_KERNEL_MODE"))
     const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
@@ -266,6 +282,7 @@ export const resolveSettings = (
       kernel: {
         mode: kernelMode ?? given.kernel?.mode ?? given.python?.kernelMode ?? "session",
         idleTtlMs: given.kernel?.idleTtlMs ?? given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
+        spares: spares ?? given.kernel?.spares,
         backends: kernelBackends
       },
       artifactsDir: artifactsDir === undefined
@@ -295,6 +312,13 @@ export const kernelModeOf = (settings: SettingsValues, id: string): KernelMode =
 /** The idle time-to-live of backend `id`'s kernels: its override, else `kernel.idleTtlMs`. */
 export const idleTtlMsOf = (settings: SettingsValues, id: string): number =>
   settings.kernel.backends[id]?.idleTtlMs ?? settings.kernel.idleTtlMs
+
+/**
+ * How many spare kernels backend `id` keeps started: `VEYYON_KERNEL_SPARES` (for every
+ * backend), else its `kernel.backends.<id>.spares`, else `kernel.spares`, else `fallback` (the backend's default).
+ */
+export const sparesOf = (settings: SettingsValues, id: string, fallback: number): number =>
+  settings.kernel.backends[id]?.spares ?? settings.kernel.spares ?? fallback
 
 /** The settings service: resolved once when its layer is built. */
 export class Settings extends Context.Tag("veyyon-eval/Settings")<Settings, SettingsValues>() {

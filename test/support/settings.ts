@@ -6,11 +6,15 @@ import * as path from "node:path"
 import { Either } from "effect"
 import { resolveSettings, type SettingsInput, type SettingsValues } from "../../src/services/Settings.ts"
 
-/** Default settings with `input` applied, artifacts under a fresh temp directory; the environment is ignored. */
+/** Default settings with `input` applied, artifacts under a fresh temp directory, no spare kernels unless asked; the environment is ignored. */
 export const testSettings = (input: SettingsInput = {}): SettingsValues =>
   Either.getOrThrow(
     resolveSettings(
-      { artifactsDir: path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`), ...input },
+      {
+        artifactsDir: path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`),
+        ...input,
+        kernel: { spares: 0, ...input.kernel }
+      },
       {},
       { tmpdir: os.tmpdir(), cwd: process.cwd(), home: os.homedir(), uid: process.getuid?.() ?? 0 }
     )
