@@ -22,7 +22,7 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Data, Duration, Effect, Equal, Exit, Layer, Option, RcMap, Scope, type Stream } from "effect"
+import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, type Scope, type Stream } from "effect"
 import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { type KernelClosed, type KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
@@ -126,6 +126,8 @@ export interface KernelRegistryService {
   readonly shutdownAll: Effect.Effect<void>
   /** The keys of the kernels alive or starting. */
   readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
+  /** The process ids of the spare kernels ready now (no session's; for diagnostics and tests). */
+  readonly sparePids: Effect.Effect<ReadonlyArray<number>>
 }
 
 /** The installation an interpreter runs from (`<prefix>/bin/<exe>`), for binding it into a sandbox. */
@@ -300,15 +302,16 @@ const makeRegistry = Effect.gen(function*() {
     Effect.gen(function*() {
       const taken = yield* spares.take(poolIdOf(key))
       if (Option.isNone(taken)) return undefined
-      const { pending, meta, scope } = taken.value
-      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+      const { pending, meta, release } = taken.value
+      yield* Effect.addFinalizer(() => release)
       const sessionEnv = runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir })
       const initEnv: Record<string, string> = {}
       for (const name of meta.sessionEnv) if (sessionEnv[name] !== undefined) initEnv[name] = sessionEnv[name]
+      initEnv.PWD = key.cwd
       return yield* pending.start({ cwd: key.cwd, initEnv, key: key.label }).pipe(
         Effect.provideService(AgentBridge, kernelBridge),
         Effect.catchAll((error) =>
-          Effect.zipRight(Scope.close(scope, Exit.void), Effect.logDebug(`a spare kernel failed to start, starting a fresh one: ${error.message}`)).pipe(Effect.as(undefined)))
+          Effect.zipRight(release, Effect.logDebug(`a spare kernel failed to start, starting a fresh one: ${error.message}`)).pipe(Effect.as(undefined)))
       )
     })
 
@@ -472,7 +475,8 @@ const makeRegistry = Effect.gen(function*() {
     execute: (request) => Kernel.streamOf((onOutput) => run(request, onOutput)),
     reset,
     shutdownAll,
-    keys: RcMap.keys(kernels)
+    keys: RcMap.keys(kernels),
+    sparePids: spares.pids
   } satisfies KernelRegistryService
 })
 

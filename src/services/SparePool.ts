@@ -21,9 +21,9 @@ export interface SpawnedSpare<A> {
   readonly meta: A
 }
 
-/** A spare handed out: its scope (closing it ends the runner) now belongs to the taker. */
+/** A spare handed out: ending it (`release`: shut the runner down, close its scope) is now the taker's. */
 export interface TakenSpare<A> extends SpawnedSpare<A> {
-  readonly scope: Scope.CloseableScope
+  readonly release: Effect.Effect<void>
 }
 
 /** One pool: its id, how many spares to keep, and how to spawn one (`undefined`: this pool cannot have spares). */
@@ -41,15 +41,21 @@ export interface SparePool<A> {
   readonly fill: (spec: PoolSpec<A>) => Effect.Effect<void>
   /** How many spares of pool `id` are ready. */
   readonly ready: (id: string) => number
+  /** The process ids of every ready spare. */
+  readonly pids: Effect.Effect<ReadonlyArray<number>>
   /** Whether pool `id` was found unable to have spares, or stopped after failures. */
   readonly disabled: (id: string) => boolean
   /** Ends every spare, ready or spawning. */
   readonly shutdown: Effect.Effect<void>
 }
 
-interface Entry<A> extends TakenSpare<A> {
+interface Entry<A> extends SpawnedSpare<A> {
+  readonly scope: Scope.CloseableScope
   claimed: boolean
 }
+
+/** Shuts the runner down before its scope closes (closing the scope alone would stop its readers first). */
+const release = <A>(entry: Entry<A>): Effect.Effect<void> => Effect.zipRight(entry.pending.shutdown, Scope.close(entry.scope, Exit.void))
 
 /** Builds the pools; closing the current scope ends every spare. */
 export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
@@ -84,15 +90,16 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           const at = list.indexOf(entry)
           if (at < 0) return Effect.void
           list.splice(at, 1)
-          return Effect.zipRight(Scope.close(entry.scope, Exit.void), failed(spec, `a spare died before it was used (${cause._tag})`))
+          return Effect.zipRight(release(entry), failed(spec, `a spare died before it was used (${cause._tag})`))
         }))
 
     const spawnOne = (spec: PoolSpec<A>, born: number) =>
       Effect.gen(function*() {
-        const scope = yield* Scope.fork(owner, ExecutionStrategy.sequential)
+        const scope = yield* Scope.make(ExecutionStrategy.sequential)
         const exit = yield* Effect.exit(Scope.extend(spec.spawn, scope))
         spawning.set(spec.id, (spawning.get(spec.id) ?? 1) - 1)
         if (Exit.isFailure(exit) || exit.value === undefined || born !== generation) {
+          if (Exit.isSuccess(exit) && exit.value !== undefined) yield* exit.value.pending.shutdown
           yield* Scope.close(scope, Exit.void)
           if (born !== generation) return
           if (Exit.isSuccess(exit)) {
@@ -124,9 +131,9 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           if (yield* entry.pending.isAlive) {
             entry.claimed = true
             failures.set(id, 0)
-            return Option.some({ pending: entry.pending, meta: entry.meta, scope: entry.scope })
+            return Option.some({ pending: entry.pending, meta: entry.meta, release: release(entry) })
           }
-          yield* Scope.close(entry.scope, Exit.void)
+          yield* release(entry)
         }
         return Option.none()
       })
@@ -136,13 +143,15 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       const all = [...readyById.values()].flat()
       readyById.clear()
       spawning.clear()
-      return Effect.forEach(all, (entry) => Scope.close(entry.scope, Exit.void), { discard: true, concurrency: "unbounded" })
+      return Effect.forEach(all, release, { discard: true, concurrency: "unbounded" })
     })
+    yield* Effect.addFinalizer(() => shutdown)
 
     return {
       take,
       fill,
       ready: (id) => readyById.get(id)?.length ?? 0,
+      pids: Effect.sync(() => [...readyById.values()].flat().map((entry) => entry.pending.pid)),
       disabled: (id) => off.has(id),
       shutdown
     } satisfies SparePool<A>
