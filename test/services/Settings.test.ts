@@ -11,6 +11,7 @@ import {
   enabledLanguages,
   idleTtlMsOf,
   kernelModeOf,
+  sparesOf,
   InvalidSettings,
   resolveSettings,
   Settings,
@@ -169,6 +170,15 @@ describe("kernel settings", () => {
     expect(resolve({}, { VEYYON_PYTHON_KERNEL_MODE: "per-call" }).kernel.mode).toBe("per-call")
     expect(resolve({}, { VEYYON_KERNEL_MODE: "session", VEYYON_PYTHON_KERNEL_MODE: "per-call" }).kernel.mode).toBe("session")
     expect(failure({}, { VEYYON_KERNEL_MODE: "often" }).source).toBe("VEYYON_KERNEL_MODE")
+  })
+
+  it("spares: a backend's own setting, else kernel.spares, else its default; VEYYON_KERNEL_SPARES sets every backend's", () => {
+    expect([sparesOf(resolve({}), "py", 1), sparesOf(resolve({}), "js", 0)]).toEqual([1, 0])
+    const set = resolve({ kernel: { spares: 2, backends: { js: { spares: 3 } } } })
+    expect([sparesOf(set, "py", 1), sparesOf(set, "js", 0)]).toEqual([2, 3])
+    const off = resolve({ kernel: { spares: 2, backends: { js: { spares: 3 } } } }, { VEYYON_KERNEL_SPARES: "0" })
+    expect([sparesOf(off, "py", 1), sparesOf(off, "js", 0), sparesOf(off, "rb", 0)]).toEqual([0, 0, 0])
+    expect(failure({}, { VEYYON_KERNEL_SPARES: "-1" }).source).toBe("VEYYON_KERNEL_SPARES")
   })
 
   it("kernel.backends.<id> overrides the mode and idle time for one backend only", () => {
