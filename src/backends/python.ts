@@ -62,7 +62,6 @@ export const python = makeBackend({
   },
   introspects: true,
   memoryLimit: "address-space",
-  defaultSpares: 1,
   runtime: Effect.gen(function*() {
     const runtime = yield* PythonRuntime
     return {

@@ -93,8 +93,9 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           return Effect.zipRight(release(entry), failed(spec, `a spare died before it was used (${cause._tag})`))
         }))
 
+    /** Uninterruptible, so a registry closing mid-spawn still gets the runner into the pool, which its close then ends. */
     const spawnOne = (spec: PoolSpec<A>, born: number) =>
-      Effect.gen(function*() {
+      Effect.uninterruptible(Effect.gen(function*() {
         const scope = yield* Scope.make(ExecutionStrategy.sequential)
         const exit = yield* Effect.exit(Scope.extend(spec.spawn, scope))
         spawning.set(spec.id, (spawning.get(spec.id) ?? 1) - 1)
@@ -111,7 +112,7 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         const entry: Entry<A> = { ...exit.value, scope, claimed: false }
         listOf(spec.id).push(entry)
         yield* Effect.forkIn(watch(spec, entry), owner)
-      })
+      }))
 
     const fill = (spec: PoolSpec<A>): Effect.Effect<void> =>
       Effect.suspend(() => {
