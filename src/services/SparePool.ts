@@ -111,7 +111,8 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         }
         const entry: Entry<A> = { ...exit.value, scope, claimed: false }
         listOf(spec.id).push(entry)
-        yield* Effect.forkIn(watch(spec, entry), owner)
+        // Forked from the uninterruptible spawn, the watcher would inherit that and hold the pool's close until the spare died.
+        yield* Effect.forkIn(Effect.interruptible(watch(spec, entry)), owner)
       }))
 
     const fill = (spec: PoolSpec<A>): Effect.Effect<void> =>

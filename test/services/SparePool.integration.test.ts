@@ -100,6 +100,20 @@ describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", 
     )
   }, 180_000)
 
+  it("closing the layer with a spare ready ends the spare and returns", async () => {
+    const closing = ManagedRuntime.make(evalLayer({ env: false, settings: settings(1) }))
+    let disposed = false
+    try {
+      await cell(closing, "closing", "1")
+      const [spare] = await untilSpare(closing)
+      await closing.dispose()
+      disposed = true
+      expect(alive(spare!)).toBe(false)
+    } finally {
+      if (!disposed) await closing.dispose()
+    }
+  }, 180_000)
+
   it("with spares off, no kernel is started ahead", async () => {
     await cell(fresh, "off-1", "1")
     await cell(fresh, "off-2", "1")
