@@ -21,14 +21,7 @@ sys.path.insert(0, HERE)
 import runner_package  # noqa: E402
 
 
-class BridgeError(Exception):
-    def __init__(self, name, message):
-        super().__init__(name, message)
-        self.name = name
-        self.message = message
-
-    def __str__(self):
-        return "%s: %s" % (self.name, self.message)
+BridgeError = runner_package.load().module("bridge").BridgeError
 
 
 class StubRuntime(types.ModuleType):
