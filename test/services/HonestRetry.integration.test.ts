@@ -4,25 +4,16 @@
  * restart line), and a second death is an EvalResult with the exit, not a thrown error.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, ManagedRuntime } from "effect"
-import { evalLayer } from "../../src/layers/EvalLive.ts"
-import { EvalTool } from "../../src/services/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { makeToolRuntime } from "../support/toolRuntime.ts"
 
 const python = findPython()
 
 describe.skipIf(!integrationEnabled() || python === undefined)("a kernel dying during a cell", () => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-retry-"))
-  const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir: path.join(root, "artifacts"), python: { interpreter: python! } } }))
-  afterAll(async () => {
-    await runtime.dispose()
-    fs.rmSync(root, { recursive: true, force: true })
-  })
-  const run = (language: "py" | "js", code: string, sessionId: string) =>
-    runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language, code }, { sessionId, cwd: root })))
+  const { root, run, close } = makeToolRuntime("veyyon-retry-", python!)
+  afterAll(close)
 
   const cells = {
     py: (log: string, always: boolean) => [

@@ -2,27 +2,17 @@
  * Supervision with real kernels: a kernel's process killed from outside (no call in
  * flight) leaves the registry at once, and the next cell runs in a fresh kernel.
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, ManagedRuntime, Schedule } from "effect"
-import { evalLayer } from "../../src/layers/EvalLive.ts"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { Duration, Effect, Schedule } from "effect"
 import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { makeToolRuntime } from "../support/toolRuntime.ts"
 
 const python = findPython()
 
 describe.skipIf(!integrationEnabled() || python === undefined)("kernel supervision", () => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-supervise-"))
-  const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir: path.join(root, "artifacts"), python: { interpreter: python! } } }))
-  afterAll(async () => {
-    await runtime.dispose()
-    fs.rmSync(root, { recursive: true, force: true })
-  })
-  const run = (language: "py" | "js", code: string, sessionId: string) =>
-    runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language, code }, { sessionId, cwd: root })))
+  const { runtime, run, close } = makeToolRuntime("veyyon-supervise-", python!)
+  afterAll(close)
   const keysOf = (sessionId: string) =>
     runtime.runPromise(Effect.flatMap(KernelRegistry, (registry) => Effect.map(registry.keys, (keys) => keys.filter((key) => key.sessionId === sessionId))))
   const untilGone = (sessionId: string) =>
