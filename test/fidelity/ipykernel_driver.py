@@ -48,7 +48,9 @@ def _start():
 
 
 def _run(client, code):
-    msg_id = client.execute(code, store_history=True, allow_stdin=False)
+    # stop_on_error=False: after a cell raises, ipykernel aborts requests that arrive before it
+    # clears its abort flag, which a loaded machine hits even though each cell waits for the last.
+    msg_id = client.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
     cell = {"status": None, "executionCount": None, "stdout": "", "stderr": "", "outputs": [], "error": None}
     while True:
         msg = client.get_iopub_msg(timeout=TIMEOUT)
