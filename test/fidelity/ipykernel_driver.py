@@ -47,11 +47,13 @@ def _start():
     return manager, client
 
 
-def _run(client, code):
-    # stop_on_error=False: after a cell raises, ipykernel aborts requests that arrive before it
-    # clears its abort flag, which a loaded machine hits even though each cell waits for the last.
-    msg_id = client.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
-    cell = {"status": None, "executionCount": None, "stdout": "", "stderr": "", "outputs": [], "error": None}
+# ipykernel forwards what a cell writes to fd 1/2 from a watcher thread, so on a loaded machine
+# it can arrive after the cell's reply, under the next request. A silent pause after each cell
+# catches it, and its stream output is the cell's.
+_SETTLE = "import time as _t; _t.sleep(0.5)"
+
+
+def _collect(client, msg_id, cell):
     while True:
         msg = client.get_iopub_msg(timeout=TIMEOUT)
         if msg["parent_header"].get("msg_id") != msg_id:
@@ -68,7 +70,16 @@ def _run(client, code):
     while True:
         reply = client.get_shell_msg(timeout=TIMEOUT)
         if reply["parent_header"].get("msg_id") == msg_id:
-            break
+            return reply
+
+
+def _run(client, code):
+    # stop_on_error=False: after a cell raises, ipykernel aborts requests that arrive before it
+    # clears its abort flag, which a loaded machine hits even though each cell waits for the last.
+    msg_id = client.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
+    cell = {"status": None, "executionCount": None, "stdout": "", "stderr": "", "outputs": [], "error": None}
+    reply = _collect(client, msg_id, cell)
+    _collect(client, client.execute(_SETTLE, silent=True, store_history=False, allow_stdin=False), cell)
     cell["status"] = reply["content"]["status"]
     cell["executionCount"] = reply["content"].get("execution_count")
     return cell
