@@ -1,0 +1,52 @@
+/**
+ * The private PostgreSQL the cluster tests run against: it answers `@effect/sql-pg` with
+ * the URL's password, refuses a wrong one, and `stop` ends the server and removes its
+ * directory.
+ */
+import * as NodeFs from "node:fs"
+import { PgClient } from "@effect/sql-pg"
+import { SqlClient } from "@effect/sql"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
+
+const skip = postgresSkipReason()
+if (skip !== undefined) console.log(`skipping the PostgreSQL fixture tests: ${skip}`)
+
+const query = (url: string, sql: string) =>
+  Effect.gen(function*() {
+    const client = yield* SqlClient.SqlClient
+    return yield* client.unsafe<Record<string, unknown>>(sql)
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped)
+
+describe.skipIf(skip !== undefined)("test PostgreSQL", () => {
+  let pg: TestPostgres
+  beforeAll(async () => {
+    pg = await startPostgres()
+  })
+  afterAll(async () => {
+    await pg?.stop()
+  })
+
+  it.effect("answers queries with the URL's credentials", () =>
+    Effect.gen(function*() {
+      const rows = yield* query(pg.url, "select 41 + 1 as answer")
+      expect(rows[0]?.answer).toBe(42)
+    }))
+
+  it.effect("refuses a wrong password", () =>
+    Effect.gen(function*() {
+      const wrong = pg.url.replace(/:([0-9a-f]+)@/, ":wrong@")
+      const exit = yield* Effect.exit(query(wrong, "select 1"))
+      expect(exit._tag).toBe("Failure")
+    }))
+
+  it("stop ends the server and removes its directory", async () => {
+    const other = await startPostgres()
+    expect(NodeFs.statSync(other.dir).mode & 0o777).toBe(0o700)
+    await other.stop()
+    const exit = await Effect.runPromiseExit(query(other.url, "select 1"))
+    expect(exit._tag).toBe("Failure")
+    expect(NodeFs.existsSync(other.dir)).toBe(false)
+  })
+})
