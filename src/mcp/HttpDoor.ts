@@ -8,7 +8,8 @@
  * otherwise) and, when it has an `Origin`, one on a loopback host or the host the server
  * listens on (403 otherwise: DNS-rebinding protection). `initialize` without a session
  * starts one and returns its `Mcp-Session-Id`; every later request must carry it (404
- * for an unknown or ended one, so the client starts again). A session idle for longer
+ * for an unknown or ended one, so the client starts again), and an `MCP-Protocol-Version`
+ * header, when sent, must name a version the server speaks (400 otherwise). A session idle for longer
  * than `idleTtlMs` with nothing running is ended like a DELETE.
  */
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -24,6 +25,12 @@ export const MCP_PATH = "/mcp"
 
 /** The session header of the streamable HTTP transport. */
 export const SESSION_HEADER = "mcp-session-id"
+
+/** The header a client names its negotiated protocol version in, after `initialize`. */
+export const PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+
+/** The protocol versions the server speaks (those `initialize` can negotiate). */
+export const SUPPORTED_PROTOCOL_VERSIONS: ReadonlyArray<string> = ["2025-06-18", "2025-03-26", "2024-11-05"]
 
 /** How the door checks and bounds requests. */
 export interface HttpDoorOptions {
@@ -73,6 +80,13 @@ interface Session {
   running: number
 }
 
+type Body =
+  | { readonly _tag: "Read"; readonly text: string }
+  | { readonly _tag: "TooLarge" }
+  | { readonly _tag: "Unreadable"; readonly reason: string }
+
+const TOO_LARGE: Body = { _tag: "TooLarge" }
+
 type Outgoing = { readonly message: JsonRpcOut | undefined; readonly final: boolean }
 
 const sseEvent = (message: JsonRpcOut) => new TextEncoder().encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
@@ -110,16 +124,32 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
           })
         )
       }
+      const version = request.headers[PROTOCOL_VERSION_HEADER]
+      if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version.trim())) {
+        return Option.some(
+          httpError(
+            400,
+            ErrorCode.InvalidRequest,
+            `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version.slice(0, 64))}; this server speaks ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}.`
+          )
+        )
+      }
       return Option.none()
     }
 
-    const readBody = (request: HttpServerRequest.HttpServerRequest) => {
+    const readBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Body> => {
       const length = Number(request.headers["content-length"])
-      if (Number.isFinite(length) && length > maxBytes) return Effect.succeed(Option.none<string>())
+      if (Number.isFinite(length) && length > maxBytes) return Effect.succeed(TOO_LARGE)
       return request.text.pipe(
         HttpIncomingMessage.withMaxBodySize(Option.some(maxBytes)),
-        Effect.map((text) => (Buffer.byteLength(text, "utf8") > maxBytes ? Option.none<string>() : Option.some(text))),
-        Effect.orElseSucceed(() => Option.none<string>())
+        Effect.map((text): Body => (Buffer.byteLength(text, "utf8") > maxBytes ? TOO_LARGE : { _tag: "Read", text })),
+        Effect.catchAll((error) =>
+          Effect.succeed<Body>(
+            error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+              ? TOO_LARGE
+              : { _tag: "Unreadable", reason: error.message }
+          )
+        )
       )
     }
 
@@ -184,8 +214,9 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       const refused = guard(request)
       if (Option.isSome(refused)) return refused.value
       const body = yield* readBody(request)
-      if (Option.isNone(body)) return jsonResponse(413, tooLargeReply(maxBytes))
-      const frame = parseFrame(body.value)
+      if (body._tag === "TooLarge") return jsonResponse(413, tooLargeReply(maxBytes))
+      if (body._tag === "Unreadable") return httpError(400, ErrorCode.ParseError, `Bad Request: the body could not be read (${body.reason}).`)
+      const frame = parseFrame(body.text)
       if (frame._tag === "Invalid") return jsonResponse(400, frame.reply)
       const found = yield* sessionOf(request, frame)
       if (found._tag === "Refused") return found.response
