@@ -34,6 +34,7 @@
 require "json"
 require "ripper"
 require "socket"
+require_relative "introspect"
 
 module Veyyon
   # A bridge call the host answered with an error; message is "name: message".
@@ -104,11 +105,16 @@ module VeyyonRunner
     ["image/jpeg", :to_jpeg],
     ["image/jpeg", :to_jpg]
   ].freeze
+  MAX_INTROSPECT_CODE = 1 << 20
+  MAX_INTROSPECT_THREADS = 4
+  MAX_SOURCES_BYTES = 16 << 20
   NO_RESULT_NODES = %i[assign opassign massign def defs class module sclass].freeze
   END_OF_INPUT = Object.new.freeze
 
   # One execute request from the host.
   Request = Struct.new(:id, :code, :silent, :store_history, :cwd, :env)
+  # A complete or inspect request: kind is "complete" or "inspect"; cursor counts code points.
+  Query = Struct.new(:kind, :id, :code, :cursor, :detail)
   # A request line that is not valid: its id (or nil) and why.
   Invalid = Struct.new(:id, :text)
   # A bridge call waiting for the host's answer.
@@ -143,7 +149,7 @@ module VeyyonRunner
   module Protocol
     module_function
 
-    # [:execute, Request] | [:exit] | [:bridge_result, Hash] | [:invalid, Invalid]
+    # [:execute, Request] | [:query, Query] | [:exit] | [:bridge_result, Hash] | [:invalid, Invalid]
     def classify(line)
       message = begin
         JSON.parse(line)
@@ -159,6 +165,7 @@ module VeyyonRunner
       if kind == "bridge_result"
         return message["callId"].is_a?(String) ? [:bridge_result, message] : [:invalid, Invalid.new(nil, "bridge_result without a string callId")]
       end
+      return parse_query(message) if kind == "complete" || kind == "inspect"
       unless kind.nil? || kind == "execute"
         id = message["id"].is_a?(String) ? message["id"] : nil
         return [:invalid, Invalid.new(id, "unknown message type #{JSON.generate(kind)}")]
@@ -186,6 +193,21 @@ module VeyyonRunner
       end
 
       [:execute, Request.new(id, message["code"], silent, store_history, cwd, env)]
+    end
+
+    # A complete/inspect line as a Query (a bad cursor means the end of the code, as in the other runners).
+    def parse_query(message)
+      id = message["id"]
+      return [:invalid, Invalid.new(nil, "#{message['type']} request id must be a string")] unless id.is_a?(String)
+
+      code = message["code"]
+      unless code.is_a?(String) && code.length <= MAX_INTROSPECT_CODE
+        return [:invalid, Invalid.new(id, "code must be a string of at most #{MAX_INTROSPECT_CODE} characters")]
+      end
+
+      cursor = message["cursorPos"]
+      cursor = code.length unless cursor.is_a?(Integer) && cursor.between?(0, code.length)
+      [:query, Query.new(message["type"], id, code, cursor, message["detailLevel"] == 1 ? 1 : 0)]
     end
 
     def boolean?(value)
@@ -258,6 +280,9 @@ module VeyyonRunner
       @input_closed = false
       @call_seq = 0
       @protected = { locals: [], methods: [], constants: [] }
+      @queries = 0
+      @sources = {}
+      @sources_bytes = 0
       @main_thread = Thread.current
       @binding_ = TOPLEVEL_BINDING.eval("binding")
       @baseline = { methods: Object.private_instance_methods(false), constants: Object.constants }
@@ -622,7 +647,50 @@ module VeyyonRunner
       when :execute then @requests << payload
       when :exit then shutdown
       when :bridge_result then resolve_bridge(payload)
+      when :query then start_query(payload)
       when :invalid then payload.id.nil? ? protocol_error(nil, payload.text) : @requests << payload
+      end
+    end
+
+    # Answers a complete/inspect on a thread of its own, beside any running cell; never a cell.
+    def start_query(query)
+      admitted = @state_lock.synchronize { @queries < MAX_INTROSPECT_THREADS && (@queries += 1) }
+      return query_failed(query, "the kernel is still answering earlier completion requests") unless admitted
+
+      Thread.new do
+        Thread.current.report_on_exception = false
+        begin
+          answer_query(query)
+        rescue Exception => e # rubocop:disable Lint/RescueException
+          query_failed(query, "#{e.class}: #{e.message}")
+        ensure
+          @state_lock.synchronize { @queries -= 1 }
+        end
+      end
+    end
+
+    def answer_query(query)
+      if query.kind == "complete"
+        matches, start = Introspect.complete(@binding_, query.code, query.cursor)
+        send_frame(type: "complete_reply", id: query.id, matches: matches.map { |m| Jsonable.text(m) }, cursorStart: start, cursorEnd: query.cursor)
+      else
+        text = Introspect.inspect_text(@binding_, query.code, query.cursor, query.detail, @sources)
+        send_frame(type: "inspect_reply", id: query.id, found: !text.nil?, bundle: text.nil? ? {} : { "text/plain" => Jsonable.text(text) })
+      end
+    end
+
+    def query_failed(query, why)
+      reply = { type: "#{query.kind}_reply", id: query.id, error: Jsonable.text(why)[0, 1000] }
+      send_frame(reply.merge(query.kind == "complete" ? { matches: [], cursorStart: 0, cursorEnd: 0 } : { found: false, bundle: {} }))
+    end
+
+    # Keeps a cell's code for `obj??` (the newest cells' up to MAX_SOURCES_BYTES in all).
+    def remember_source(filename, code)
+      @sources[filename] = code
+      @sources_bytes += code.bytesize
+      while @sources_bytes > MAX_SOURCES_BYTES && @sources.size > 1
+        _, dropped = @sources.shift
+        @sources_bytes -= dropped.bytesize
       end
     end
 
@@ -689,6 +757,7 @@ module VeyyonRunner
 
     def run_cell(request)
       filename = request.silent && request.code.start_with?(PRELUDE_MARK) ? PRELUDE_FILE : "<cell-#{@cell_seq}>"
+      remember_source(filename, request.code) unless filename == PRELUDE_FILE
       value = @binding_.eval(request.code, filename, 1)
       return if NilClass === value || request.silent || no_result?(request.code)
 

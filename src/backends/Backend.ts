@@ -79,6 +79,8 @@ export interface KernelBackend<Id extends string = string> {
   readonly notebook: { readonly kernelspec: object; readonly language_info: object }
   /** Whether its runner answers completion and inspection requests. */
   readonly introspects: boolean
+  /** Whether `name?` and `?x` are code in the language (Ruby), so `veyyon repl` takes only forms that are not code as `obj?` inspections. */
+  readonly predicateNames?: boolean
   /** Whether a line typed at `veyyon repl` starts a block, so the cell goes on until an empty line (Python has its own rules). */
   readonly opensBlock?: (line: string) => boolean
   /** Spare kernels kept started for new sessions unless `kernel.spares` says otherwise (default 0). */

@@ -144,8 +144,9 @@ export const ruby = makeBackend({
     kernelspec: { name: "ruby", display_name: "Ruby", language: "ruby" },
     language_info: { name: "ruby", file_extension: ".rb", mimetype: "application/x-ruby" }
   },
-  introspects: false,
+  introspects: true,
   opensBlock: opensRubyBlock,
+  predicateNames: true,
   memoryLimit: "address-space",
   runtime: Effect.gen(function*() {
     const settings = yield* Settings

@@ -107,12 +107,21 @@ export interface InspectionLine {
 const INSPECT_SUFFIX = /^\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(\?\??)\s*$/
 const INSPECT_PREFIX = /^\s*(\?\??)\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*$/
 
-/** The inspection a line asks for, when it is `obj?`, `obj??`, `?obj` or `??obj`. */
-export const inspectionLine = (line: string): InspectionLine | undefined => {
+/**
+ * The inspection a line asks for, when it is `obj?`, `obj??`, `?obj` or `??obj`. Where
+ * `predicateNames` (Ruby: `empty?` is a method, `?x` a character), `obj?` and `?x` are code
+ * and stay cells; `obj??`, `??obj` and `?obj` with a longer name are not code, so they inspect.
+ */
+export const inspectionLine = (line: string, predicateNames = false): InspectionLine | undefined => {
   const suffix = INSPECT_SUFFIX.exec(line)
-  if (suffix !== null) return { name: suffix[1]!, detailLevel: suffix[2] === "??" ? 1 : 0 }
+  if (suffix !== null) {
+    if (predicateNames && suffix[2] === "?") return undefined
+    return { name: suffix[1]!, detailLevel: suffix[2] === "??" ? 1 : 0 }
+  }
   const prefix = INSPECT_PREFIX.exec(line)
-  return prefix === null ? undefined : { name: prefix[2]!, detailLevel: prefix[1] === "??" ? 1 : 0 }
+  if (prefix === null) return undefined
+  if (predicateNames && prefix[1] === "?" && prefix[2]!.length === 1) return undefined
+  return { name: prefix[2]!, detailLevel: prefix[1] === "??" ? 1 : 0 }
 }
 
 /**

@@ -13,7 +13,7 @@ import { parseTimeout, readCode, type CodeSources } from "../../src/cli/cellInpu
 import { makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
 import { program } from "../../src/cli/cli.ts"
 import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
-import { cellSource, isCompleteCell } from "../../src/cli/replInput.ts"
+import { cellSource, inspectionLine, isCompleteCell } from "../../src/cli/replInput.ts"
 import { withSpinner } from "../../src/cli/spinner.ts"
 import { describeInterpreter } from "../../src/cli/commands/setup.ts"
 import { tempDir } from "./support.ts"
@@ -58,6 +58,24 @@ describe("REPL input: when a cell is complete", () => {
 
   it("the source drops trailing empty lines", () => {
     expect(cellSource(["def f():", "    return 1", "", ""])).toBe("def f():\n    return 1")
+  })
+})
+
+describe("REPL input: obj? inspections", () => {
+  it("obj?, obj??, ?obj and ??obj inspect in Python and JavaScript", () => {
+    expect(inspectionLine("np.array?")).toEqual({ name: "np.array", detailLevel: 0 })
+    expect(inspectionLine("f??")).toEqual({ name: "f", detailLevel: 1 })
+    expect(inspectionLine("?x")).toEqual({ name: "x", detailLevel: 0 })
+    expect(inspectionLine("??x")).toEqual({ name: "x", detailLevel: 1 })
+    expect(inspectionLine("x = y?")).toBeUndefined()
+  })
+
+  it("where names may end in ? (Ruby), obj? and ?x stay code; the forms that are not code inspect", () => {
+    expect(inspectionLine("list.empty?", true)).toBeUndefined()
+    expect(inspectionLine("?x", true)).toBeUndefined()
+    expect(inspectionLine("list.empty??", true)).toEqual({ name: "list.empty", detailLevel: 1 })
+    expect(inspectionLine("??scale", true)).toEqual({ name: "scale", detailLevel: 1 })
+    expect(inspectionLine("?scale", true)).toEqual({ name: "scale", detailLevel: 0 })
   })
 })
 

@@ -1,5 +1,5 @@
 /**
- * `EvalTool.complete` and `EvalTool.inspect` against real Python and Node kernels: what
+ * `EvalTool.complete` and `EvalTool.inspect` against real Python, Node and Ruby kernels: what
  * they answer, that they answer while a cell runs without waiting for it or changing its
  * execution count, and that they run no cell code (getters, properties) to answer.
  */
@@ -12,8 +12,11 @@ import { completionOf, toCodePoints, toUtf16 } from "../../src/kernel/Introspect
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool, type IntrospectParams } from "../../src/services/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { findRuby } from "../runner/harness.ts"
 
 const python = findPython()
+const ruby = findRuby()
+if (ruby === undefined) console.warn("Ruby introspection tests: skipping: no ruby on PATH (Debian: apt-get install ruby)")
 const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-introspect-"))
 const runtime = ManagedRuntime.make(
   evalLayer({ env: false, settings: { artifactsDir, eval: { js: true }, ...(python === undefined ? {} : { python: { interpreter: python } }) } })
@@ -24,7 +27,7 @@ afterAll(async () => {
 })
 
 const where = (sessionId: string) => ({ sessionId, cwd: process.cwd() })
-const run = (sessionId: string, language: "py" | "js", code: string) =>
+const run = (sessionId: string, language: "py" | "js" | "rb", code: string) =>
   runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language, code }, where(sessionId))))
 const complete = (sessionId: string, params: IntrospectParams) =>
   runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.complete(params, where(sessionId))))
@@ -118,5 +121,85 @@ describe.skipIf(!integrationEnabled())("complete and inspect with a real Node", 
   it("rejects a disabled language with the fix", async () => {
     const exit = await runtime.runPromiseExit(Effect.flatMap(EvalTool, (tool) => tool.complete({ language: "rb", code: "x" }, where("jc"))))
     expect(Exit.isFailure(exit) && String(exit.cause)).toContain("VEYYON_RB=1")
+  })
+})
+
+describe.skipIf(!integrationEnabled() || ruby === undefined)("complete and inspect with a real Ruby", () => {
+  const rubyRuntime = ManagedRuntime.make(
+    evalLayer({ env: false, settings: { artifactsDir, eval: { rb: true }, kernel: { backends: { rb: { interpreter: ruby ?? "ruby" } } } } })
+  )
+  afterAll(() => rubyRuntime.dispose())
+  const rbRun = (sessionId: string, code: string) =>
+    rubyRuntime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "rb", code }, where(sessionId))))
+  const rbComplete = (sessionId: string, code: string, cursorPos?: number) =>
+    rubyRuntime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.complete({ language: "rb", code, ...(cursorPos === undefined ? {} : { cursorPos }) }, where(sessionId))))
+  const rbInspect = (sessionId: string, code: string, detailLevel?: 0 | 1) =>
+    rubyRuntime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.inspect({ language: "rb", code, ...(detailLevel === undefined ? {} : { detailLevel }) }, where(sessionId))))
+
+  it("completes locals, methods, constants, members, ivars and keywords; inspects methods and values", async () => {
+    await rbRun("rc", [
+      "# Scales a value.",
+      "def scale(value, factor = 2, offset: 0)",
+      "  value * factor + offset",
+      "end",
+      "long_variable_name = 1",
+      "class Shape",
+      "  SIDES = 4",
+      "  def self.square; end",
+      "end",
+      "@count = 3",
+      "h = { a: [1, 2] }",
+      "nil"
+    ].join("\n"))
+    expect((await rbComplete("rc", "x = long_var")).matches).toEqual(["long_variable_name"])
+    expect((await rbComplete("rc", "x = long_var")).cursorStart).toBe(4)
+    expect((await rbComplete("rc", "Shape::")).matches).toEqual(["SIDES", "square"])
+    expect((await rbComplete("rc", "h.ke")).matches).toEqual(["keep_if", "key", "key?", "keys"])
+    expect((await rbComplete("rc", "@co")).matches).toEqual(["@count"])
+    expect((await rbComplete("rc", "whi")).matches).toContain("while")
+    expect((await rbComplete("rc", "sca")).matches).toContain("scale")
+    expect((await rbComplete("rc", "long_var + 1", 8)).matches).toEqual(["long_variable_name"])
+    const method = (await rbInspect("rc", "scale")).bundle["text/plain"] as string
+    expect(method).toContain("Signature:   scale(value, factor = ..., offset: ...)")
+    expect(method).toContain("Docstring:   Scales a value.")
+    expect(method).not.toContain("value * factor + offset")
+    expect((await rbInspect("rc", "scale", 1)).bundle["text/plain"]).toContain("value * factor + offset\nend")
+    const value = (await rbInspect("rc", "h")).bundle["text/plain"] as string
+    expect(value).toContain("Type:        Hash")
+    expect(value).toContain("Length:      1")
+    expect(await rbInspect("rc", "no_such_name")).toEqual({ found: false, bundle: {} })
+  })
+
+  it("runs no cell code to answer, and answers while a cell runs without touching its count", async () => {
+    const marker = path.join(artifactsDir, "release-the-ruby-cell")
+    await rbRun("rr", [
+      "$calls = 0",
+      "class Sneaky",
+      "  def methods(*) $calls += 1; super end",
+      "  def public_methods(*) $calls += 1; super end",
+      "  def inspect; $calls += 1; 'sneaky' end",
+      "  def method(*) $calls += 1; super end",
+      "  def boom; 1 end",
+      "end",
+      "s = Sneaky.new",
+      `marker = ${JSON.stringify(marker)}`
+    ].join("\n"))
+    expect((await rbComplete("rr", "s.bo")).matches).toEqual(["boom"])
+    expect((await rbInspect("rr", "s")).bundle["text/plain"]).toMatch(/String form: #<Sneaky:0x[0-9a-f]+>/)
+    expect((await rbInspect("rr", "s.boom")).found).toBe(true)
+    let waiting!: () => void
+    const started = new Promise<void>((resolve) => (waiting = resolve))
+    const running = rubyRuntime.runPromise(Effect.flatMap(EvalTool, (tool) =>
+      tool.run({ language: "rb", code: "puts 'waiting'\n$stdout.flush\nsleep 0.01 until File.exist?(marker)\n$calls" }, {
+        ...where("rr"),
+        onEvent: (event) => event._tag === "Stdout" && waiting()
+      })))
+    await started
+    expect((await rbComplete("rr", "mark")).matches).toEqual(["marker"])
+    expect((await rbInspect("rr", "marker")).found).toBe(true)
+    fs.writeFileSync(marker, "")
+    const result = await running
+    expect(result).toMatchObject({ status: "ok", executionCount: 2 })
+    expect(result.text.trim().split("\n").at(-1)).toBe("0")
   })
 })

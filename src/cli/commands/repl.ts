@@ -156,7 +156,7 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
       }
       armedExit = false
       if (buffer.length === 0 && EXIT_WORDS.has(input.line.trim())) return
-      const inspection = buffer.length === 0 ? inspectionLine(input.line) : undefined
+      const inspection = buffer.length === 0 ? inspectionLine(input.line, backendOf(language)?.predicateNames === true) : undefined
       if (inspection !== undefined) {
         yield* showInspection(inspection.name, inspection.detailLevel)
         continue
