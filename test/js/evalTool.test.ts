@@ -3,35 +3,16 @@
  * JavaScript stays available when Python is missing or disabled, and the watchdog, reset,
  * truncation and env policy apply to js cells unchanged.
  */
-import * as fs from "node:fs"
 import * as os from "node:os"
-import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, ManagedRuntime } from "effect"
-import { evalLayer, type EvalLayerOptions } from "../../src/layers/EvalLive.ts"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { Either, Exit } from "effect"
 import { resolveSettings } from "../../src/services/Settings.ts"
+import { toolRuntimes } from "../support/toolRuntimes.ts"
 
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-js-evaltool-"))
-const runtimes: Array<ManagedRuntime.ManagedRuntime<EvalTool, unknown>> = []
-afterAll(async () => {
-  for (const runtime of runtimes) await runtime.dispose()
-  fs.rmSync(artifactsDir, { recursive: true, force: true })
-})
-
-const makeRuntime = (options: EvalLayerOptions) => {
-  const runtime = ManagedRuntime.make(evalLayer(options))
-  runtimes.push(runtime)
-  const run = (params: unknown, sessionId = "js1") =>
-    runtime.runPromiseExit(Effect.flatMap(EvalTool, (tool) => tool.run(params, { sessionId, cwd: process.cwd() })))
-  const ok = async (params: unknown, sessionId?: string) => {
-    const exit = await run(params, sessionId)
-    if (Exit.isFailure(exit)) throw new Error(String(exit.cause))
-    return exit.value
-  }
-  const definition = () => runtime.runPromise(Effect.map(EvalTool, (tool) => tool.definition))
-  return { run, ok, definition }
-}
+const tools = toolRuntimes("veyyon-js-evaltool-", "js1")
+const artifactsDir = tools.artifactsDir
+const makeRuntime = tools.make
+afterAll(tools.disposeAll)
 
 const languagesOf = (parameters: Readonly<Record<string, unknown>>) =>
   (parameters as { properties: { language: { enum: Array<string> } } }).properties.language.enum

@@ -6,40 +6,22 @@
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, ManagedRuntime } from "effect"
+import { Exit } from "effect"
 import { findRubyCandidate } from "../../src/backends/ruby.ts"
-import { evalLayer, type EvalLayerOptions } from "../../src/layers/EvalLive.ts"
-import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
 import { isRunning, waitUntil } from "../support/process.ts"
+import { toolRuntimes } from "../support/toolRuntimes.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 
 const rubyFound = !(findRubyCandidate(undefined, process.cwd(), process.env.PATH) instanceof Error)
 if (!rubyFound) console.warn("Ruby EvalTool tests: skipping: no ruby on PATH (Debian: apt-get install ruby)")
 const python = findPython()
 
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-rb-evaltool-"))
-const runtimes: Array<ManagedRuntime.ManagedRuntime<EvalTool, unknown>> = []
-afterAll(async () => {
-  for (const runtime of runtimes) await runtime.dispose()
-  fs.rmSync(artifactsDir, { recursive: true, force: true })
-})
-
-const makeRuntime = (options: EvalLayerOptions) => {
-  const runtime = ManagedRuntime.make(evalLayer(options))
-  runtimes.push(runtime)
-  const run = (params: unknown, sessionId = "rb1") =>
-    runtime.runPromiseExit(Effect.flatMap(EvalTool, (tool) => tool.run(params, { sessionId, cwd: process.cwd() })))
-  const ok = async (params: unknown, sessionId?: string): Promise<EvalResult> => {
-    const exit = await run(params, sessionId)
-    if (Exit.isFailure(exit)) throw new Error(String(exit.cause))
-    return exit.value
-  }
-  const definition = () => runtime.runPromise(Effect.map(EvalTool, (tool) => tool.definition))
-  return { run, ok, definition }
-}
+const tools = toolRuntimes("veyyon-rb-evaltool-", "rb1")
+const artifactsDir = tools.artifactsDir
+const makeRuntime = tools.make
+afterAll(tools.disposeAll)
 
 describe.skipIf(!rubyFound)("EvalTool with Ruby cells", () => {
   const tool = makeRuntime({
@@ -130,10 +112,9 @@ if (rubyFound && !bwrapWorks) console.warn("Ruby sandbox test: skipping: bwrap i
 describe.skipIf(!rubyFound || !bwrapWorks)("sandboxed Ruby cells", () => {
   it("run in the sandbox: a writable cwd, read-only system dirs, their own pid namespace, and SIGINT still reaches the cell", async () => {
     const cwd = fs.mkdtempSync(path.join(artifactsDir, "cwd-"))
-    const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir, eval: { rb: true }, sandbox: { mode: "required" } } }))
-    runtimes.push(runtime)
+    const tool = makeRuntime({ env: false, settings: { artifactsDir, eval: { rb: true }, sandbox: { mode: "required" } } }, cwd)
     const run = (code: string, timeout?: number) =>
-      runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "rb", code, ...(timeout === undefined ? {} : { timeout }) }, { sessionId: "rb-sandbox", cwd })))
+      tool.ok({ language: "rb", code, ...(timeout === undefined ? {} : { timeout }) }, "rb-sandbox")
     const seen = await run([
       "File.write('made.txt', 'ok')",
       "usr = begin; File.write('/usr/veyyon-probe', 'x'); 'writable'; rescue SystemCallError => e; e.class.name; end",
