@@ -12,8 +12,9 @@
  * request gets a fresh kernel that is shut down after it. The mode and the idle time-to-live
  * are `kernel.mode` and `kernel.idleTtlMs`, or the backend's own override.
  *
- * Kernels' `kv` writes are answered by the `KvStore` on the session's directory; every other
- * bridge call goes to the embedder's `AgentBridge`.
+ * Kernels' `kv` calls are answered by the `KvStore` in context (the file store on the
+ * session's directory when there is none); every other bridge call goes to the embedder's
+ * `AgentBridge`.
  *
  * A session's key (the real cwd and the interpreter resolved for it) is worked out at its
  * first cell and kept while its kernel lives, so a cell costs no filesystem probes; a
@@ -34,7 +35,7 @@ import { RuntimeUnavailable } from "../backends/Backend.ts"
 import { type BackendId, registeredBackends } from "../backends/index.ts"
 import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
-import { kvDirOf, KvStore, withKvWrites } from "./KvStore.ts"
+import { KvStore, makeKvStore, withKvWrites } from "./KvStore.ts"
 import * as KernelSupervisor from "./KernelSupervisor.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
 import { isScript, PythonRuntime } from "./PythonRuntime.ts"
@@ -215,7 +216,7 @@ const makeRegistry = Effect.gen(function*() {
   const spawner = yield* KernelSpawner
   const bridge = yield* AgentBridge
   const timings = yield* KernelTimings
-  const kv = yield* KvStore
+  const kv = yield* Effect.map(Effect.serviceOption(KvStore), Option.getOrElse(makeKvStore))
   const sandbox = yield* Effect.flatMap(
     Effect.serviceOption(Sandbox),
     Option.match({ onNone: () => makeSandbox(settings.sandbox, settings.limits), onSome: Effect.succeed })
@@ -262,7 +263,7 @@ const makeRegistry = Effect.gen(function*() {
       })
       if (confinement.sandboxed) return undefined
       const sessionEnv = sessionEnvNames(runtime, interpreter)
-      const env = runtime.env(interpreter, { artifactsDir: settings.artifactsDir })
+      const env = { ...runtime.env(interpreter, { artifactsDir: settings.artifactsDir }), ...kv.kernelEnv }
       for (const name of sessionEnv) delete env[name]
       if (hasCwdRelativeSearchPath(env)) return undefined
       const launch = backend.launch(interpreter, runner)
@@ -321,7 +322,7 @@ const makeRegistry = Effect.gen(function*() {
       const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
         Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
       )
-      const kernelBridge = withKvWrites(bridge, kv, kvDirOf(artifactsDir))
+      const kernelBridge = withKvWrites(bridge, kv, kv.spaceOf(key.sessionId, artifactsDir))
       const { backend, runtime } = yield* backendFor(key.language)
       if (fromPool && sparesFor(key) > 0) {
         yield* wantSpares(key)
@@ -349,7 +350,7 @@ const makeRegistry = Effect.gen(function*() {
         channel: launch.channel,
         ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
         cwd: key.cwd,
-        env: runtime.env(interpreter, { artifactsDir }),
+        env: { ...runtime.env(interpreter, { artifactsDir }), ...kv.kernelEnv },
         key: key.label,
         skipCheck: true,
         trace
@@ -482,10 +483,10 @@ const makeRegistry = Effect.gen(function*() {
 
 /** Owns kernels by key; closing the layer's scope shuts every kernel down. */
 export class KernelRegistry extends Context.Tag("veyyon-eval/KernelRegistry")<KernelRegistry, KernelRegistryService>() {
-  /** The registry over the settings, runtime, runner cache, spawner and bridge in context. */
+  /** The registry over the settings, runtime, runner cache, spawner and bridge in context; kv from the `KvStore` in context, else the file store. */
   static readonly layer: Layer.Layer<
     KernelRegistry,
     never,
     Settings | PythonRuntime | RunnerCache | KernelSpawner | AgentBridge
-  > = Layer.scoped(KernelRegistry, makeRegistry).pipe(Layer.provide(KvStore.Live))
+  > = Layer.scoped(KernelRegistry, makeRegistry)
 }

@@ -1,0 +1,149 @@
+/**
+ * The kv store of a cluster, in Postgres: one row per key (`veyyon_kv`) and one running
+ * total per session (`veyyon_kv_usage`), so every runner and client reads and writes the
+ * same store and a session's kv outlives the runner that wrote it.
+ *
+ * Same API and limits as the file store (`src/services/KvStore.ts`): keys 1-256 code
+ * points without `/`, `\` or NUL, one value's JSON at most 256 KiB, at most 4 MiB per
+ * session counted as the file store counts it (the bytes of `{"key":...,"value":...}`).
+ * A write is one transaction that first locks the session's usage row, so writers of one
+ * session are serialized across processes and hosts, the limit holds under any number of
+ * them, and each key is replaced or removed atomically. The space is the session id.
+ *
+ * Kernels read through the host: the store's `kernelEnv` sets `VEYYON_KV_READS=host`, so the
+ * preludes send `get`/`list` over the `kv` bridge method instead of reading local files.
+ * kv is kept until it is deleted (as the file store keeps a session's kv directory).
+ */
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import {
+  answerKvCall,
+  checkedKvKey,
+  compareCodePoints,
+  KV_READS_ENV,
+  KV_STORE_MAX,
+  kvEntryBytes,
+  KvRefused,
+  KvStore,
+  type KvStoreService,
+  kvStoreFull,
+  validKvValue
+} from "../services/KvStore.ts"
+import { ensureSchema, sqlProblem } from "./PgSchema.ts"
+
+/** The longest session id (UTF-8 bytes) the store keeps kv for; Postgres indexes cap the key's size. */
+export const KV_SESSION_ID_MAX = 1024
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS veyyon_kv (
+    session_id text NOT NULL,
+    key text NOT NULL,
+    value text NOT NULL,
+    bytes integer NOT NULL,
+    PRIMARY KEY (session_id, key)
+  )`,
+  `CREATE TABLE IF NOT EXISTS veyyon_kv_usage (
+    session_id text PRIMARY KEY,
+    bytes bigint NOT NULL
+  )`
+]
+
+const failed = (name: "KvWriteFailed" | "KvReadFailed") => (error: SqlError.SqlError) =>
+  new KvRefused({ name, reason: `the cluster's kv store (Postgres) failed: ${sqlProblem(error)}` })
+
+const checkedSpace = (sessionId: string): Effect.Effect<string, KvRefused> =>
+  Buffer.byteLength(sessionId, "utf8") <= KV_SESSION_ID_MAX
+    ? Effect.succeed(sessionId)
+    : Effect.fail(new KvRefused({ name: "KvInvalid", reason: `the session id is longer than ${KV_SESSION_ID_MAX} bytes; the cluster's kv store keeps kv only for shorter ones` }))
+
+/** Builds the store on the `SqlClient` in context, creating its tables when they are missing. */
+export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* ensureSchema(SCHEMA)
+
+  /** Locks the session's usage row (creating it) and answers its bytes; only inside a transaction. */
+  const lockUsage = (space: string) =>
+    Effect.gen(function*() {
+      yield* sql`INSERT INTO veyyon_kv_usage (session_id, bytes) VALUES (${space}, 0) ON CONFLICT (session_id) DO NOTHING`
+      const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space} FOR UPDATE`
+      return rows[0]?.bytes ?? 0
+    })
+
+  const storedBytes = (space: string, key: string) =>
+    Effect.map(
+      sql<{ readonly bytes: number }>`SELECT bytes FROM veyyon_kv WHERE session_id = ${space} AND key = ${key}`,
+      (rows) => rows[0]?.bytes ?? 0
+    )
+
+  const set = (sessionId: string, key: string, valueJson: string) =>
+    Effect.gen(function*() {
+      const space = yield* checkedSpace(sessionId)
+      const valid = yield* checkedKvKey(key)
+      const value = validKvValue(valid, valueJson)
+      if (value instanceof KvRefused) return yield* value
+      const bytes = kvEntryBytes(valid, value).length
+      yield* sql.withTransaction(Effect.gen(function*() {
+        const used = yield* lockUsage(space)
+        const old = yield* storedBytes(space, valid)
+        if (used - old + bytes > KV_STORE_MAX) return yield* kvStoreFull(used - old, bytes)
+        yield* sql`INSERT INTO veyyon_kv (session_id, key, value, bytes) VALUES (${space}, ${valid}, ${value}, ${bytes})
+          ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, bytes = excluded.bytes`
+        yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes + ${bytes - old} WHERE session_id = ${space}`
+      })).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed("KvWriteFailed")(error))))
+    })
+
+  const remove = (sessionId: string, key: string) =>
+    Effect.gen(function*() {
+      const space = yield* checkedSpace(sessionId)
+      const valid = yield* checkedKvKey(key)
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        yield* lockUsage(space)
+        const removed = yield* sql<{ readonly bytes: number }>`DELETE FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid} RETURNING bytes`
+        const bytes = removed[0]?.bytes
+        if (bytes === undefined) return false
+        yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes - ${bytes} WHERE session_id = ${space}`
+        return true
+      })).pipe(Effect.mapError(failed("KvWriteFailed")))
+    })
+
+  const get = (sessionId: string, key: string) =>
+    Effect.gen(function*() {
+      const space = yield* checkedSpace(sessionId)
+      const valid = yield* checkedKvKey(key)
+      const rows = yield* sql<{ readonly value: string }>`SELECT value FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid}`.pipe(
+        Effect.mapError(failed("KvReadFailed"))
+      )
+      return rows[0]?.value
+    })
+
+  const list = (sessionId: string) =>
+    Effect.gen(function*() {
+      const space = yield* checkedSpace(sessionId)
+      const rows = yield* sql<{ readonly key: string }>`SELECT key FROM veyyon_kv WHERE session_id = ${space}`.pipe(
+        Effect.mapError(failed("KvReadFailed"))
+      )
+      return rows.map((row) => row.key).sort(compareCodePoints)
+    })
+
+  const size = (sessionId: string) =>
+    Effect.gen(function*() {
+      const space = yield* checkedSpace(sessionId)
+      const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space}`.pipe(
+        Effect.mapError(failed("KvReadFailed"))
+      )
+      return rows[0]?.bytes ?? 0
+    })
+
+  const operations = { set, get, list, delete: remove }
+  const service: KvStoreService = {
+    spaceOf: (sessionId) => sessionId,
+    kernelEnv: { [KV_READS_ENV]: "host" },
+    ...operations,
+    size,
+    answer: (space, params) => answerKvCall(operations, space, params)
+  }
+  return service
+})
+
+/** The `KvStore` in Postgres, on the `SqlClient` in context (e.g. `PgClient.layer`); creates its tables as it starts. */
+export const PgKvStoreLive: Layer.Layer<KvStore, SqlError.SqlError, SqlClient.SqlClient> = Layer.effect(KvStore, makePgKvStore)
