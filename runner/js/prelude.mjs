@@ -29,7 +29,11 @@
  *   ({op: "set", key, value: <the value's JSON text>} or {op: "delete", key}), the host checks
  *   the limits for the whole store, and the returned Promise settles with its answer (await
  *   it to read the new value back in the same cell; the cell does not end before it settles).
- *   Reads come straight from the files. Keys have 1-256 code points without
+ *   Reads come straight from the files, unless VEYYON_KV_READS=host is in the environment (the
+ *   host sets it when the store is not these files, e.g. a cluster's database): then kv.get,
+ *   kv.has and kv.list are "kv" bridge calls ({op: "get", key} answers the value's JSON text or
+ *   null, {op: "list"} the keys sorted by code point) and return Promises; `await kv.get(key)`
+ *   works in both modes. Keys have 1-256 code points without
  *   "/", "\" or NUL; one value's JSON is at most 256 KiB, all entries together at most 4 MiB.
  *   Values must be plain JSON: objects, arrays, strings, finite numbers, booleans, null.
  */
@@ -196,6 +200,9 @@ const writeAtomically = (directory, name, data) => {
 
 const MISSING = Symbol("missing")
 
+/** Whether kv reads go to the host (VEYYON_KV_READS=host) instead of the files. */
+const hostReads = () => process.env.VEYYON_KV_READS === "host"
+
 const readEntry = (file, key) => {
   let data
   try {
@@ -215,9 +222,15 @@ const readEntry = (file, key) => {
 export class KvStore {
   #host
 
-  /** host(params) -> Promise: sends a write to the host; without it the store writes the files itself. */
+  /** host(params) -> Promise: sends a kv call to the host; without it the store writes the files itself. */
   constructor(host) {
     this.#host = host
+  }
+
+  /** The host's answer to a kv read; throws outside a kernel, where there is no host to ask. */
+  #hostRead(params) {
+    if (this.#host === undefined) throw new Error("kv reads go to the host (VEYYON_KV_READS=host), and there is no kernel host to ask")
+    return this.#host(params)
   }
 
   /** Stores value (JSON) under key, replacing what was there; in a kernel, a Promise of the host's write. */
@@ -241,6 +254,7 @@ export class KvStore {
   /** The value stored under key (a fresh copy), or fallback (undefined unless given) when there is none. */
   get(key, fallback) {
     checkKvKey(key)
+    if (hostReads()) return this.#hostRead({ op: "get", key }).then((text) => (text === null ? fallback : JSON.parse(text)))
     const value = readEntry(path.join(kvDirectory(), kvFileName(key)), key)
     return value === MISSING ? fallback : value
   }
@@ -248,11 +262,13 @@ export class KvStore {
   /** Whether key holds a value. */
   has(key) {
     checkKvKey(key)
+    if (hostReads()) return this.#hostRead({ op: "get", key }).then((text) => text !== null)
     return readEntry(path.join(kvDirectory(), kvFileName(key)), key) !== MISSING
   }
 
   /** The stored keys, sorted by code point. */
   list() {
+    if (hostReads()) return this.#hostRead({ op: "list" }).then((keys) => [...keys])
     const directory = kvDirectory()
     const keys = []
     for (const name of entryNames(directory)) {
@@ -279,6 +295,7 @@ export class KvStore {
   }
 
   [util.inspect.custom]() {
+    if (hostReads()) return "<kv store: read through the host; await kv.list()>"
     let count
     try {
       count = this.list().length
@@ -511,16 +528,16 @@ export const createPrelude = (runtime) => {
     runtime.print(`env: ${key}=${value}\n`)
   }
 
-  const kvWrite = (params) => {
-    const write = runtime.bridgeCall("kv", params).catch((error) => {
+  const kvCall = (params) => {
+    const call = runtime.bridgeCall("kv", params).catch((error) => {
       if (error?.code === "KvInvalid" || error?.code === "KvStoreFull") throw new RangeError(error.reason)
       throw error
     })
-    runtime.settleBeforeDone(write)
-    return write.then((answer) => answer)
+    runtime.settleBeforeDone(call)
+    return call.then((answer) => answer)
   }
 
-  return { kv: new KvStore(kvWrite), defs, env, agent, completion }
+  return { kv: new KvStore(kvCall), defs, env, agent, completion }
 }
 
 // ---------------------------------------------------------------------------

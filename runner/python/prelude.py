@@ -53,6 +53,10 @@ kv files, shared with any other runtime of the session:
     limits     keys 1-256 code points, no "/", "\\" or NUL, valid UTF-8; a value's compact
                JSON (ensure_ascii off, NaN refused) at most 256 KiB; the entry files together
                at most 4 MiB (checked before each write)
+    host reads with VEYYON_KV_READS=host in the environment (the host sets it when the store
+               is not these files, e.g. a cluster's database) kv.get and kv.list are "kv"
+               bridge calls too: {"op": "get", "key": key} answers the value's JSON text or
+               null, {"op": "list"} the keys sorted by code point; no file is read
 """
 
 _prelude_snapshot = dict(globals())
@@ -567,12 +571,17 @@ def _read_entry(path, key):
         raise ValueError("kv entry for %r is damaged (%s)" % (_clip(key, 60), exc)) from None
 
 
-def _host_kv(op, key, **params):
-    """The host's answer to a kv write, or _MISSING outside a kernel; the host's refusals raise ValueError."""
+def _host_reads():
+    """Whether kv reads go to the host (VEYYON_KV_READS=host) instead of the files."""
+    return os.environ.get("VEYYON_KV_READS") == "host"
+
+
+def _host_kv(op, **params):
+    """The host's answer to a kv call, or _MISSING outside a kernel; the host's refusals raise ValueError."""
     runtime = sys.modules.get("veyyon_runtime")
     if runtime is None:
         return _MISSING
-    params.update(op=op, key=key)
+    params["op"] = op
     try:
         return runtime.bridge_call("kv", params)
     except runtime.BridgeError as exc:
@@ -581,13 +590,21 @@ def _host_kv(op, key, **params):
         raise
 
 
+def _host_kv_read(op, **params):
+    """The host's answer to a kv read; RuntimeError outside a kernel, where there is no host to ask."""
+    answer = _host_kv(op, **params)
+    if answer is _MISSING:
+        raise RuntimeError("kv reads go to the host (VEYYON_KV_READS=host), and there is no kernel host to ask")
+    return answer
+
+
 class KvStore:
     """JSON values under $VEYYON_ARTIFACTS_DIR/kv/, one file per key: they outlive %reset and the kernel."""
 
     def set(self, key, value):
         """Store value (JSON) under key, replacing what was there."""
         check_kv_key(key)
-        if _host_kv("set", key, value=encode_kv_value(key, value).decode("utf-8")) is not _MISSING:
+        if _host_kv("set", key=key, value=encode_kv_value(key, value).decode("utf-8")) is not _MISSING:
             return
         data = encode_kv_entry(key, value)
         directory = kv_directory()
@@ -602,11 +619,16 @@ class KvStore:
     def get(self, key, default=None):
         """The value stored under key (a fresh copy), or default when there is none."""
         check_kv_key(key)
+        if _host_reads():
+            text = _host_kv_read("get", key=key)
+            return default if text is None else json.loads(text)
         value = _read_entry(os.path.join(kv_directory(), kv_file_name(key)), key)
         return default if value is _MISSING else value
 
     def list(self):
         """The stored keys, sorted."""
+        if _host_reads():
+            return list(_host_kv_read("list"))
         directory = kv_directory()
         keys = []
         for name in _entry_names(directory):
@@ -620,7 +642,7 @@ class KvStore:
     def delete(self, key):
         """Remove key; True when it was stored."""
         check_kv_key(key)
-        answer = _host_kv("delete", key)
+        answer = _host_kv("delete", key=key)
         if answer is not _MISSING:
             return answer is True
         try:
@@ -636,6 +658,8 @@ class KvStore:
         try:
             count = len(self.list())
         except RuntimeError:
+            if _host_reads():
+                return "<kv store: read through the host, which is not reachable here>"
             return "<kv store: VEYYON_ARTIFACTS_DIR is not set>"
         return "<kv store: %d key%s>" % (count, "" if count == 1 else "s")
 

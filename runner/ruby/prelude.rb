@@ -26,6 +26,9 @@
 # limits for the whole store and writes. Keys have 1-256 code points without "/", "\" or NUL;
 # one value's JSON is at most 256 KiB; all entries together at most 4 MiB. Values are plain
 # JSON: Hash (String or Symbol keys), Array, String, Integer, finite Float, true, false, nil.
+# With VEYYON_KV_READS=host in the environment (the host sets it when the store is not these
+# files, e.g. a cluster's database) reads are "kv" bridge calls too: {"op" => "get", "key" =>
+# key} answers the value's JSON text or nil, {"op" => "list"} the keys sorted by code point.
 
 unless defined?(::Veyyon::Prelude)
   require "digest"
@@ -123,6 +126,11 @@ unless defined?(::Veyyon::Prelude)
         [entry["key"], entry["value"]]
       end
 
+      # Whether kv reads go to the host (VEYYON_KV_READS=host) instead of the files.
+      def host_reads?
+        ENV["VEYYON_KV_READS"] == "host"
+      end
+
       def host_kv(params)
         Veyyon.bridge_call("kv", params)
       rescue Veyyon::BridgeError => e
@@ -145,6 +153,10 @@ unless defined?(::Veyyon::Prelude)
         # The value stored under key (a fresh copy), or default when there is none.
         def get(key, default = nil)
           key = Prelude.check_kv_key(key)
+          if Prelude.host_reads?
+            text = Prelude.host_kv("op" => "get", "key" => key)
+            return text.nil? ? default : JSON.parse(text)
+          end
           data = begin
             File.binread(File.join(Prelude.kv_directory, Prelude.kv_file_name(key)))
           rescue Errno::ENOENT
@@ -173,6 +185,8 @@ unless defined?(::Veyyon::Prelude)
 
         # The stored keys, sorted.
         def list
+          return Prelude.host_kv("op" => "list").to_a if Prelude.host_reads?
+
           directory = Prelude.kv_directory
           names = begin
             Dir.children(directory).grep(KV_FILE)
