@@ -68,7 +68,7 @@ const javascript: Dialect = {
   childEcho: (text) => `require("node:child_process").execFileSync("echo", [${J(text)}], {stdio: "inherit"})\nundefined`,
   completion: (prompt) => `await completion(${J(prompt)})`,
   kvSet: (key) => `await kv.set(${J(key)}, [1, "ü", {a: null, b: true}])`,
-  kvPrint: (key) => `console.log(JSON.stringify(kv.get(${J(key)})))`,
+  kvPrint: (key) => `console.log(JSON.stringify(await kv.get(${J(key)})))`,
   kvIdentity: "kv",
   semicolonSuppresses: false
 }

@@ -9,6 +9,7 @@ import * as path from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { integrationEnabled } from "../support/python.ts"
 import {
+  type BridgeAnswer,
   type Cell,
   type Frame,
   type Kernel,
@@ -359,5 +360,52 @@ describe.skipIf(available.length < 2)("kv across runners", () => {
       }
     }
     for (const kernel of kernels.values()) expectClean(kernel)
+  })
+})
+
+/** Answers every `kv` call from memory, as a shared store (the cluster's) does: set, get, list, delete. */
+const kvMemoryHost = (stored: Map<string, string>) => (frame: Frame): BridgeAnswer | undefined => {
+  if (frame.method !== "kv") return undefined
+  const params = frame.params as { op: string; key?: string; value?: string }
+  if (params.op === "set") stored.set(params.key!, params.value!)
+  if (params.op === "get") return { ok: true, value: stored.get(params.key!) ?? null }
+  if (params.op === "list") return { ok: true, value: [...stored.keys()].sort() }
+  if (params.op === "delete") return { ok: true, value: stored.delete(params.key!) }
+  return { ok: true, value: null }
+}
+
+describe.skipIf(available.length < 2)("kv across runners, read through the host (VEYYON_KV_READS=host)", () => {
+  const root = NodeFs.realpathSync(NodeFs.mkdtempSync(path.join(NodeOs.tmpdir(), "veyyon-kv-host-conformance-")))
+  const stored = new Map<string, string>()
+  const kernels = new Map<string, Kernel>()
+
+  beforeAll(async () => {
+    for (const runner of available) {
+      const kernel = await startWithPrelude(runner, { env: { VEYYON_ARTIFACTS_DIR: root, VEYYON_KV_READS: "host" } })
+      kernel.answerBridge(kvMemoryHost(stored))
+      kernels.set(runner.language, kernel)
+    }
+  })
+
+  afterAll(() => {
+    killAll()
+    NodeFs.rmSync(root, { recursive: true, force: true })
+  })
+
+  it(`reads in every runner, from the host, the key each runner wrote (${available.map((r) => r.language).join(", ")})`, async () => {
+    for (const [writer, kernel] of kernels) {
+      const set = await kernel.execute(dialects[writer]!.kvSet(`from-${writer}`))
+      expect(set.error).toBeUndefined()
+      for (const [reader, other] of kernels) {
+        const got = await other.execute(dialects[reader]!.kvPrint(`from-${writer}`))
+        expect({ writer, reader, stdout: got.stdout }).toEqual({ writer, reader, stdout: `${KV_VALUE_JSON}\n` })
+      }
+    }
+    expect(NodeFs.readdirSync(root)).toEqual([])
+    for (const kernel of kernels.values()) {
+      const reads = kernel.frames.filter((f) => f.type === "bridge" && (f.params as { op?: string } | undefined)?.op === "get")
+      expect(reads.length).toBe(kernels.size)
+      expectClean(kernel)
+    }
   })
 })

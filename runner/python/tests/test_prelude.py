@@ -324,6 +324,56 @@ class KvInKernelTest(unittest.TestCase):
             self.kv.set("k", "v")
 
 
+class KvHostReadsTest(unittest.TestCase):
+    """With VEYYON_KV_READS=host, reads are "kv" bridge calls too and no file is read."""
+
+    def setUp(self):
+        runtime.reset()
+        self.kv = prelude.KvStore()
+        saved = {name: os.environ.get(name) for name in ("VEYYON_KV_READS", "VEYYON_ARTIFACTS_DIR")}
+        self.addCleanup(lambda: [os.environ.pop(n, None) if v is None else os.environ.__setitem__(n, v) for n, v in saved.items()])
+        os.environ["VEYYON_KV_READS"] = "host"
+        os.environ.pop("VEYYON_ARTIFACTS_DIR", None)
+
+    def test_get_contains_and_list_ask_the_host(self):
+        stored = {"big": "1000000000000000000000000000000", "none": "null"}
+        runtime.answer = lambda method, params: sorted(stored) if params["op"] == "list" else stored.get(params["key"])
+        self.assertEqual(self.kv.get("big"), 10 ** 30)
+        self.assertIsNone(self.kv.get("none", "dflt"))
+        self.assertEqual(self.kv.get("missing", "dflt"), "dflt")
+        self.assertIn("none", self.kv)
+        self.assertNotIn("missing", self.kv)
+        self.assertEqual(self.kv.list(), ["big", "none"])
+        self.assertEqual(repr(self.kv), "<kv store: 2 keys>")
+        self.assertEqual(runtime.calls[:3], [
+            ("kv", {"op": "get", "key": "big"}),
+            ("kv", {"op": "get", "key": "none"}),
+            ("kv", {"op": "get", "key": "missing"}),
+        ])
+        self.assertIn(("kv", {"op": "list"}), runtime.calls)
+
+    def test_bad_keys_are_refused_before_asking_and_host_errors_surface(self):
+        with self.assertRaises(ValueError):
+            self.kv.get("a/b")
+        self.assertEqual(runtime.calls, [])
+
+        def down(method, params):
+            raise BridgeError("KvReadFailed", "the cluster's kv store (Postgres) failed")
+
+        runtime.answer = down
+        with self.assertRaises(BridgeError) as caught:
+            self.kv.get("k")
+        self.assertIn("KvReadFailed", str(caught.exception))
+
+    def test_without_a_kernel_reads_say_there_is_no_host(self):
+        sys.modules.pop("veyyon_runtime", None)
+        self.addCleanup(sys.modules.__setitem__, "veyyon_runtime", runtime)
+        with self.assertRaises(RuntimeError) as caught:
+            self.kv.get("k")
+        self.assertIn("no kernel host", str(caught.exception))
+        self.assertEqual(repr(self.kv), "<kv store: read through the host, which is not reachable here>")
+
+
 class KvBehaviourTest(TempArtifactsMixin, unittest.TestCase):
     def test_round_trip_get_default_list_delete(self):
         self.assertIsNone(self.kv.get("missing"))
