@@ -20,7 +20,7 @@ import { artifactIdProblem, ArtifactStore, retentionOf, sessionArtifactsDir } fr
 import { ownFileProblem } from "../services/PrivateDir.ts"
 import { Settings } from "../services/Settings.ts"
 import { ensureArtifactTables, existingIds, insertArtifact, pruneSessionRows, sweepOldRows } from "./PgArtifactRows.ts"
-import { sqlProblem } from "./PgSchema.ts"
+import { sessionIdProblem, sqlProblem } from "./PgSchema.ts"
 
 /** Artifacts of a session could not be copied into Postgres. */
 export class ArtifactPublishFailed extends Schema.TaggedError<ArtifactPublishFailed>()("ArtifactPublishFailed", {
@@ -75,6 +75,8 @@ export const makeArtifactPublisher: Effect.Effect<ArtifactPublisherService, SqlE
 
     const publish = (sessionId: string, ids?: ReadonlyArray<string>) =>
       Effect.gen(function*() {
+        const tooLong = sessionIdProblem(sessionId)
+        if (tooLong !== undefined) return yield* new ArtifactPublishFailed({ sessionId: sessionId.slice(0, 60), id: "*", reason: tooLong })
         const dir = sessionArtifactsDir(root.dir, sessionId)
         const failed = (id: string) => (error: SqlError.SqlError | { readonly reason: string }) =>
           new ArtifactPublishFailed({ sessionId, id, reason: "reason" in error ? error.reason : sqlProblem(error) })

@@ -29,10 +29,7 @@ import {
   kvStoreFull,
   validKvValue
 } from "../services/KvStore.ts"
-import { ensureSchema, sqlProblem } from "./PgSchema.ts"
-
-/** The longest session id (UTF-8 bytes) the store keeps kv for; Postgres indexes cap the key's size. */
-export const KV_SESSION_ID_MAX = 1024
+import { ensureSchema, sessionIdProblem, sqlProblem } from "./PgSchema.ts"
 
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS veyyon_kv (
@@ -51,10 +48,10 @@ const SCHEMA = [
 const failed = (name: "KvWriteFailed" | "KvReadFailed") => (error: SqlError.SqlError) =>
   new KvRefused({ name, reason: `the cluster's kv store (Postgres) failed: ${sqlProblem(error)}` })
 
-const checkedSpace = (sessionId: string): Effect.Effect<string, KvRefused> =>
-  Buffer.byteLength(sessionId, "utf8") <= KV_SESSION_ID_MAX
-    ? Effect.succeed(sessionId)
-    : Effect.fail(new KvRefused({ name: "KvInvalid", reason: `the session id is longer than ${KV_SESSION_ID_MAX} bytes; the cluster's kv store keeps kv only for shorter ones` }))
+const checkedSpace = (sessionId: string): Effect.Effect<string, KvRefused> => {
+  const problem = sessionIdProblem(sessionId)
+  return problem === undefined ? Effect.succeed(sessionId) : Effect.fail(new KvRefused({ name: "KvInvalid", reason: problem }))
+}
 
 /** Builds the store on the `SqlClient` in context, creating its tables when they are missing. */
 export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, SqlClient.SqlClient> = Effect.gen(function*() {

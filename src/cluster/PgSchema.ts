@@ -7,6 +7,15 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
+/** The longest session id (UTF-8 bytes) the cluster's stores keep data for; Postgres indexes cap a key's size. */
+export const SESSION_ID_MAX = 1024
+
+/** Why the cluster's stores cannot key data by `sessionId`, or undefined when they can. */
+export const sessionIdProblem = (sessionId: string): string | undefined =>
+  Buffer.byteLength(sessionId, "utf8") <= SESSION_ID_MAX
+    ? undefined
+    : `the session id is longer than ${SESSION_ID_MAX} bytes; the cluster's stores keep data only for shorter ones`
+
 /** The advisory lock key every schema change of ours holds (an arbitrary constant). */
 export const SCHEMA_LOCK_KEY = 7_305_911_015
 

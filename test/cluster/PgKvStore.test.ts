@@ -9,7 +9,8 @@ import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
-import { KV_SESSION_ID_MAX, PgKvStoreLive } from "../../src/cluster/PgKvStore.ts"
+import { PgKvStoreLive } from "../../src/cluster/PgKvStore.ts"
+import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
 import { KV_READS_ENV, KV_STORE_MAX, KV_VALUE_MAX, kvEntryBytes, KvStore } from "../../src/services/KvStore.ts"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
 
@@ -124,7 +125,7 @@ describe.skipIf(skip !== undefined)("kv in Postgres", () => {
     expect((await refusal(one, (store) => store.set(s, "k\0", "1"))).reason).toContain("NUL")
     expect((await refusal(one, (store) => store.set(s, "k", "{nope"))).reason).toContain("not valid JSON")
     expect((await refusal(one, (store) => store.set(s, "k", JSON.stringify("x".repeat(KV_VALUE_MAX))))).reason).toContain("256 KiB")
-    expect((await refusal(one, (store) => store.set("s".repeat(KV_SESSION_ID_MAX + 1), "k", "1"))).reason).toContain("session id is longer")
+    expect((await refusal(one, (store) => store.set("s".repeat(SESSION_ID_MAX + 1), "k", "1"))).reason).toContain("session id is longer")
     const big = JSON.stringify("x".repeat(KV_VALUE_MAX - 10))
     for (let i = 0; i < 15; i++) await kv(i % 2 === 0 ? one : two, (store) => store.set(s, `k${i}`, big))
     const full = await refusal(two, (store) => store.set(s, "k15", big))

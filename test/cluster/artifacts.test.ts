@@ -15,6 +15,7 @@ import { Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
 import { ArtifactPublisher } from "../../src/cluster/ArtifactPublisher.ts"
 import { ARTIFACT_CHUNK_BYTES } from "../../src/cluster/PgArtifactRows.ts"
 import { PgArtifactStoreLive } from "../../src/cluster/PgArtifactStore.ts"
+import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
 import { readArtifact } from "../../src/mcp/ArtifactResources.ts"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { ArtifactStore, type ArtifactStoreService, sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
@@ -142,6 +143,9 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
     expect(hostile.skipped[0]!.reason).toContain("not an artifact id")
     expect(hostile.skipped[1]!.reason).toContain("symbolic link")
     expect(hostile.skipped[2]!.reason).toContain("cannot read the runner's copy")
+
+    const long = await runner.runPromiseExit(Effect.flatMap(ArtifactPublisher, (p) => p.publish("s".repeat(SESSION_ID_MAX + 1))))
+    expect(Exit.isFailure(long) && String(long.cause)).toContain("session id is longer than 1024 bytes")
 
     const client = track(clientRuntime(pg!.url))
     const bad = await client.runPromiseExit(Effect.flatMap(sessionOf("s3"), (store) => store.read("../x")))
