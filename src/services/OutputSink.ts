@@ -17,13 +17,16 @@
  * result; later ones are saved as `img-…` artifacts and replaced by a note in
  * `text/plain`. After `maxRichOutputs` displays, results and status events, further
  * ones go to an `outputs-….jsonl` artifact behind one `OutputsOmitted` marker.
- * Errors are always kept. Nothing is written when nothing exceeds a budget.
+ * Errors are always kept. Nothing is written when nothing exceeds a budget. Watchdog
+ * pause/resume events (a pair per bridge call, e.g. each kv call) have done their work on
+ * the cell's timeout by then and are not kept, so they use up no budget.
  *
  * Writing an artifact can fail (a full disk): the result is still bounded and says
  * why the full output could not be saved.
  */
 import { Context, Data, Effect, Exit, Layer, Scope, Stream } from "effect"
 import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
+import { isWatchdogControl } from "../render/Status.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "./Settings.ts"
 
@@ -499,6 +502,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       case "Display":
       case "Result":
       case "Status":
+        if (output._tag === "Status" && isWatchdogControl(output)) return Effect.void
         if (richKept >= limits.maxRichOutputs) return drop(output)
         richKept++
         return output._tag === "Status"
@@ -644,6 +648,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         return true
       }
       case "Status":
+        if (isWatchdogControl(output)) return true
         if (richKept >= limits.maxRichOutputs) return false
         richKept++
         addEntry({ kind: "rich", output })

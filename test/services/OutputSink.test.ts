@@ -442,6 +442,18 @@ describe("OutputSink: rich outputs", () => {
       expect(saved.map((o) => o._tag)).toEqual(["Display", "Display", "Status"])
       expect(saved[0].bundle).toEqual({ "text/plain": "4" })
     }))
+
+  it.effect("keeps no watchdog pause/resume events, so a cell's many bridge calls use up none of the rich-output budget", () =>
+    Effect.gen(function*() {
+      const pair = [
+        KernelOutput.Status({ op: "timeout", fields: { action: "pause" } }),
+        KernelOutput.Status({ op: "timeout", fields: { action: "resume" } })
+      ]
+      const display = KernelOutput.Display({ bundle: { "text/plain": "shown" } })
+      const { result } = yield* runSink([...Array.from({ length: 50 }, () => pair).flat(), display, ...pair], { maxRichOutputs: 3 })
+      expect(result.outputs.map((o) => o._tag)).toEqual(["Display"])
+      expect(result.artifactIds).toEqual([])
+    }))
 })
 
 describe("OutputSink service", () => {
