@@ -278,7 +278,7 @@ export class KvStore {
         continue
       }
     }
-    return keys.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    return keys.sort((a, b) => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")))
   }
 
   /** Removes key; true when it was stored (in a kernel, a Promise of that answer). */

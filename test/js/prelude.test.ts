@@ -33,6 +33,9 @@ describe("JavaScript prelude", () => {
       expect(resultOf(yield* run(kernel, "[kv.get('cursor').id, kv.get('missing'), kv.get('missing', 7), kv.has('cursor'), kv.list()]")))
         .toBe("[ 'callback-17', undefined, 7, true, [ 'cursor', 'é-ü' ] ]")
       expect(resultOf(yield* run(kernel, "[await kv.delete('cursor'), await kv.delete('cursor'), kv.list().length]"))).toBe("[ true, false, 1 ]")
+      yield* run(kernel, "await kv.set('\\u{1F600}', 1); await kv.set('\\uFFFD', 2)")
+      expect(resultOf(yield* run(kernel, "JSON.stringify(kv.list())"))).toBe(`'["é-ü","\uFFFD","\u{1F600}"]'`)
+      yield* run(kernel, "await kv.delete('\\u{1F600}'); await kv.delete('\\uFFFD')")
       expect(NodeFs.readdirSync(path.join(artifactsDir, "kv")).filter((name) => name.endsWith(".tmp"))).toEqual([])
 
       const refused = (code: string) => Effect.map(run(kernel, code), (outputs) => errorOf(outputs)?.evalue)
