@@ -13,9 +13,14 @@
  * Kernels read through the host: the store's `kernelEnv` sets `VEYYON_KV_READS=host`, so the
  * preludes send `get`/`list` over the `kv` bridge method instead of reading local files.
  * kv is kept until it is deleted (as the file store keeps a session's kv directory).
+ *
+ * A kernel waits for these calls with its cell timeout paused, so each is bounded: a write
+ * waits at most `KV_LOCK_TIMEOUT` for the session's lock (Postgres' `lock_timeout`) and any
+ * operation fails after `KV_OPERATION_TIMEOUT` with a `KvWriteFailed`/`KvReadFailed` that
+ * says so, instead of holding the cell while the database is unreachable.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import {
   answerKvCall,
   checkedKvKey,
@@ -30,6 +35,11 @@ import {
   validKvValue
 } from "../services/KvStore.ts"
 import { ensureSchema, sessionIdProblem, sqlProblem } from "./PgSchema.ts"
+
+/** The longest a write waits for another writer of the session to finish. */
+export const KV_LOCK_TIMEOUT = Duration.seconds(20)
+/** The longest any kv operation may take before it fails. */
+export const KV_OPERATION_TIMEOUT = Duration.seconds(30)
 
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS veyyon_kv (
@@ -48,19 +58,34 @@ const SCHEMA = [
 const failed = (name: "KvWriteFailed" | "KvReadFailed") => (error: SqlError.SqlError) =>
   new KvRefused({ name, reason: `the cluster's kv store (Postgres) failed: ${sqlProblem(error)}` })
 
+/** How long the store waits; the defaults are `KV_LOCK_TIMEOUT` and `KV_OPERATION_TIMEOUT`. */
+export interface PgKvStoreOptions {
+  readonly lockTimeout?: Duration.DurationInput
+  readonly operationTimeout?: Duration.DurationInput
+}
+
 const checkedSpace = (sessionId: string): Effect.Effect<string, KvRefused> => {
   const problem = sessionIdProblem(sessionId)
   return problem === undefined ? Effect.succeed(sessionId) : Effect.fail(new KvRefused({ name: "KvInvalid", reason: problem }))
 }
 
 /** Builds the store on the `SqlClient` in context, creating its tables when they are missing. */
-export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, SqlClient.SqlClient> = Effect.gen(function*() {
+export const makePgKvStore = (options: PgKvStoreOptions = {}): Effect.Effect<KvStoreService, SqlError.SqlError, SqlClient.SqlClient> => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* ensureSchema(SCHEMA)
+  const lockTimeout = `${Duration.toMillis(Duration.decode(options.lockTimeout ?? KV_LOCK_TIMEOUT))}ms`
+  const operationTimeout = Duration.decode(options.operationTimeout ?? KV_OPERATION_TIMEOUT)
+
+  const bounded = (name: "KvWriteFailed" | "KvReadFailed") => <A>(effect: Effect.Effect<A, KvRefused>): Effect.Effect<A, KvRefused> =>
+    Effect.timeoutFail(effect, {
+      duration: operationTimeout,
+      onTimeout: () => new KvRefused({ name, reason: `the cluster's kv store (Postgres) did not answer within ${Duration.format(operationTimeout)}` })
+    })
 
   /** Locks the session's usage row (creating it) and answers its bytes; only inside a transaction. */
   const lockUsage = (space: string) =>
     Effect.gen(function*() {
+      yield* sql`SELECT set_config('lock_timeout', ${lockTimeout}, true)`
       yield* sql`INSERT INTO veyyon_kv_usage (session_id, bytes) VALUES (${space}, 0) ON CONFLICT (session_id) DO NOTHING`
       const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space} FOR UPDATE`
       return rows[0]?.bytes ?? 0
@@ -87,7 +112,7 @@ export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, Sql
           ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, bytes = excluded.bytes`
         yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes + ${bytes - old} WHERE session_id = ${space}`
       })).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed("KvWriteFailed")(error))))
-    })
+    }).pipe(bounded("KvWriteFailed"))
 
   const remove = (sessionId: string, key: string) =>
     Effect.gen(function*() {
@@ -101,7 +126,7 @@ export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, Sql
         yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes - ${bytes} WHERE session_id = ${space}`
         return true
       })).pipe(Effect.mapError(failed("KvWriteFailed")))
-    })
+    }).pipe(bounded("KvWriteFailed"))
 
   const get = (sessionId: string, key: string) =>
     Effect.gen(function*() {
@@ -111,7 +136,7 @@ export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, Sql
         Effect.mapError(failed("KvReadFailed"))
       )
       return rows[0]?.value
-    })
+    }).pipe(bounded("KvReadFailed"))
 
   const list = (sessionId: string) =>
     Effect.gen(function*() {
@@ -120,7 +145,7 @@ export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, Sql
         Effect.mapError(failed("KvReadFailed"))
       )
       return rows.map((row) => row.key).sort(compareCodePoints)
-    })
+    }).pipe(bounded("KvReadFailed"))
 
   const size = (sessionId: string) =>
     Effect.gen(function*() {
@@ -129,7 +154,7 @@ export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, Sql
         Effect.mapError(failed("KvReadFailed"))
       )
       return rows[0]?.bytes ?? 0
-    })
+    }).pipe(bounded("KvReadFailed"))
 
   const operations = { set, get, list, delete: remove }
   const service: KvStoreService = {
@@ -142,5 +167,9 @@ export const makePgKvStore: Effect.Effect<KvStoreService, SqlError.SqlError, Sql
   return service
 })
 
+/** The `KvStore` in Postgres with `options`, on the `SqlClient` in context; creates its tables as it starts. */
+export const pgKvStoreLayer = (options: PgKvStoreOptions = {}): Layer.Layer<KvStore, SqlError.SqlError, SqlClient.SqlClient> =>
+  Layer.effect(KvStore, makePgKvStore(options))
+
 /** The `KvStore` in Postgres, on the `SqlClient` in context (e.g. `PgClient.layer`); creates its tables as it starts. */
-export const PgKvStoreLive: Layer.Layer<KvStore, SqlError.SqlError, SqlClient.SqlClient> = Layer.effect(KvStore, makePgKvStore)
+export const PgKvStoreLive: Layer.Layer<KvStore, SqlError.SqlError, SqlClient.SqlClient> = pgKvStoreLayer()

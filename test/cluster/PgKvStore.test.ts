@@ -8,8 +8,8 @@ import * as path from "node:path"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
-import { PgKvStoreLive } from "../../src/cluster/PgKvStore.ts"
+import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
+import { pgKvStoreLayer, PgKvStoreLive, type PgKvStoreOptions } from "../../src/cluster/PgKvStore.ts"
 import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
 import { KV_READS_ENV, KV_STORE_MAX, KV_VALUE_MAX, kvEntryBytes, KvStore } from "../../src/services/KvStore.ts"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
@@ -20,8 +20,10 @@ if (skip !== undefined) console.warn(`cluster kv: skipping: ${skip}`)
 const root = path.resolve(import.meta.dirname, "..", "..")
 
 /** A "runner": its own connection pool and its own store on the shared database. */
-const runnerRuntime = (url: string) =>
-  ManagedRuntime.make(PgKvStoreLive.pipe(Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }))))
+const runnerRuntime = (url: string, options?: PgKvStoreOptions) =>
+  ManagedRuntime.make((options === undefined ? PgKvStoreLive : pgKvStoreLayer(options)).pipe(
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }))
+  ))
 
 type Runner = ReturnType<typeof runnerRuntime>
 
@@ -169,4 +171,35 @@ describe.skipIf(skip !== undefined)("kv in Postgres", () => {
     expect(values).toContain(stored)
     expect(await kv(one, (store) => store.size(s))).toBe(kvEntryBytes("k", stored!).length)
   })
+
+  it("bounds a write that waits on another writer's lock, and any call that does not answer, with a clear error", async () => {
+    const s = "stuck"
+    await kv(two, (store) => store.set(s, "k", "1"))
+    const locked = Effect.runSync(Deferred.make<void>())
+    const release = Effect.runSync(Deferred.make<void>())
+    const holder = two.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT bytes FROM veyyon_kv_usage WHERE session_id = ${s} FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      }))))
+    const lockBound = runnerRuntime(pg!.url, { lockTimeout: "300 millis" })
+    const callBound = runnerRuntime(pg!.url, { lockTimeout: "10 minutes", operationTimeout: "300 millis" })
+    try {
+      await Effect.runPromise(Deferred.await(locked))
+      const lockRefusal = await refusal(lockBound, (store) => store.set(s, "k", "2"))
+      expect(lockRefusal.name).toBe("KvWriteFailed")
+      expect(lockRefusal.reason).toContain("lock timeout")
+      const callRefusal = await refusal(callBound, (store) => store.delete(s, "k"))
+      expect(callRefusal).toMatchObject({ name: "KvWriteFailed", reason: "the cluster's kv store (Postgres) did not answer within 300ms" })
+      expect(await kv(lockBound, (store) => store.get(s, "k"))).toBe("1")
+    } finally {
+      await Effect.runPromise(Deferred.succeed(release, undefined))
+      await holder
+    }
+    await kv(lockBound, (store) => store.set(s, "k", "3"))
+    expect(await kv(callBound, (store) => store.get(s, "k"))).toBe("3")
+    await lockBound.dispose()
+    await callBound.dispose()
+  }, 120_000)
 })
