@@ -108,6 +108,25 @@ describe("KvStore", () => {
       expect((yield* Effect.flip(store.answer(dir, { op: "set", key: "a", value: 1 }))).message).toContain("JSON text")
       expect((yield* Effect.flip(store.answer(dir, null))).name).toBe("KvInvalid")
     }))
+
+  it.effect("answers reads through the host from the files too: the value's text as written, keys by code point, links not followed", () =>
+    Effect.gen(function*() {
+      const store = makeKvStore()
+      const dir = path.join(tempDir(), "kv")
+      expect(store.spaceOf("any", "/session")).toBe(path.join("/session", "kv"))
+      expect(store.kernelEnv).toEqual({})
+      expect(yield* store.answer(dir, { op: "list" })).toEqual([])
+      for (const key of ["\u{1F600}", "\uFFFD", "a"]) yield* store.set(dir, key, "123456789012345678901234567890")
+      const backslash = JSON.stringify({ x: "\\\"" })
+      yield* store.set(dir, "q\"uote", backslash)
+      expect(yield* store.answer(dir, { op: "get", key: "a" })).toBe("123456789012345678901234567890")
+      expect(yield* store.answer(dir, { op: "get", key: "q\"uote" })).toBe(backslash)
+      expect(yield* store.answer(dir, { op: "get", key: "missing" })).toBeNull()
+      expect(yield* store.answer(dir, { op: "list" })).toEqual(["a", "q\"uote", "\uFFFD", "\u{1F600}"])
+      fs.symlinkSync(path.join(dir, kvFileName("a")), path.join(dir, kvFileName("linked")))
+      expect(yield* store.get(dir, "linked")).toBeUndefined()
+      expect((yield* store.list(dir)).length).toBe(4)
+    }))
 })
 
 const python = findPython()
