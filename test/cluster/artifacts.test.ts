@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
 import { ArtifactPublisher } from "../../src/cluster/ArtifactPublisher.ts"
 import { ARTIFACT_CHUNK_BYTES } from "../../src/cluster/PgArtifactRows.ts"
+import { PgKvStoreLive } from "../../src/cluster/PgKvStore.ts"
 import { PgArtifactStoreLive } from "../../src/cluster/PgArtifactStore.ts"
 import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
 import { readArtifact } from "../../src/mcp/ArtifactResources.ts"
@@ -193,21 +194,25 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
     expect(chunks[0]!.n).toBe(0)
   }, 120_000)
 
-  it.skipIf(!integrationEnabled() || python === undefined)("a real cell's truncated output, published by its runner, is read in full by the client", async () => {
+  it.skipIf(!integrationEnabled() || python === undefined)("a runner wired for the cluster: a cell's kv goes to Postgres, its truncated output is published and read in full by the client", async () => {
     const runnerDir = privateDir()
     const runner = track(ManagedRuntime.make(
       ArtifactPublisher.layer.pipe(
-        Layer.provideMerge(evalLayer({ env: false, settings: { artifactsDir: runnerDir, output: { maxBytes: 2000 }, python: { interpreter: python! } } })),
+        Layer.provideMerge(
+          evalLayer({ env: false, settings: { artifactsDir: runnerDir, output: { maxBytes: 2000 }, python: { interpreter: python! } } }).pipe(Layer.provide(PgKvStoreLive))
+        ),
         Layer.provideMerge(sqlLayer(pg!.url))
       )
     ))
     const client = track(clientRuntime(pg!.url))
     const result = await runner.runPromise(Effect.flatMap(EvalTool, (tool) =>
-      tool.run({ language: "py", code: "for i in range(5000):\n    print('row', i)" }, { sessionId: "cell", cwd: process.cwd() })))
+      tool.run({ language: "py", code: "kv.set('rows', 5000)\nfor i in range(5000):\n    print('row', i)" }, { sessionId: "cell", cwd: process.cwd() })))
     expect(result.artifactIds.length).toBe(1)
     const report = await runner.runPromise(Effect.flatMap(ArtifactPublisher, (p) => p.publish("cell", result.artifactIds)))
     expect(report.published).toEqual(result.artifactIds)
     const full = await client.runPromise(Effect.flatMap(sessionOf("cell"), (store) => store.read(result.artifactIds[0]!)))
     expect(full).toBe(Array.from({ length: 5000 }, (_, i) => `row ${i}\n`).join(""))
+    const kv = await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ value: string }>`SELECT value FROM veyyon_kv WHERE session_id = 'cell' AND key = 'rows'`))
+    expect(kv).toEqual([{ value: "5000" }])
   }, 120_000)
 })
