@@ -260,7 +260,8 @@ export const containment = (): Containment => (detected ??= detect())
 
 /**
  * The launcher that puts itself into `procsFiles` and then becomes `command`: the group
- * holds the kernel before it runs any code, so nothing it starts can be outside.
+ * holds the kernel before it runs any code, so nothing it starts can be outside. The
+ * shell's own `PWD` is unset, so the kernel starts with exactly the environment it was given.
  */
 export const joinGroupLauncher = (
   procsFiles: ReadonlyArray<string>,
@@ -270,7 +271,7 @@ export const joinGroupLauncher = (
   command: "/bin/sh",
   args: [
     "-c",
-    "n=$1; shift; while [ \"$n\" -gt 0 ]; do echo $$ > \"$1\" || exit 125; shift; n=$((n-1)); done; exec \"$@\"",
+    "unset PWD; n=$1; shift; while [ \"$n\" -gt 0 ]; do echo $$ > \"$1\" || exit 125; shift; n=$((n-1)); done; exec \"$@\"",
     "veyyon-join",
     String(procsFiles.length),
     ...procsFiles,

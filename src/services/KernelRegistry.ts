@@ -210,6 +210,27 @@ interface SpareMeta {
   readonly sessionEnv: ReadonlyArray<string>
 }
 
+/**
+ * A kernel's environment split in two: what it is spawned with (nothing of the session's)
+ * and what the init request applies (the session's entries and `PWD`). Fresh kernels and
+ * spares are bound alike, so a cell sees the same `os.environ` and `/proc/self/environ`
+ * whichever it runs in.
+ */
+export const splitKernelEnv = (
+  env: Readonly<Record<string, string>>,
+  sessionEnv: ReadonlyArray<string>,
+  cwd: string
+): { readonly spawnEnv: Record<string, string>; readonly initEnv: Record<string, string> } => {
+  const spawnEnv = { ...env }
+  const initEnv: Record<string, string> = {}
+  for (const name of sessionEnv) {
+    if (spawnEnv[name] !== undefined) initEnv[name] = spawnEnv[name]
+    delete spawnEnv[name]
+  }
+  initEnv.PWD = cwd
+  return { spawnEnv, initEnv }
+}
+
 const makeRegistry = Effect.gen(function*() {
   const settings = yield* Settings
   const runners = yield* RunnerCache
@@ -242,6 +263,14 @@ const makeRegistry = Effect.gen(function*() {
   const refillDue = new Map<string, SparePool.PoolSpec<SpareMeta>>()
   const trace = process.env.VEYYON_PYTHON_IPC_TRACE === "1"
 
+  const sessionEnvByInterpreter = new Map<string, ReadonlyArray<string>>()
+  const sessionEnvOf = (language: string, runtime: BackendRuntime, interpreter: BackendInterpreter) => {
+    const id = `${language}\u0000${interpreter.executable}\u0000${interpreter.binDir ?? ""}`
+    let names = sessionEnvByInterpreter.get(id)
+    if (names === undefined) sessionEnvByInterpreter.set(id, names = sessionEnvNames(runtime, interpreter))
+    return names
+  }
+
   const poolIdOf = (key: KernelKey) => `${key.language}\u0000${key.interpreter}\u0000${key.venvBin ?? ""}`
 
   const sparesFor = (key: KernelKey): number => {
@@ -262,9 +291,8 @@ const makeRegistry = Effect.gen(function*() {
         readWrite: []
       })
       if (confinement.sandboxed) return undefined
-      const sessionEnv = sessionEnvNames(runtime, interpreter)
-      const env = { ...runtime.env(interpreter, { artifactsDir: settings.artifactsDir }), ...kv.kernelEnv }
-      for (const name of sessionEnv) delete env[name]
+      const sessionEnv = sessionEnvOf(key.language, runtime, interpreter)
+      const env = splitKernelEnv({ ...runtime.env(interpreter, { artifactsDir: settings.artifactsDir }), ...kv.kernelEnv }, sessionEnv, runner.dir).spawnEnv
       if (hasCwdRelativeSearchPath(env)) return undefined
       const launch = backend.launch(interpreter, runner)
       const pending = yield* Kernel.spawn({
@@ -305,10 +333,7 @@ const makeRegistry = Effect.gen(function*() {
       if (Option.isNone(taken)) return undefined
       const { pending, meta, release } = taken.value
       yield* Effect.addFinalizer(() => release)
-      const sessionEnv = runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir })
-      const initEnv: Record<string, string> = {}
-      for (const name of meta.sessionEnv) if (sessionEnv[name] !== undefined) initEnv[name] = sessionEnv[name]
-      initEnv.PWD = key.cwd
+      const { initEnv } = splitKernelEnv(runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir }), meta.sessionEnv, key.cwd)
       return yield* pending.start({ cwd: key.cwd, initEnv, key: key.label }).pipe(
         Effect.provideService(AgentBridge, kernelBridge),
         Effect.catchAll((error) =>
@@ -344,13 +369,19 @@ const makeRegistry = Effect.gen(function*() {
       })
       if (confinement.sandboxed && runtime.beforeSandboxedStart !== undefined) yield* runtime.beforeSandboxedStart(interpreter, runner)
       const launch = backend.launch(interpreter, runner)
+      const { spawnEnv, initEnv } = splitKernelEnv(
+        { ...runtime.env(interpreter, { artifactsDir }), ...kv.kernelEnv },
+        sessionEnvOf(key.language, runtime, interpreter),
+        key.cwd
+      )
       const start = Kernel.make({
         command: launch.command,
         args: launch.args,
         channel: launch.channel,
         ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
         cwd: key.cwd,
-        env: { ...runtime.env(interpreter, { artifactsDir }), ...kv.kernelEnv },
+        env: spawnEnv,
+        initEnv,
         key: key.label,
         skipCheck: true,
         trace

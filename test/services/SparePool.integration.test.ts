@@ -1,6 +1,7 @@
 /**
  * Spare kernels with real Python: a new session's first cell runs in a spare that sees
- * exactly what a fresh kernel sees (cwd, environment, sys.path), a dead spare is never
+ * exactly what a fresh kernel sees (cwd, `os.environ`, `/proc/self/environ`, a child
+ * process's environment, sys.path), a dead spare is never
  * handed out, shutdownAll ends spares, and with spares off nothing is spawned ahead.
  */
 import * as fs from "node:fs"
@@ -16,7 +17,8 @@ const python = findPython()
 
 const OBSERVE = [
   "import os, sys, json",
-  "print(json.dumps({'pid': os.getpid(), 'cwd': os.getcwd(), 'env': dict(sorted(os.environ.items())), 'path': sys.path}))"
+  "proc = sorted(e.decode() for e in open('/proc/self/environ', 'rb').read().split(b'\\0') if e)",
+  "print(json.dumps({'pid': os.getpid(), 'cwd': os.getcwd(), 'env': dict(sorted(os.environ.items())), 'path': sys.path, 'proc': proc, 'child': os.popen('printenv VEYYON_ARTIFACTS_DIR PWD').read()}))"
 ].join("\n")
 
 describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", () => {
@@ -44,7 +46,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", 
       return text
     }))
   const observe = async (runtime: typeof pooled, sessionId: string) =>
-    JSON.parse(await cell(runtime, sessionId, OBSERVE)) as { pid: number; cwd: string; env: Record<string, string>; path: Array<string> }
+    JSON.parse(await cell(runtime, sessionId, OBSERVE)) as { pid: number; cwd: string; env: Record<string, string>; path: Array<string>; proc: Array<string>; child: string }
   const sparePids = (runtime: typeof pooled) => runtime.runPromise(Effect.flatMap(KernelRegistry, (registry) => registry.sparePids))
   const untilSpare = (runtime: typeof pooled, unlike: ReadonlyArray<number> = []) =>
     runtime.runPromise(Effect.flatMap(KernelRegistry, (registry) =>
@@ -74,6 +76,9 @@ describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", 
     expect(viaSpare.cwd).toBe(viaFresh.cwd)
     expect(viaSpare.path).toEqual(viaFresh.path)
     expect(viaSpare.env).toEqual(viaFresh.env)
+    expect(viaSpare.proc).toEqual(viaFresh.proc)
+    expect(viaSpare.child).toEqual(viaFresh.child)
+    expect(viaSpare.child).toContain("same-session")
     expect(viaSpare.env.VEYYON_ARTIFACTS_DIR).toContain("same-session")
     expect(await sparePids(fresh)).toEqual([])
   }, 180_000)
