@@ -23,14 +23,29 @@ import { withSpinner } from "./spinner.ts"
 export const LONG_LIVED_IDLE_TTL_MS = 2 ** 31 - 1
 
 /**
- * The settings the CLI starts from, under the `VEYYON_*` variables; `longLived` keeps idle
- * kernels; `language` (the `--language` a person chose) is enabled unless its `VEYYON_<ID>`
- * variable turns it off.
+ * The spare kernels a door that serves many sessions keeps for its default backend (`py`),
+ * so a new session's first cell, or the one after a reset, finds a started runner.
  */
-export const cliSettings = (options: { readonly longLived?: boolean; readonly language?: BackendId } = {}): SettingsInput => ({
-  ...(options.longLived === true ? { kernel: { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } } : {}),
-  ...(options.language === undefined ? {} : { eval: { [options.language]: true } })
-})
+export const DOOR_SPARES = 1
+
+/**
+ * The settings the CLI starts from, under the `VEYYON_*` variables (`VEYYON_KERNEL_SPARES`
+ * overrides `spares`); `longLived` keeps idle kernels; `spares` keeps `DOOR_SPARES` spare
+ * kernels for `py`; `language` (the `--language` a person chose) is enabled unless its
+ * `VEYYON_<ID>` variable turns it off.
+ */
+export const cliSettings = (
+  options: { readonly longLived?: boolean; readonly spares?: boolean; readonly language?: BackendId } = {}
+): SettingsInput => {
+  const kernel = {
+    ...(options.longLived === true ? { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } : {}),
+    ...(options.spares === true ? { backends: { py: { spares: DOOR_SPARES } } } : {})
+  }
+  return {
+    ...(Object.keys(kernel).length === 0 ? {} : { kernel }),
+    ...(options.language === undefined ? {} : { eval: { [options.language]: true } })
+  }
+}
 
 /**
  * The eval layer from the CLI's settings and `VEYYON_*`; `longLived` keeps idle kernels

@@ -129,6 +129,12 @@ export interface KernelRegistryService {
   readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
   /** The process ids of the spare kernels ready now (no session's; for diagnostics and tests). */
   readonly sparePids: Effect.Effect<ReadonlyArray<number>>
+  /**
+   * Starts filling the spare pool a new session at `place` would take from, so even the
+   * first session's first cell finds a spare; returns at once. Nothing happens when that
+   * backend keeps no spares; a failure (no interpreter, say) is left for the first cell to report.
+   */
+  readonly prepareSpares: (place: Omit<KernelPlace, "sessionId">) => Effect.Effect<void>
 }
 
 /** The installation an interpreter runs from (`<prefix>/bin/<exe>`), for binding it into a sandbox. */
@@ -476,6 +482,12 @@ const makeRegistry = Effect.gen(function*() {
       }
     })
 
+  const prepareSpares = (place: Omit<KernelPlace, "sessionId">) =>
+    resolveKey({ ...place, sessionId: "", code: "" }).pipe(
+      Effect.flatMap((key) => Effect.zipRight(wantSpares(key), refill)),
+      Effect.catchAll((error) => Effect.logDebug(`no spare kernels prepared: ${error.message}`))
+    )
+
   const shutdownAll = Effect.gen(function*() {
     refillDue.clear()
     yield* spares.shutdown
@@ -508,7 +520,8 @@ const makeRegistry = Effect.gen(function*() {
     reset,
     shutdownAll,
     keys: RcMap.keys(kernels),
-    sparePids: spares.pids
+    sparePids: spares.pids,
+    prepareSpares
   } satisfies KernelRegistryService
 })
 

@@ -1,8 +1,10 @@
 /**
  * `veyyon mcp` through the official MCP client: one server child process (from
- * source), one connection, and cells that share its kernel.
+ * source), one connection, cells that share its kernel, and the spare kernel the server
+ * starts before the first cell.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import * as fs from "node:fs"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, isAlive, PNG_CELL, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
@@ -15,6 +17,42 @@ interface ToolResult {
 }
 
 const python = findPython()
+
+/** The Python runners (`boot.py`) among the descendants of `root`, by /proc. */
+const pythonRunners = (root: number): Array<number> => {
+  const childrenOf = new Map<number, Array<number>>()
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8")
+      const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      childrenOf.set(parent, [...(childrenOf.get(parent) ?? []), Number(name)])
+    } catch {
+      // it exited while we looked
+    }
+  }
+  const found: Array<number> = []
+  const queue = [...(childrenOf.get(root) ?? [])]
+  for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
+    queue.push(...(childrenOf.get(pid) ?? []))
+    try {
+      if (fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("boot.py")) found.push(pid)
+    } catch {
+      // it exited while we looked
+    }
+  }
+  return found
+}
+
+const until = async <A>(find: () => A | undefined, timeoutMs: number, what: string): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const found = find()
+    if (found !== undefined) return found
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
 
 describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with the official MCP client", { timeout: 90_000 }, () => {
   let client: Client
@@ -71,15 +109,25 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
     })
   })
 
+  it("starts a spare Python kernel before any cell, and the first cell runs in it", async () => {
+    const spare = await until(() => pythonRunners(transport.pid!)[0], 60_000, "the server's spare kernel")
+    kernels.add(spare)
+    expect(await kernelPid()).toBe(spare)
+    const replacement = await until(() => pythonRunners(transport.pid!).find((pid) => pid !== spare), 60_000, "a replacement spare")
+    kernels.add(replacement)
+    expect(pythonRunners(transport.pid!).sort()).toEqual([spare, replacement].sort())
+  })
+
   it("keeps state across calls, with the result structured too", async () => {
-    expect(await call({ language: "py", code: "total = 40", title: "define" })).toMatchObject({
+    const define = await call({ language: "py", code: "total = 40", title: "define" })
+    expect(define).toMatchObject({
       isError: false,
       content: [{ type: "text", text: "(no output)" }]
     })
     const result = await call({ language: "py", code: "print('adding')\ntotal + 2" })
     expect(result.isError).toBe(false)
     expect(text(result)).toBe("adding\n42")
-    expect(result.structuredContent).toMatchObject({ status: "ok", text: "adding\n42", executionCount: 2 })
+    expect(result.structuredContent).toMatchObject({ status: "ok", text: "adding\n42", executionCount: (define.structuredContent!.executionCount as number) + 1 })
   })
 
   it("a raising cell is isError with its traceback, and earlier state survives", async () => {
@@ -158,8 +206,9 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
     await expect(client.readResource({ uri: "artifact://out-zzzzzz-00000000.txt" })).rejects.toThrow(/-32002|not found/i)
   })
 
-  it("logs nothing but to stderr, and closing the client stops the server and its kernels", async () => {
+  it("logs nothing but to stderr, and closing the client stops the server and its kernels, spares too", async () => {
     const pid = transport.pid!
+    for (const runner of pythonRunners(pid)) kernels.add(runner)
     await client.close()
     expect(await waitForExit(pid, 10_000)).toBe(true)
     for (const kernel of kernels) expect(await waitForExit(kernel)).toBe(true)

@@ -20,6 +20,7 @@ import { serveMcp } from "../../mcp/EvalMcpServer.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio } from "../../mcp/StdioDoor.ts"
+import { KernelRegistry } from "../../services/KernelRegistry.ts"
 import { Settings, type SettingsInput } from "../../services/Settings.ts"
 import { type CliFailure, failureOf, usageError } from "../exitCodes.ts"
 import { cliSettings } from "../session.ts"
@@ -37,10 +38,11 @@ export const MCP_TOKEN_ENV = "VEYYON_MCP_TOKEN"
 /**
  * The settings each door starts from. stdio serves the one local client that started
  * it and keeps its kernel for the life of the server; HTTP serves remote callers, whose
- * kernels idle out (per-door defaults such as the sandbox belong here).
+ * kernels idle out (per-door defaults such as the sandbox belong here). Both keep a spare
+ * Python kernel: a server lives for many cells, resets and sessions.
  */
 export const doorSettings = (door: "stdio" | "http"): SettingsInput => {
-  const base = cliSettings({ longLived: door === "stdio" })
+  const base = cliSettings({ longLived: door === "stdio", spares: true })
   return door === "http" ? { ...base, sandbox: { mode: defaultSandboxMode("mcp-http") } } : base
 }
 
@@ -52,7 +54,11 @@ const writeStdout = (line: string) =>
     process.stdout.write(line, () => resume(Effect.void))
   })
 
-const stdioServer = serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout)).pipe(
+/** Starts the default backend's spare for the server's directory (where its cells run) while the client connects. */
+const prepareSpares = Effect.flatMap(KernelRegistry, (registry) => registry.prepareSpares({ cwd: process.cwd() }))
+
+const stdioServer = prepareSpares.pipe(
+  Effect.zipRight(serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout))),
   Effect.provide(evalLayer({ settings: doorSettings("stdio") }).pipe(Layer.mapError(failureOf)))
 )
 
@@ -67,6 +73,7 @@ const httpServer = (host: string, port: number) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf()
     const settings = yield* Settings
+    yield* prepareSpares
     yield* serveMcp(serveOptions(), (door, sessions) =>
       Effect.gen(function*() {
         const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
