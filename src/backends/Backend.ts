@@ -25,7 +25,7 @@ export interface KernelLaunch {
   readonly args: ReadonlyArray<string>
   /** Where frames travel: `stdio` (Python's private dup of fd 1) or `fd3`. */
   readonly channel: FrameChannel
-  /** Source sent as one silent request after init; absent when the runner loads its own. */
+  /** Source sent as one silent request right after the spawn, before init (so it must not read the cwd or env at its top level); absent when the runner loads its own. */
   readonly prelude?: string
 }
 

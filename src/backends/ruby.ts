@@ -2,7 +2,7 @@
  * Ruby: `kernel.backends.rb.interpreter` (`VEYYON_RUBY_INTERPRETER`) when set, else `ruby`
  * on PATH, run once to check it is Ruby 2.7+ and to learn the real executable
  * (`RbConfig.ruby`); spawned as `ruby <cache>/runner.rb` with frames on fd 3, the prelude
- * sent as one silent request after init.
+ * sent as one silent request before init.
  */
 import { Data, Effect } from "effect"
 import { execFile } from "node:child_process"

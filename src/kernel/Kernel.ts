@@ -40,7 +40,7 @@ import {
 } from "./RequestTable.ts"
 import { runShutdown, shutdownSteps } from "./Shutdown.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
-import { startUp } from "./Startup.ts"
+import { sendPrelude, startUp } from "./Startup.ts"
 import { StderrTail } from "./StderrTail.ts"
 
 /** How to start a kernel: the runner command and what the kernel sets up before its first cell. */
@@ -57,7 +57,7 @@ export interface KernelLaunch {
   readonly env: Readonly<Record<string, string>>
   /** Environment entries the init request applies inside the runner. */
   readonly initEnv?: Readonly<Record<string, string>>
-  /** Source run silently after init (the prelude). */
+  /** Source run silently as soon as the runner is spawned, before init (the prelude); it must not read the cwd or env at its top level. */
   readonly prelude?: string
   /** A label for logs and spans, e.g. the registry key. */
   readonly key?: string
@@ -163,7 +163,7 @@ export interface KernelBinding {
   readonly key?: string | undefined
 }
 
-/** A spawned runner that has had no request yet (a spare): `start` binds it (init, prelude) and gives the kernel, once. */
+/** A spawned runner bound to no session yet (a spare), which has been sent only the prelude: `start` binds it (init) and gives the kernel, once. */
 export interface PendingKernel {
   readonly pid: number
   /** Whether its process is still alive. */
@@ -172,7 +172,7 @@ export interface PendingKernel {
   readonly dead: Effect.Effect<DeathCause>
   /** Shuts it down now (idempotent); also runs when its scope closes. */
   readonly shutdown: Effect.Effect<void>
-  /** Sends init with the binding's cwd and env, then the prelude; the kernel's bridge calls go to the `AgentBridge` in context. */
+  /** Sends init with the binding's cwd and env and awaits it and the prelude; the kernel's bridge calls go to the `AgentBridge` in context. */
   readonly start: (binding: KernelBinding) => Effect.Effect<Kernel, KernelStartError, AgentBridge>
 }
 
@@ -310,6 +310,8 @@ export const spawn = (
       Effect.forkScoped
     )
 
+    const preludeRun = yield* sendPrelude({ table, writeLine, stderrTail }, launch.prelude)
+
     let started = false
     const start = (binding: KernelBinding) => Effect.gen(function*() {
       if (started) return yield* new KernelStartError({ reason: "this runner was already started", stderr: "" })
@@ -324,7 +326,7 @@ export const spawn = (
         framesDrained: Deferred.await(stdoutDone),
         cwd: binding.cwd,
         initEnv: binding.initEnv,
-        prelude: launch.prelude,
+        prelude: preludeRun,
         startTimeout: timings.startTimeout,
         label,
         pid: proc.pid

@@ -1,52 +1,77 @@
 /**
- * A kernel's start-up: the init request (cwd, environment) and the prelude go out back
- * to back as silent requests, then both are awaited, bounded by the start timeout and
- * cut short by the process's death. Any failure is a `KernelStartError` with the stderr tail.
+ * A kernel's start-up: the prelude goes out as a silent request as soon as the runner is
+ * spawned (`sendPrelude`), so a spare has run it before it is taken; binding the kernel
+ * (`startUp`) sends the init request (cwd, environment) and awaits both, bounded by the
+ * start timeout and cut short by the process's death. Every kernel runs them in that
+ * order, spare or not. Any failure is a `KernelStartError` with the stderr tail.
  */
 import { Deferred, Duration, Effect } from "effect"
-import { type KernelClosed, KernelDied, KernelStartError } from "./KernelError.ts"
+import { type KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
 import { describeExit, type ProcessExit } from "./KernelProcess.ts"
 import type { DeathCause } from "./Lifecycle.ts"
 import { executeLine, type RequestTable } from "./RequestTable.ts"
 import type { StderrTail } from "./StderrTail.ts"
 
-/** What start-up needs from its kernel. */
-export interface StartupContext {
+/** Where start-up requests go: the kernel's request table and writer. */
+export interface StartupChannel {
   readonly table: RequestTable
   readonly writeLine: (line: string) => Effect.Effect<void, KernelClosed>
   readonly stderrTail: StderrTail
+}
+
+/** What binding a spawned kernel needs. */
+export interface StartupContext extends StartupChannel {
   /** Completes when the kernel is dead. */
   readonly dead: Effect.Effect<DeathCause>
   /** Completes once every frame the process sent was handled. */
   readonly framesDrained: Effect.Effect<void>
   readonly cwd: string
   readonly initEnv: Readonly<Record<string, string>> | undefined
-  readonly prelude: string | undefined
+  /** The prelude sent at spawn (`sendPrelude`): completes when it has run. */
+  readonly prelude: Effect.Effect<void, KernelStartError | KernelError>
   readonly startTimeout: Duration.Duration
   /** Attributes of the `kernel.start` span. */
   readonly label: string
   readonly pid: number
 }
 
-/** Sends one silent start-up request; the returned effect awaits its end. */
-const sendStartRequest = (context: StartupContext, code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
+/** Sends one silent start-up request; the returned effect awaits its end and takes it out of the table. */
+const sendStartRequest = (channel: StartupChannel, code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
   Effect.gen(function*() {
     const errors: Array<string> = []
-    const request = context.table.add((output) =>
+    const request = channel.table.add((output) =>
       Effect.sync(() => {
         if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
       })
     )
-    yield* Effect.addFinalizer(() => Effect.sync(() => context.table.remove(request)))
-    yield* context.writeLine(executeLine(request.id, { code, silent: true, storeHistory: false, ...extra }))
+    yield* channel.writeLine(executeLine(request.id, { code, silent: true, storeHistory: false, ...extra })).pipe(
+      Effect.tapError(() => Effect.sync(() => channel.table.remove(request)))
+    )
     return Effect.flatMap(Deferred.await(request.ended), () =>
       request.done?.status === "error"
         ? new KernelStartError({
           reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
-          stderr: context.stderrTail.text()
+          stderr: channel.stderrTail.text()
         })
-        : Effect.void)
+        : Effect.void).pipe(Effect.ensuring(Effect.sync(() => channel.table.remove(request))))
   })
+
+/**
+ * Sends the prelude (none: nothing to send) right after the spawn, before any session is
+ * known; what it returns completes when the prelude has run, failing when it raised or
+ * could not be sent. The prelude must not read the cwd or the environment at its top
+ * level: init (the session's cwd and env) comes after it.
+ */
+export const sendPrelude = (
+  channel: StartupChannel,
+  prelude: string | undefined
+): Effect.Effect<Effect.Effect<void, KernelStartError | KernelError>> =>
+  prelude === undefined || prelude.length === 0
+    ? Effect.succeed(Effect.void)
+    : Effect.map(Effect.either(sendStartRequest(channel, prelude, {})), (sent) => (sent._tag === "Left" ? Effect.fail(sent.left) : sent.right))
+
+/** How long start-up waits for the exit of a runner whose input closed, to report that instead. */
+const CLOSED_GRACE = Duration.seconds(2)
 
 const exitedDuringStart = (exit: ProcessExit, stderr: string) =>
   new KernelStartError({ reason: `the runner exited during start-up (${describeExit(exit)})`, stderr })
@@ -67,12 +92,13 @@ export const startUp = (context: StartupContext): Effect.Effect<void, KernelStar
       return yield* exitedDuringStart(exit, context.stderrTail.text())
     }))
 
-  return Effect.scoped(Effect.gen(function*() {
+  return Effect.gen(function*() {
     const init = yield* sendStartRequest(context, "", { cwd: context.cwd, ...(context.initEnv === undefined ? {} : { env: context.initEnv }) })
-    const prelude = context.prelude !== undefined && context.prelude.length > 0 ? yield* sendStartRequest(context, context.prelude, {}) : Effect.void
+    yield* context.prelude
     yield* init
-    yield* prelude
-  })).pipe(
+  }).pipe(
+    // A runner that no longer reads its input has usually exited: its exit says more than the closed pipe.
+    Effect.catchTag("KernelClosed", (closed) => Effect.raceFirst(deathDuringStart, Effect.delay(Effect.fail(closed), CLOSED_GRACE))),
     Effect.mapError(startError),
     Effect.raceFirst(deathDuringStart),
     Effect.timeoutFail({

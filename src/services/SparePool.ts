@@ -1,9 +1,9 @@
 /**
  * Spare kernels: runners spawned ahead of need, per pool (a backend, interpreter and
- * confinement the registry names), that have had no request yet, so a new session's
+ * confinement the registry names), that have run only the prelude, so a new session's
  * first cell skips the process start. A spare is handed out once (`take`) and then bound
- * by its taker (init with the session's cwd and env, the prelude); until then nothing
- * about a session is in it.
+ * by its taker (init with the session's cwd and env); until then nothing about a session
+ * is in it.
  *
  * Spares are supervised: one that dies before it is taken is dropped and replaced, and a
  * pool whose spares fail to spawn or die unclaimed `MAX_FAILURES` times in a row stops

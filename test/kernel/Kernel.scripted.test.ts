@@ -37,7 +37,7 @@ const doneOf = (outputs: ReadonlyArray<KernelOutput>) => {
 }
 
 describe("Kernel with a scripted process", () => {
-  it.live("starts with init and prelude, then runs cells in order", () => {
+  it.live("starts with the prelude (sent at spawn) and init, then runs cells in order", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
       const kernel = yield* Kernel.make(spec)
@@ -45,7 +45,20 @@ describe("Kernel with a scripted process", () => {
       expect(outputs.map((o) => o._tag)).toEqual(["Stdout", "Display", "Done"])
       expect(doneOf(outputs)).toMatchObject({ status: "ok", executionCount: 1, cancelled: false, killed: false })
       expect(doneOf(yield* run(kernel, "print again")).executionCount).toBe(2)
-      expect(Option.getOrThrow(lastSpawn(spawns)).requests).toEqual(["", "print prelude", "print hello;display pic", "print again"])
+      expect(Option.getOrThrow(lastSpawn(spawns)).requests).toEqual(["print prelude", "", "print hello;display pic", "print again"])
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("a spawned runner runs the prelude before it is bound; binding sends only init", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const pending = yield* Kernel.spawn(spec)
+      const requests = () => Option.getOrThrow(lastSpawn(spawns)).requests
+      yield* Effect.sleep(Duration.millis(20)).pipe(Effect.repeat({ until: () => requests().length > 0 }))
+      expect(requests()).toEqual(["print prelude"])
+      const kernel = yield* pending.start({ cwd: "/tmp" })
+      expect(requests()).toEqual(["print prelude", ""])
+      expect(doneOf(yield* run(kernel, "print hello")).executionCount).toBe(1)
     }).pipe(Effect.scoped, Effect.provide(layer))
   })
 
