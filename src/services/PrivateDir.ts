@@ -82,17 +82,10 @@ export const ownFileProblem = (stats: NodeFs.Stats, uid: number = currentUid()):
 
 const errnoOf = (error: unknown): string | undefined => (error as NodeJS.ErrnoException | undefined)?.code
 
-const lstatOrUndefined = (file: string): NodeFs.Stats | undefined => {
-  try {
-    return NodeFs.lstatSync(file)
-  } catch (error) {
-    if (errnoOf(error) === "ENOENT") return undefined
-    throw error
-  }
-}
+/** The lstat of `file`, undefined when it does not exist (without throwing, which costs a stack trace per missing directory). */
+const lstatOrUndefined = (file: string): NodeFs.Stats | undefined => NodeFs.lstatSync(file, { throwIfNoEntry: false })
 
-const checkAncestor = (dir: string, uid: number): string | undefined => {
-  const link = NodeFs.lstatSync(dir)
+const checkAncestor = (dir: string, link: NodeFs.Stats, uid: number): string | undefined => {
   if (link.isSymbolicLink() && link.uid !== uid && link.uid !== 0) {
     return `it is a symbolic link owned by uid ${link.uid}, neither the running user nor root`
   }
@@ -122,7 +115,7 @@ const ensureSync = (target: string): string => {
       stats = NodeFs.lstatSync(current)
       created = true
     }
-    const problem = last || created ? ownDirProblem(stats, uid) : checkAncestor(current, uid)
+    const problem = last || created ? ownDirProblem(stats, uid) : checkAncestor(current, stats, uid)
     if (problem !== undefined) throw new PrivateDirRefused({ path: current, problem })
   }
   return dir
