@@ -41,7 +41,8 @@ export const runCell = (
 export const resetSession = (sessionId: string): Effect.Effect<void, never, KernelRegistry> =>
   Effect.flatMap(KernelRegistry, (registry) => registry.reset(sessionId))
 
-const kernelLayer = (python: string, artifactsDir: string) =>
+/** The services below the registry (settings, runtime, runner cache, spawner) for a bare kernel. */
+export const kernelLayer = (python: string, artifactsDir: string) =>
   Layer.mergeAll(PythonRuntime.Live, RunnerCache.Live, NodeKernelSpawnerLive, AgentBridgeNotConfigured).pipe(
     Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer(benchSettings(python, artifactsDir))), NodeContext.layer))
   )
