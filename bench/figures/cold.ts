@@ -1,6 +1,7 @@
 /**
- * Figure 2: cold start to the first result (spawn, init, prelude, `1 + 1`), median of
- * 20, against the interpreter's own `python -c pass`, the floor and Jupyter; and the
+ * Figure 2: cold start to the first result (spawn, prelude, init, `1 + 1`), median of
+ * 20, against the interpreter's own `python -c pass`, the floor and Jupyter (the first
+ * four taken in turn, one sample of each per round, so they see the same load); and the
  * same through a sandboxed tool (`sandbox.mode: required`), alternated run by run with
  * an unsandboxed one so both see the same load; and a new session's first cell when a
  * spare kernel is ready (`kernel.spares: 1`).
@@ -85,28 +86,32 @@ export const cold = async (context: BenchContext): Promise<FigureResult> => {
   const notes: Array<string> = []
   const python = context.python.executable
   await pythonPass(python)
-  const pass = await repeat(runs, () => pythonPass(python))
-  const floor = await repeat(runs, async () => {
+  // One sample of each per round, so the references and the tool see the same load.
+  const pass: Array<number> = []
+  const floor: Array<number> = []
+  const tool: Array<number> = []
+  const raw: Array<number> = []
+  for (let i = 0; i < runs; i++) {
+    pass.push(await pythonPass(python))
     const start = performance.now()
     const loop = await startFloor(python)
     await loop.run("1 + 1")
-    const elapsed = performance.now() - start
+    floor.push(performance.now() - start)
     await loop.close()
-    return elapsed
-  })
-  const tool = await repeat(runs, (i) => coldCell(context.veyyon, `bench-cold-${i}`, context.workDir))
-  const raw = await repeat(runs, (i) =>
-    context.veyyon.runPromise(
-      Effect.scoped(
-        Effect.gen(function*() {
-          const start = performance.now()
-          const kernel = yield* rawKernel(python, context.artifactsDir, context.workDir, `bench-cold-raw-${i}`)
-          yield* rawExecute(kernel, { code: "1 + 1" })
-          return performance.now() - start
-        })
+    tool.push(await coldCell(context.veyyon, `bench-cold-${i}`, context.workDir))
+    raw.push(
+      await context.veyyon.runPromise(
+        Effect.scoped(
+          Effect.gen(function*() {
+            const start = performance.now()
+            const kernel = yield* rawKernel(python, context.artifactsDir, context.workDir, `bench-cold-raw-${i}`)
+            yield* rawExecute(kernel, { code: "1 + 1" })
+            return performance.now() - start
+          })
+        )
       )
     )
-  )
+  }
   const spared = await withSpares(context, runs)
   const pairs = await sandboxedPairs(context, runs, notes)
   const jupyterPython = "executable" in context.jupyter ? context.jupyter.executable : undefined
