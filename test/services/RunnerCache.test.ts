@@ -309,8 +309,7 @@ describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", ()
       ].sort()
       const tag = compiled.find((name) => name.startsWith("prelude."))!.slice("prelude.".length)
       expect(compiled).toEqual([
-        // introspect is imported (and cached) at the first complete or inspect request.
-        ...modules.filter((name) => name !== "__main__.py" && name !== "introspect.py").map((name) => path.join(PYTHON_PACKAGE_DIR, name.replace(/\.py$/, `.${tag}`))),
+        ...modules.filter((name) => name !== "__main__.py").map((name) => path.join(PYTHON_PACKAGE_DIR, name.replace(/\.py$/, `.${tag}`))),
         `prelude.${tag}`
       ].sort())
       const stamps = compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)

@@ -61,6 +61,7 @@ from .execution import (
     error_fields,
 )
 from .magics import _stop_process
+from .introspect import _start_introspection
 
 
 def _protocol_error(request_id, text):
@@ -169,8 +170,6 @@ def _route_line(line, requests):
     elif kind == "bridge_result":
         _resolve_bridge(payload)
     elif kind in ("complete", "inspect"):
-        # Imported at the first request: inspect, rlcompleter and readline cost about a quarter of the start-up imports.
-        from .introspect import _start_introspection
         _start_introspection(kind, payload)
     else:
         request_id, text = payload

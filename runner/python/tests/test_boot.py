@@ -102,8 +102,7 @@ class BootTest(unittest.TestCase):
         results = [f for f in frames["c0"] if f["type"] == "result"]
         self.assertEqual(results[0]["bundle"]["text/plain"], "2")
         for name in os.listdir(os.path.join(self.dir, PACKAGE)):
-            # introspect is imported (and cached) at the first complete or inspect request.
-            if name.endswith(".py") and name not in ("__main__.py", "introspect.py"):
+            if name.endswith(".py") and name != "__main__.py":
                 self.assertTrue(os.path.isfile(self.cache("%s/%s" % (PACKAGE, name[:-3]))), name)
         self.assertTrue(os.path.isfile(self.cache("prelude")))
         self.assertFalse(os.path.exists(os.path.join(self.dir, PACKAGE, "__pycache__")))
