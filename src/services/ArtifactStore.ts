@@ -9,8 +9,10 @@
  *
  * Writers copy what they are given into one `WRITE_BUFFER_BYTES` buffer (so the caller's
  * strings die young) and write it through one open file handle when it fills; a chunk
- * larger than the buffer goes out on its own after what is buffered. Their data
- * is complete on disk once `close` returns (or their scope closes).
+ * larger than the buffer goes out on its own after what is buffered. `appendNow` copies a
+ * chunk that fits the buffer without any effect, so a flood of output pays for one write
+ * per buffer and nothing per chunk. Their data is complete on disk once `close` returns
+ * (or their scope closes).
  *
  * The directories are private (`PrivateDir`: ours, 0700, checked before use), files are
  * created exclusively with mode 0600, and a read opens the file without following a
@@ -32,8 +34,8 @@ import { Settings } from "./Settings.ts"
 /** The URI scheme of artifacts. */
 export const ARTIFACT_SCHEME = "artifact://"
 
-/** How many bytes a writer buffers before writing them to its file. */
-export const WRITE_BUFFER_BYTES = 256 * 1024
+/** How many bytes a writer buffers before writing them to its file (fewer, larger writes cost the host less). */
+export const WRITE_BUFFER_BYTES = 1024 * 1024
 
 const ID_PATTERN = /^[a-z][a-z0-9]{0,15}-[a-z0-9]{1,16}-[0-9a-f]{8}(?:\.[a-z0-9]{1,10})?$/
 const KIND_PATTERN = /^[a-z][a-z0-9]{0,15}$/
@@ -113,6 +115,12 @@ export interface ArtifactWriter {
   readonly path: string
   /** Appends text (as UTF-8) or bytes; fails once the writer is closed. */
   readonly append: (chunk: string | Uint8Array) => Effect.Effect<void, ArtifactWriteFailed>
+  /**
+   * Appends `chunk` at once when that needs no write (it fits the buffer and no append, write
+   * or close is under way) and answers true; answers false, changing nothing, otherwise (then
+   * use `append`). Optional: a writer without it takes every chunk through `append`.
+   */
+  readonly appendNow?: (chunk: string | Uint8Array) => boolean
   /** Writes what is buffered and closes the file; later calls do nothing. */
   readonly close: Effect.Effect<void, ArtifactWriteFailed>
   /** Bytes appended so far, buffered or not. */
@@ -371,24 +379,58 @@ export const makeArtifactStore = (
           }).pipe(Effect.ignore)
         )
 
+        /** Appends, writes and closes under way; `appendNow` only runs when there are none. */
+        let busy = 0
+        const exclusive = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+          Effect.suspend(() => {
+            busy++
+            return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => busy--))
+          })
+
+        /** Copies `chunk` into the buffer when it surely fits: its size in bytes, or -1 (nothing copied). */
+        const copyWhenRoom = (chunk: string | Uint8Array): number => {
+          const room = buffer.length - filled
+          if (typeof chunk !== "string") {
+            if (chunk.length > room) return -1
+            buffer.set(chunk, filled)
+            filled += chunk.length
+            return chunk.length
+          }
+          // A UTF-16 code unit takes at most 3 bytes, so a string of room / 3 units fits unmeasured.
+          if (chunk.length * 3 > room && Buffer.byteLength(chunk, "utf8") > room) return -1
+          const size = buffer.write(chunk, filled, "utf8")
+          filled += size
+          return size
+        }
+
+        const appendNow = (chunk: string | Uint8Array): boolean => {
+          if (busy > 0 || closed) return false
+          const size = copyWhenRoom(chunk)
+          if (size < 0) return false
+          written += size
+          return true
+        }
+
         const append = (chunk: string | Uint8Array) =>
-          lock.withPermits(1)(Effect.suspend(() => {
+          exclusive(Effect.suspend(() => {
             if (closed) return Effect.fail(fail("the writer is already closed"))
-            const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
-            if (size === 0) return Effect.void
-            written += size
-            const copyIn = Effect.suspend(() => {
-              if (typeof chunk === "string") buffer.write(chunk, filled, "utf8")
-              else buffer.set(chunk, filled)
-              filled += size
+            const copied = copyWhenRoom(chunk)
+            if (copied >= 0) {
+              written += copied
               return filled === buffer.length ? flush : Effect.void
-            })
-            if (filled + size <= buffer.length) return copyIn
-            if (size <= buffer.length) return Effect.zipRight(flush, copyIn)
+            }
+            const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
+            written += size
+            if (size <= buffer.length) {
+              return Effect.zipRight(flush, Effect.suspend(() => {
+                copyWhenRoom(chunk)
+                return filled === buffer.length ? flush : Effect.void
+              }))
+            }
             return Effect.zipRight(flush, writeOut(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk))
           }))
 
-        const close = lock.withPermits(1)(Effect.suspend(() => {
+        const close = exclusive(Effect.suspend(() => {
           if (closed) return Effect.void
           return flush.pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
         }))
@@ -398,6 +440,7 @@ export const makeArtifactStore = (
           uri: artifactUri(id),
           path: file,
           append,
+          appendNow,
           close,
           size: Effect.sync(() => written)
         }

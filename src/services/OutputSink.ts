@@ -612,14 +612,15 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   /**
    * Takes the output at once when nothing is waiting for the lock and taking it writes no
-   * artifact (text that keeps within the budgets before any spill, errors, the outcome,
-   * status events and displays whose images fit); answers false, changing nothing, otherwise.
+   * artifact file (text that keeps within the budgets before any spill, text after the spill
+   * that the artifact writer buffers at once, errors, the outcome, status events and displays
+   * whose images fit); answers false, changing nothing, otherwise.
    */
   const acceptNow = (output: KernelOutput): boolean => {
     switch (output._tag) {
       case "Stdout":
       case "Stderr": {
-        if (spilled) return false
+        if (spilled && writer !== undefined && writer.appendNow === undefined) return false
         let text = carry[output._tag] + output.text
         let rest = ""
         if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
@@ -628,6 +629,15 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         }
         if (text.length === 0) {
           carry[output._tag] = rest
+          return true
+        }
+        if (spilled) {
+          if (writer !== undefined && !writer.appendNow!(text)) return false
+          carry[output._tag] = rest
+          const entry = textEntry(output._tag, text)
+          add(total, text, entry.bytes, entry.newlines)
+          toTail(entry)
+          trimTail()
           return true
         }
         const entry = textEntry(output._tag, text)

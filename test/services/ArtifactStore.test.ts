@@ -1,6 +1,6 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Layer } from "effect"
+import { Effect, FastCheck as fc, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -124,6 +124,50 @@ describe("ArtifactStore", () => {
       yield* writer.close
       expect(yield* writer.size).toBe(9)
       expect(fs.statSync(writer.path).size).toBe(9)
+    }))
+
+  it.scoped("appendNow takes what fits the buffer without an effect and refuses, changing nothing, what does not", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out", "txt")
+      expect(writer.appendNow!("a".repeat(WRITE_BUFFER_BYTES - 4))).toBe(true)
+      expect(writer.appendNow!("€€")).toBe(false)
+      expect(writer.appendNow!(new Uint8Array(5))).toBe(false)
+      expect(yield* writer.size).toBe(WRITE_BUFFER_BYTES - 4)
+      expect(writer.appendNow!("é✓")).toBe(false)
+      expect(writer.appendNow!("é")).toBe(true)
+      expect(writer.appendNow!(new Uint8Array([0x21, 0x21]))).toBe(true)
+      expect(fs.statSync(writer.path).size).toBe(0)
+      yield* writer.append("✓tail")
+      yield* writer.close
+      expect(writer.appendNow!("late")).toBe(false)
+      expect(fs.readFileSync(writer.path, "utf8")).toBe("a".repeat(WRITE_BUFFER_BYTES - 4) + "é!!✓tail")
+      expect(yield* writer.size).toBe(WRITE_BUFFER_BYTES + 7)
+    }))
+
+  it.scoped("appendNow refuses while an append writes, and keeps every byte in the order it was taken", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("out", "txt")
+      const before: Array<string> = []
+      const after: Array<string> = []
+      const first = "a".repeat(WRITE_BUFFER_BYTES / 2)
+      expect(writer.appendNow!(first)).toBe(true)
+      const big = "B".repeat(WRITE_BUFFER_BYTES / 2 + 100)
+      const writing = yield* Effect.fork(writer.append(big))
+      let refused = 0
+      for (let n = 0; refused === 0 || writing.unsafePoll() === null; n++) {
+        const chunk = `<${n}>`
+        if (writer.appendNow!(chunk)) (refused === 0 ? before : after).push(chunk)
+        else refused++
+        yield* Effect.yieldNow()
+      }
+      yield* Fiber.join(writing)
+      expect(refused).toBeGreaterThan(0)
+      yield* writer.close
+      const expected = first + before.join("") + big + after.join("")
+      expect(fs.readFileSync(writer.path, "utf8") === expected).toBe(true)
+      expect(yield* writer.size).toBe(expected.length)
     }))
 
   it.effect("flushes and closes a writer when its scope ends without close", () =>

@@ -373,6 +373,23 @@ describe("OutputSink: bounded memory", () => {
       expect(fs.statSync(path.join(store.dir, result.truncation!.artifactId)).size).toBe(chunks * 1024)
     }), LIVENESS_MS)
 
+  it.effect("after the spill, frames the artifact writer takes at once and frames that make it write keep every byte in order", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const frames = Array.from({ length: 48 }, (_, i) => `${String(i).padStart(4, "0")}:${"é✓x".repeat(21_000)}\n`)
+      const result = yield* Effect.scoped(Effect.gen(function*() {
+        const sink = yield* makeCellSink(store, { maxBytes: 4096, maxLines: 100 })
+        for (const [i, frame] of frames.entries()) {
+          yield* sink.push(i % 3 === 2 ? KernelOutput.Stderr({ text: frame }) : stdout(frame))
+        }
+        return yield* sink.finish
+      }))
+      const full = frames.join("")
+      expect(result.truncation).toMatchObject({ totalBytes: Buffer.byteLength(full, "utf8"), totalLines: 48 })
+      expect((yield* store.read(result.truncation!.artifactId)) === full).toBe(true)
+      expect(headAndTail(result).tail.endsWith(frames[47]!.slice(-100))).toBe(true)
+    }))
+
   it.effect("bounds one chunk far larger than the whole budget", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
