@@ -67,6 +67,12 @@ export const rawKernel = (
     })
   }).pipe(Effect.provide(kernelLayer(python, artifactsDir)))
 
+/** The cached runner's `boot.py`, for driving the runner with no kernel in between. */
+export const runnerBoot = (python: string, artifactsDir: string): Effect.Effect<string> =>
+  Effect.map(Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure("python"))), (files) => cachedPath(files, "boot.py")).pipe(
+    Effect.provide(kernelLayer(python, artifactsDir))
+  )
+
 /** Runs one cell in a bare kernel, collecting its outputs. */
 export const rawExecute = (
   kernel: Kernel.Kernel,

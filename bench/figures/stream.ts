@@ -13,17 +13,29 @@ import { rawKernel, runCell } from "../veyyon.ts"
 
 const code = (lines: number) => `line = "x" * 1023\nfor _ in range(${lines}):\n    print(line)`
 
+/** Where the host's memory was, in MiB: resident, V8 heap, and outside it (Buffers). */
+const memory = (usage: NodeJS.MemoryUsage) => ({
+  rss: mib(usage.rss),
+  heapTotal: mib(usage.heapTotal),
+  heapUsed: mib(usage.heapUsed),
+  external: mib(usage.external),
+  arrayBuffers: mib(usage.arrayBuffers)
+})
+
 const rssWatcher = async () => {
   const base = await hostRss()
-  let peak = base
-  const timer = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage().rss)
-  }, 5)
+  const baseUsage = process.memoryUsage()
+  let peak = process.memoryUsage()
+  const sample = () => {
+    const usage = process.memoryUsage()
+    if (usage.rss > peak.rss) peak = usage
+  }
+  const timer = setInterval(sample, 5)
   return {
     stop: () => {
       clearInterval(timer)
-      peak = Math.max(peak, process.memoryUsage().rss)
-      return peak - base
+      sample()
+      return { growth: Math.max(peak.rss, base) - base, base: memory(baseUsage), peak: memory(peak) }
     }
   }
 }
@@ -47,7 +59,7 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
     })
   )
   const toolMs = performance.now() - toolStart
-  const rssGrowth = watcher.stop()
+  const { growth: rssGrowth, base: memoryBefore, peak: memoryAtPeak } = watcher.stop()
   if (result.status !== "ok") notes.push(`the streaming cell ended with status ${result.status}`)
   const raw = await context.veyyon.runPromise(
     Effect.scoped(
@@ -98,7 +110,8 @@ export const stream = async (context: BenchContext): Promise<FigureResult> => {
       bytes: { tool: toolBytes, raw: raw.bytes, floor: floor.bytes, jupyter: jupyter?.bytes ?? null },
       ms: { tool: toolMs, raw: raw.ms, floor: floor.ms, jupyter: jupyter?.ms ?? null },
       truncated: result.truncation !== undefined,
-      hostRssGrowthBytes: rssGrowth
+      hostRssGrowthBytes: rssGrowth,
+      hostMemoryMiB: { settledBefore: memoryBefore, atPeak: memoryAtPeak }
     },
     notes
   }

@@ -82,8 +82,21 @@ export interface ExecuteRequest {
   readonly cancel?: Effect.Effect<void>
 }
 
-/** Receives a running cell's outputs one at a time; the next waits until it completes. */
-export type OutputHandler = (output: KernelOutput) => Effect.Effect<void>
+/**
+ * Receives a running cell's outputs one at a time; the next waits until it completes. A
+ * handler with `now` may take stream text at once: the kernel offers it stdout and stderr
+ * in the pipe's data callback when nothing is queued before them; it answers true when it
+ * took the output, false (having changed nothing) to have it handed over as an effect.
+ */
+export type OutputHandler = ((output: KernelOutput) => Effect.Effect<void>) & {
+  readonly now?: (output: KernelOutput) => boolean
+}
+
+/** `handler` with a synchronous `now` path (see `OutputHandler`). */
+export const outputHandler = (
+  handler: (output: KernelOutput) => Effect.Effect<void>,
+  now: (output: KernelOutput) => boolean
+): OutputHandler => Object.assign((output: KernelOutput) => handler(output), { now })
 
 /** A running kernel. */
 export interface Kernel {
@@ -267,6 +280,11 @@ export const spawn = (
 
     /** The hot frames, taken in the data callback when nothing is queued before them. */
     const takeNow = (frame: RunnerFrame): boolean => {
+      if (frame.type === "stdout" || frame.type === "stderr") {
+        const emitNow = table.get(frame.id)?.emitNow
+        if (emitNow === undefined) return false
+        return emitNow(frame.type === "stdout" ? KernelOutput.Stdout({ text: frame.data }) : KernelOutput.Stderr({ text: frame.data }))
+      }
       if (frame.type !== "started" && frame.type !== "done") return false
       const request = table.get(frame.id)
       if (request === undefined) return frame.type === "started"
@@ -363,6 +381,20 @@ export const spawn = (
               (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : abortRequest(request, cause)
             )
           })
+          const now = onOutput.now
+          if (now !== undefined) {
+            request.emitNow = (output) => {
+              let taken: boolean
+              try {
+                taken = now(output)
+              } catch (defect) {
+                Deferred.unsafeDone(request.ended, Exit.die(defect))
+                return true
+              }
+              if (taken && (output._tag === "Stdout" || output._tag === "Stderr")) bytes += output.text.length
+              return taken
+            }
+          }
           let canceller: Fiber.RuntimeFiber<void> | undefined
           const cell = Effect.gen(function*() {
             yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))

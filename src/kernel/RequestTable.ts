@@ -22,6 +22,8 @@ export interface CellRequest {
   readonly id: string
   /** Hands one output on (to the cell's handler). */
   readonly emit: (output: KernelOutput) => Effect.Effect<void>
+  /** Hands stream text on at once when the cell's handler can take it so (true), else false; absent when it cannot. */
+  emitNow: ((output: KernelOutput) => boolean) | undefined
   /** The first of: `done`, a reason to stop, a failure. */
   readonly ended: Deferred.Deferred<CellEnding, KernelError>
   /** The runner said the cell began; only then does SIGINT reach it. */
@@ -127,6 +129,7 @@ export class RequestTable {
     const request: CellRequest = {
       id: this.newId("r"),
       emit,
+      emitNow: undefined,
       ended: Deferred.unsafeMake<CellEnding, KernelError>(FiberId.none),
       started: false,
       done: undefined,

@@ -7,9 +7,11 @@
  * that does not match that shape (a `/`, `..`, an absolute path, ...) is rejected
  * before the file system is touched.
  *
- * Writers copy what they are given into one `WRITE_BUFFER_BYTES` buffer (so the caller's
- * strings die young) and write it through one open file handle when it fills; a chunk
- * larger than the buffer goes out on its own after what is buffered. `appendNow` copies a
+ * Writers copy what they are given into a `WRITE_BUFFER_BYTES` buffer (so the caller's
+ * strings die young) and, when it fills, write it through one open file handle behind
+ * the caller while a second buffer takes the next appends (so a writer waits for the disk
+ * only when the disk is slower than its input); a chunk larger than the buffer goes out
+ * on its own after what is buffered. `appendNow` copies a
  * chunk that fits the buffer without any effect, so a flood of output pays for one write
  * per buffer and nothing per chunk. Their data is complete on disk once `close` returns
  * (or their scope closes).
@@ -24,7 +26,7 @@
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { NodeFileSystem } from "@effect/platform-node"
-import { Clock, Context, Effect, ExecutionStrategy, Exit, Layer, Schema, Scope } from "effect"
+import { Clock, Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
@@ -356,7 +358,10 @@ export const makeArtifactStore = (
         const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
         const handle = yield* fs.open(file, { flag: "wx", mode: PRIVATE_FILE_MODE }).pipe(Scope.extend(scope))
         const lock = yield* Effect.makeSemaphore(1)
-        const buffer = Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+        let buffer: Buffer = Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+        /** The other buffer: being written while `writing` runs, then free for the next rotation. */
+        let spare: Buffer | undefined
+        let writing: Fiber.RuntimeFiber<void, ArtifactWriteFailed> | undefined
         let filled = 0
         let written = 0
         let closed = false
@@ -364,12 +369,39 @@ export const makeArtifactStore = (
         const writeOut = (data: Uint8Array) =>
           handle.writeAll(data).pipe(Effect.mapError((error) => fail(describeError(error))))
 
-        const flush = Effect.suspend(() => {
-          if (filled === 0) return Effect.void
-          const data = buffer.subarray(0, filled)
-          filled = 0
-          return writeOut(data)
+        /** Waits for the write under way, failing with its failure. */
+        const settle = Effect.suspend(() => {
+          const fiber = writing
+          writing = undefined
+          return fiber === undefined ? Effect.void : Fiber.join(fiber)
         })
+
+        /** Starts writing the full buffer behind the caller, after the write under way; the other buffer takes appends meanwhile. */
+        const rotate = Effect.zipRight(
+          settle,
+          Effect.suspend(() => {
+            if (filled === 0) return Effect.void
+            const data = buffer.subarray(0, filled)
+            const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+            spare = buffer
+            buffer = next
+            filled = 0
+            return Effect.map(Effect.forkDaemon(writeOut(data)), (fiber) => {
+              writing = fiber
+            })
+          })
+        )
+
+        /** Writes everything buffered and waits for it. */
+        const flush = Effect.zipRight(
+          settle,
+          Effect.suspend(() => {
+            if (filled === 0) return Effect.void
+            const data = buffer.subarray(0, filled)
+            filled = 0
+            return writeOut(data)
+          })
+        )
 
         yield* Scope.addFinalizer(
           scope,
@@ -417,14 +449,14 @@ export const makeArtifactStore = (
             const copied = copyWhenRoom(chunk)
             if (copied >= 0) {
               written += copied
-              return filled === buffer.length ? flush : Effect.void
+              return filled === buffer.length ? rotate : Effect.void
             }
             const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
             written += size
             if (size <= buffer.length) {
-              return Effect.zipRight(flush, Effect.suspend(() => {
+              return Effect.zipRight(rotate, Effect.suspend(() => {
                 copyWhenRoom(chunk)
-                return filled === buffer.length ? flush : Effect.void
+                return filled === buffer.length ? rotate : Effect.void
               }))
             }
             return Effect.zipRight(flush, writeOut(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk))

@@ -25,6 +25,7 @@
  * why the full output could not be saved.
  */
 import { Context, Data, Effect, Exit, Layer, Scope, Stream } from "effect"
+import { outputHandler, type OutputHandler } from "../kernel/Kernel.ts"
 import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../render/Status.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
@@ -93,6 +94,8 @@ export interface RetainedSize {
 export interface CellSink {
   /** Takes the next event; events after `finish` are ignored. */
   readonly push: (output: KernelOutput) => Effect.Effect<void>
+  /** `push` without an effect when the sink can take the event at once (true); false, changing nothing, otherwise. */
+  readonly pushNow: (output: KernelOutput) => boolean
   /** Closes the artifacts and gives the result; later calls give the same result. */
   readonly finish: Effect.Effect<SinkResult>
   /** The text and entries held at this moment. */
@@ -772,6 +775,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         if (result !== undefined || (waiting === 0 && acceptNow(output))) return Effect.void
         return locked(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void)))
       }),
+    pushNow: (output) => result !== undefined || (waiting === 0 && acceptNow(output)),
     finish,
     retained,
     close
@@ -796,9 +800,12 @@ export interface OutputSinkService {
     outputs: Stream.Stream<KernelOutput, E, R>,
     options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => Effect.Effect<void, E2, R2> }
   ) => Effect.Effect<SinkResult, E | E2, R | R2>
-  /** Like `collect`, for a producer that pushes each event itself (`push` also calls `onEvent` first). */
+  /**
+   * Like `collect`, for a producer that pushes each event itself (`push` also calls `onEvent`
+   * first; its synchronous `now` calls it once the sink took the event).
+   */
   readonly collectPushed: <E, R>(
-    produce: (push: (output: KernelOutput) => Effect.Effect<void>) => Effect.Effect<void, E, R>,
+    produce: (push: OutputHandler) => Effect.Effect<void, E, R>,
     options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => void }
   ) => Effect.Effect<SinkResult, E, R>
 }
@@ -806,23 +813,30 @@ export interface OutputSinkService {
 const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputSinkService => {
   const open = (options: OpenOptions = {}) =>
     makeCellSink(options.store ?? store, { ...limits, ...options.limits })
-  const throughSink = <E, R>(options: OpenOptions, fill: (push: CellSink["push"]) => Effect.Effect<void, E, R>) =>
+  const throughSink = <E, R>(options: OpenOptions, fill: (sink: CellSink) => Effect.Effect<void, E, R>) =>
     Effect.suspend(() => {
       const sink = cellSink(options.store ?? store, { ...limits, ...options.limits })
-      return Effect.zipRight(Effect.onError(fill(sink.push), () => sink.close), sink.finish)
+      return Effect.zipRight(Effect.onError(fill(sink), () => sink.close), sink.finish)
     })
   return {
     limits,
     open,
     collect: (outputs, options = {}) => {
       const onEvent = options.onEvent
-      return throughSink(options, (push) =>
+      return throughSink(options, ({ push }) =>
         Stream.runForEach(outputs, onEvent === undefined ? push : (output) => Effect.zipRight(onEvent(output), push(output))))
     },
     collectPushed: (produce, options = {}) => {
       const onEvent = options.onEvent
-      return throughSink(options, (push) =>
-        produce(onEvent === undefined ? push : (output) => Effect.zipRight(Effect.sync(() => onEvent(output)), push(output))))
+      return throughSink(options, ({ push, pushNow }) =>
+        produce(outputHandler(
+          onEvent === undefined ? push : (output) => Effect.zipRight(Effect.sync(() => onEvent(output)), push(output)),
+          onEvent === undefined ? pushNow : (output) => {
+            if (!pushNow(output)) return false
+            onEvent(output)
+            return true
+          }
+        )))
     }
   }
 }

@@ -56,6 +56,40 @@ describe.skipIf(!integrationEnabled() || python === undefined)("Kernel with a re
       expect(doneOf(outputs)).toMatchObject({ status: "ok", cancelled: false })
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
+  it.live("a handler's synchronous path takes stream text beside its effect path, in order and whole; a throw there fails only that call", () =>
+    Effect.gen(function*() {
+      const kernel = yield* start()
+      const seen: Array<string> = []
+      let offered = 0
+      let declined = 0
+      const handler = Kernel.outputHandler(
+        (output) => Effect.sync(() => seen.push(output._tag === "Stdout" || output._tag === "Stderr" ? output.text : output._tag)),
+        (output) => {
+          if (output._tag !== "Stdout" && output._tag !== "Stderr") throw new Error("only stream text is offered")
+          if (offered++ % 2 === 1) {
+            declined++
+            return false
+          }
+          seen.push(output.text)
+          return true
+        }
+      )
+      const code = "import sys\nfor i in range(300):\n    print(str(i) * 500, flush=i % 7 == 0)\n    if i % 50 == 0: print('e', i, file=sys.stderr, flush=True)"
+      const outcome = yield* kernel.run({ code }, handler)
+      expect(outcome.status).toBe("ok")
+      const expected = Array.from({ length: 300 }, (_, i) => `${i === 0 ? "e 0\n" : ""}${String(i).repeat(500)}\n${i % 50 === 0 && i > 0 ? `e ${i}\n` : ""}`)
+      expect(offered).toBeGreaterThan(1)
+      expect(declined).toBeGreaterThan(0)
+      const stdout = seen.join("").split("\n").filter((line) => !line.startsWith("e ")).join("\n")
+      expect(stdout).toBe(expected.join("").split("\n").filter((line) => !line.startsWith("e ")).join("\n"))
+      expect(seen.join("").split("\n").filter((line) => line.startsWith("e ")).length).toBe(6)
+      const broken = yield* Effect.exit(kernel.run({ code: "print('boom', flush=True)" }, Kernel.outputHandler(() => Effect.void, () => {
+        throw new Error("handler bug")
+      })))
+      expect(Exit.isFailure(broken) && String(broken.cause)).toContain("handler bug")
+      expect(stdoutOf(yield* Kernel.executeCollect(kernel, { code: "print('fine')" }))).toBe("fine\n")
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
   it.live("cancel interrupts time.sleep; the kernel keeps its state", () =>
     Effect.gen(function*() {
       const kernel = yield* start()
