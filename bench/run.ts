@@ -17,7 +17,7 @@ import { roundtrip } from "./figures/roundtrip.ts"
 import { scale } from "./figures/scale.ts"
 import { stream } from "./figures/stream.ts"
 import { RUN_MARKER_VARIABLE } from "./jupyter.ts"
-import { killAll, ourPythons, withEnvironment } from "./procs.ts"
+import { fullGc, killAll, ourPythons, withEnvironment } from "./procs.ts"
 import { benchInterpreter, jupyterInterpreter, type Interpreter } from "./python.ts"
 import { markdownTable, textTable, type Row } from "./table.ts"
 import { makeVeyyon } from "./veyyon.ts"
@@ -113,7 +113,9 @@ export const runBench = async (options: BenchOptions = {}): Promise<BenchResults
         failures.push({ id, error: scrub(String(error instanceof Error ? error.message : error), scratch) })
         log(`bench: ${id} failed: ${String(error)}`)
       }
-      log(`bench: ${id} took ${((performance.now() - began) / 1000).toFixed(1)} s`)
+      fullGc()
+      const heap = process.memoryUsage()
+      log(`bench: ${id} took ${((performance.now() - began) / 1000).toFixed(1)} s; host heap after a full collection ${Math.round(heap.heapUsed / 1048576)} MiB used of ${Math.round(heap.heapTotal / 1048576)}, rss ${Math.round(heap.rss / 1048576)} MiB`)
     }
   } finally {
     await veyyon.dispose().catch(() => undefined)

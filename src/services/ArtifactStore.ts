@@ -435,10 +435,30 @@ export const makeArtifactStore = (
           return size
         }
 
+        /** Starts writing the full buffer at once when the last write is done and went well (else the caller's effect waits). */
+        const rotateNow = (): boolean => {
+          if (writing !== undefined) {
+            const done = writing.unsafePoll()
+            if (done === null || Exit.isFailure(done)) return false
+            writing = undefined
+          }
+          const data = buffer.subarray(0, filled)
+          const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+          spare = buffer
+          buffer = next
+          filled = 0
+          writing = Effect.runFork(writeOut(data))
+          return true
+        }
+
         const appendNow = (chunk: string | Uint8Array): boolean => {
           if (busy > 0 || closed) return false
-          const size = copyWhenRoom(chunk)
-          if (size < 0) return false
+          let size = copyWhenRoom(chunk)
+          if (size < 0) {
+            if (filled === 0 || chunk.length > buffer.length || !rotateNow()) return false
+            size = copyWhenRoom(chunk)
+            if (size < 0) return false
+          }
           written += size
           return true
         }
