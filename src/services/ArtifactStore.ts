@@ -11,10 +11,9 @@
  * strings die young) and, when it fills, write it through one open file handle behind
  * the caller while a second buffer takes the next appends (so a writer waits for the disk
  * only when the disk is slower than its input); a chunk larger than the buffer goes out
- * on its own after what is buffered. `appendNow` copies a
- * chunk that fits the buffer without any effect, so a flood of output pays for one write
- * per buffer and nothing per chunk. Their data is complete on disk once `close` returns
- * (or their scope closes).
+ * on its own after what is buffered. `appendNow` does the same without any effect while
+ * it can, so a flood of output pays for one write per buffer and nothing per chunk. Their
+ * data is complete on disk once `close` returns (or their scope closes).
  *
  * The directories are private (`PrivateDir`: ours, 0700, checked before use), files are
  * created exclusively with mode 0600, and a read opens the file without following a
@@ -118,9 +117,12 @@ export interface ArtifactWriter {
   /** Appends text (as UTF-8) or bytes; fails once the writer is closed. */
   readonly append: (chunk: string | Uint8Array) => Effect.Effect<void, ArtifactWriteFailed>
   /**
-   * Appends `chunk` at once when that needs no write (it fits the buffer and no append, write
-   * or close is under way) and answers true; answers false, changing nothing, otherwise (then
-   * use `append`). Optional: a writer without it takes every chunk through `append`.
+   * Appends `chunk` at once, without an effect, and answers true: when it fits the buffer, or
+   * when the buffer is full and its last write went well (the full buffer's write then starts
+   * behind the caller). Answers false, taking nothing, while an append or close is under way,
+   * while the last write still runs, after a write failed (`append` then reports it), and for
+   * a chunk larger than the buffer: then use `append`. Optional: a writer without it takes
+   * every chunk through `append`.
    */
   readonly appendNow?: (chunk: string | Uint8Array) => boolean
   /** Writes what is buffered and closes the file; later calls do nothing. */
