@@ -2,9 +2,7 @@
  * Figure 6: 64 session kernels alive at once: memory per idle kernel (kernel RSS and
  * PSS from /proc, host RSS growth), the time to run one cell in each, and errors.
  */
-import * as fs from "node:fs"
 import { Effect } from "effect"
-import { sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
 import type { BenchContext, FigureResult } from "../context.ts"
 import { startFloor, type Floor } from "../floor.ts"
 import { tryJupyter } from "../jupyter.ts"
@@ -16,14 +14,6 @@ import { resetSession, runCell } from "../veyyon.ts"
 const SETTLE_MS = 1000
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-const environ = (pid: number): string => {
-  try {
-    return fs.readFileSync(`/proc/${pid}/environ`, "utf8")
-  } catch {
-    return ""
-  }
-}
 
 interface Memory {
   readonly rss: Array<number>
@@ -54,23 +44,25 @@ const veyyonScale = async (context: BenchContext, kernels: number): Promise<Meas
         sessions,
         (sessionId) =>
           runCell({ code, timeout: 120 }, { sessionId, cwd: context.workDir }).pipe(
-            Effect.map((result) => (result.status === "ok" ? 0 : 1)),
-            Effect.catchAll(() => Effect.succeed(1))
+            Effect.map((result) => (result.status === "ok" ? result.text : undefined)),
+            Effect.catchAll(() => Effect.succeed(undefined))
           ),
         { concurrency: "unbounded" }
       )
-    ).then((failures) => failures.reduce((a, b) => a + b, 0))
+    )
+  const failures = (texts: ReadonlyArray<string | undefined>) => texts.filter((text) => text === undefined).length
   try {
     let start = performance.now()
-    errors += await all("x = 1")
+    const first = await all("import os\nx = 1\nos.getpid()")
     const startMs = performance.now() - start
+    errors += failures(first)
     await sleep(SETTLE_MS)
-    const markers = new Set(sessions.map((s) => `VEYYON_ARTIFACTS_DIR=${sessionArtifactsDir(context.artifactsDir, s)}\0`))
-    const pids = descendants().filter((pid) => [...markers].some((m) => environ(pid).includes(m)))
+    const ours = new Set(descendants())
+    const pids = first.map((text) => Number(text)).filter((pid) => Number.isInteger(pid) && ours.has(pid))
     const memory = memoryOf(pids)
     const hostGrowth = await hostRss() - base
     start = performance.now()
-    errors += await all("x = x + 1")
+    errors += failures(await all("x = x + 1"))
     const cellMs = performance.now() - start
     return { startMs, cellMs, errors, memory, hostGrowth, alive: pids.length }
   } finally {
