@@ -13,13 +13,14 @@ import { evalCommand } from "./commands/eval.ts"
 import { exportCommand } from "./commands/export.ts"
 import { mcpCommand } from "./commands/mcp.ts"
 import { replCommand } from "./commands/repl.ts"
+import { runnerCommand } from "./commands/runner.ts"
 import { setupCommand } from "./commands/setup.ts"
 import { CliFailure, ExitCode } from "./exitCodes.ts"
 import { VERSION } from "./version.ts"
 
 const root = Command.make("veyyon").pipe(
   Command.withDescription("Run Python cells in a retained kernel: from the shell, interactively, or as an MCP tool."),
-  Command.withSubcommands([evalCommand, replCommand, exportCommand, setupCommand, mcpCommand, demoCommand])
+  Command.withSubcommands([evalCommand, replCommand, exportCommand, setupCommand, mcpCommand, runnerCommand, demoCommand])
 )
 
 const cli = Command.run(root, { name: "veyyon", version: VERSION })

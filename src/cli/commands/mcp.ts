@@ -12,9 +12,10 @@ import { Command, Options } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Cause, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
+import { evalClusterLayer } from "../../cluster/EvalClusterLayer.ts"
 import { evalLayer } from "../../layers/EvalLive.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
@@ -54,13 +55,22 @@ const writeStdout = (line: string) =>
     process.stdout.write(line, () => resume(Effect.void))
   })
 
-/** Starts the default backend's spare for the server's directory (where its cells run) while the client connects. */
-const prepareSpares = Effect.flatMap(KernelRegistry, (registry) => registry.prepareSpares({ cwd: process.cwd() }))
+/** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
+export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
-const stdioServer = prepareSpares.pipe(
-  Effect.zipRight(serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout))),
-  Effect.provide(evalLayer({ settings: doorSettings("stdio") }).pipe(Layer.mapError(failureOf)))
-)
+/** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
+const toolLayer = (door: "stdio" | "http", cluster: boolean) =>
+  (cluster ? evalClusterLayer({ settings: doorSettings(door) }) : evalLayer({ settings: doorSettings(door) })).pipe(Layer.mapError(failureOf))
+
+/** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
+const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
+  Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
+
+const stdioServer = (cluster: boolean) =>
+  prepareSpares.pipe(
+    Effect.zipRight(serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout))),
+    Effect.provide(toolLayer("stdio", cluster))
+  )
 
 const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
   const given = process.env[MCP_TOKEN_ENV]
@@ -69,7 +79,7 @@ const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
     : { token: randomBytes(32).toString("base64url"), generated: true }
 }
 
-const httpServer = (host: string, port: number) =>
+const httpServer = (host: string, port: number, cluster: boolean) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf()
     const settings = yield* Settings
@@ -88,7 +98,7 @@ const httpServer = (host: string, port: number) =>
       }).pipe(Effect.scoped))
   }).pipe(
     Effect.provide(NodeHttpServer.layer(createServer, { host, port })),
-    Effect.provide(evalLayer({ settings: doorSettings("http") }).pipe(Layer.mapError(failureOf))),
+    Effect.provide(toolLayer("http", cluster)),
     Effect.catchTag("ServeError", (error) =>
       Effect.fail(usageError(`cannot listen on ${host}:${port} (${String(error.cause)}); choose another --host or --port`)))
   )
@@ -101,6 +111,9 @@ const serve = (server: Effect.Effect<void, CliFailure>) =>
     if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
   })
 
+const cluster = Options.boolean("cluster").pipe(
+  Options.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL).`)
+)
 const http = Options.boolean("http").pipe(
   Options.withDescription(`Serve streamable HTTP at ${MCP_PATH} instead of stdio (bearer token required).`)
 )
@@ -116,12 +129,13 @@ const port = Options.integer("port").pipe(
 )
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", { http, host, port }, (options) => {
+export const mcpCommand = Command.make("mcp", { http, host, port, cluster }, (options) => {
   if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
   if (options.port < 0 || options.port > 65535) return Effect.fail(usageError("--port must be between 0 and 65535"))
-  return serve(options.http ? httpServer(options.host, options.port) : stdioServer)
+  const asClient = options.cluster || process.env[MCP_CLUSTER_ENV]?.trim() === "1"
+  return serve(options.http ? httpServer(options.host, options.port, asClient) : stdioServer(asClient))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )

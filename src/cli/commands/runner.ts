@@ -1,0 +1,55 @@
+/**
+ * `veyyon runner`: a cluster runner. Joins the cluster in Postgres (`--postgres-url` or
+ * `VEYYON_CLUSTER_POSTGRES_URL`), listens for peers and clients on `--listen`, tells
+ * them to reach it at `--advertise`, and runs the kernels of the sessions whose shards
+ * it owns, until SIGTERM or SIGINT: then it hands its sessions off and exits.
+ */
+import { Command, Options } from "@effect/cli"
+import { Effect, Either, Layer, Option } from "effect"
+import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
+import { runnerLayer } from "../../cluster/RunnerLayer.ts"
+import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
+import { failureOf, usageError } from "../exitCodes.ts"
+
+const optionalText = (name: string, pseudo: string, description: string) =>
+  Options.text(name).pipe(Options.withPseudoName(pseudo), Options.withDescription(description), Options.optional)
+
+const optionalInteger = (name: string, description: string) =>
+  Options.integer(name).pipe(Options.withPseudoName("MS"), Options.withDescription(description), Options.optional)
+
+const postgresUrl = optionalText("postgres-url", "URL", "The cluster's Postgres (default VEYYON_CLUSTER_POSTGRES_URL); prefer the variable, flags show in `ps`.")
+const listen = optionalText("listen", "HOST:PORT", "Where to listen for peers and clients (default VEYYON_CLUSTER_LISTEN, else 127.0.0.1:34431).")
+const advertise = optionalText("advertise", "HOST:PORT", "The address peers and clients reach this runner at (default VEYYON_CLUSTER_ADVERTISE, else the listen address).")
+const lockExpiration = optionalInteger("shard-lock-expiration-ms", "How long a dead runner's shards stay locked (default VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS, else 35000).")
+const lockRefresh = optionalInteger("shard-lock-refresh-ms", "How often a runner refreshes its shard locks (default VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS, else 10000 or a third of the expiration).")
+const shards = Options.integer("shards").pipe(
+  Options.withPseudoName("N"),
+  Options.withDescription("The number of shards; every runner and client must agree (default VEYYON_CLUSTER_SHARDS, else 300)."),
+  Options.optional
+)
+
+/** The `runner` command. */
+export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, shards }, (options) => {
+  const given: ClusterSettingsInput = {
+    postgresUrl: Option.getOrUndefined(options.postgresUrl),
+    listen: Option.getOrUndefined(options.listen),
+    advertise: Option.getOrUndefined(options.advertise),
+    shardLockExpirationMs: Option.getOrUndefined(options.lockExpiration),
+    shardLockRefreshMs: Option.getOrUndefined(options.lockRefresh),
+    shards: Option.getOrUndefined(options.shards)
+  }
+  return Either.match(resolveClusterSettings(given, process.env), {
+    onLeft: (problem) => Effect.fail(usageError(problem.message)),
+    onRight: (cluster) =>
+      Effect.gen(function*() {
+        process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
+        return yield* Effect.never
+      }).pipe(
+        Effect.provide(runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } }).pipe(
+          Layer.mapError((error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` }))
+        ))
+      )
+  })
+}).pipe(
+  Command.withDescription("Serve kernel sessions as a runner of a veyyon cluster (Postgres-backed); stops on SIGTERM, handing its sessions off.")
+)

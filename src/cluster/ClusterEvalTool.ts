@@ -1,0 +1,151 @@
+/**
+ * `EvalTool` as a cluster client: every call goes to the `KernelSession` entity of its
+ * session, wherever the cluster placed it. Params are checked here first (the same errors
+ * as in-process); outputs reach `onEvent` as the runner streams them; aborting `signal`
+ * cancels the cell on its runner (SIGINT, and the cancelled result still comes back);
+ * interrupting the call interrupts the cell remotely, as in-process. A call that loses its
+ * runner (a dead or departing runner, a broken socket) is sent again with the same call
+ * id until the lock expiry has passed: the session ledger makes sure it never runs twice.
+ */
+import type { Sharding } from "@effect/cluster/Sharding"
+import { Cause, Data, Duration, Effect, Either, Runtime, Schedule, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import { IntrospectionFailed } from "../kernel/Introspection.ts"
+import { KernelClosed, KernelStartError } from "../kernel/KernelError.ts"
+import {
+  BackendUnavailable,
+  checkParams,
+  EVAL_TOOL_NAME,
+  type EvalError,
+  type EvalResult,
+  type EvalToolService,
+  evalDescription,
+  evalParametersSchema,
+  InvalidEvalParams
+} from "../services/EvalTool.ts"
+import { InvalidCwd } from "../services/KernelRegistry.ts"
+import { Settings } from "../services/Settings.ts"
+import { KernelSession, type SessionCallFailed } from "./KernelSession.ts"
+
+/** A call that lost its runner on the way; sent again. */
+class CallInTransit extends Data.TaggedError("CallInTransit")<{ readonly reason: string }> {}
+
+const field = (failure: SessionCallFailed, key: string): string => {
+  const value = failure.fields[key]
+  return typeof value === "string" ? value : ""
+}
+
+/** The runner's error as the error the in-process tool would have failed with. */
+export const evalErrorOf = (failure: SessionCallFailed): EvalError => {
+  switch (failure.tag) {
+    case "InvalidEvalParams":
+      return new InvalidEvalParams({ problem: field(failure, "problem") })
+    case "BackendUnavailable":
+      return new BackendUnavailable({ language: field(failure, "language"), reason: field(failure, "reason") })
+    case "InvalidCwd":
+      return new InvalidCwd({ cwd: field(failure, "cwd"), problem: field(failure, "problem") })
+    case "KernelStartError":
+      return new KernelStartError({ reason: field(failure, "reason"), stderr: field(failure, "stderr") })
+    default:
+      return new KernelClosed({ reason: failure.reason })
+  }
+}
+
+const describe = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "object" && error !== null && "_tag" in error ? String((error as { _tag: unknown })._tag) : String(error)
+
+/** Failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
+const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallFailed | CallInTransit, R> =>
+  effect.pipe(
+    Effect.catchAllCause((cause): Effect.Effect<never, SessionCallFailed | CallInTransit> => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      if (failure._tag === "Some" && (failure.value as { _tag?: unknown })._tag === "SessionCallFailed") {
+        return Effect.fail(failure.value as unknown as SessionCallFailed)
+      }
+      const reason = failure._tag === "Some" ? describe(failure.value) : describe(Cause.squash(cause))
+      return Effect.fail(new CallInTransit({ reason }))
+    })
+  )
+
+/** How long a client keeps sending a call that lost its runner. */
+export interface ClusterCallPolicy {
+  /** Give up after this long without an answer from any runner (lock expiry plus a margin). */
+  readonly retryWindowMs: number
+  /** Wait between two sends. */
+  readonly retryIntervalMs: number
+}
+
+const withRetries = <A>(effect: Effect.Effect<A, SessionCallFailed | CallInTransit>, policy: ClusterCallPolicy) =>
+  Effect.retry(effect, {
+    schedule: Schedule.spaced(Duration.millis(policy.retryIntervalMs)).pipe(Schedule.upTo(Duration.millis(policy.retryWindowMs))),
+    while: (error) => error._tag === "CallInTransit"
+  })
+
+/** The eval tool over the cluster, for the settings and sharding in context. */
+export const makeClusterEvalTool = (policy: ClusterCallPolicy): Effect.Effect<EvalToolService, never, Settings | Sharding> =>
+  Effect.gen(function*() {
+    const settings = yield* Settings
+    const clientOf = yield* KernelSession.client
+    const runtime = yield* Effect.runtime<never>()
+
+    const run: EvalToolService["run"] = (raw, context) =>
+      Effect.gen(function*() {
+        const checked = checkParams(raw, settings)
+        if (Either.isLeft(checked)) {
+          const error = checked.left
+          return yield* Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
+        }
+        const callId = randomUUID()
+        const session = clientOf(context.sessionId)
+        const signal = context.signal
+        const onAbort = () => {
+          Runtime.runFork(runtime)(Effect.ignore(withRetries(inTransit(session.Cancel({ callId })), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
+        }
+        signal?.addEventListener("abort", onAbort, { once: true })
+        const onEvent = context.onEvent
+        const once = Effect.suspend(() => {
+          let result: EvalResult | undefined
+          return session.Execute({ params: raw, cwd: context.cwd, callId }).pipe(
+            Stream.runForEach((event) =>
+              Effect.sync(() => {
+                if (event._tag === "Result") result = event.result
+                else onEvent?.(event.output)
+              })
+            ),
+            Effect.flatMap(() => (result === undefined ? Effect.fail(new CallInTransit({ reason: "the answer ended without a result" })) : Effect.succeed(result))),
+            inTransit
+          )
+        })
+        return yield* withRetries(once, policy).pipe(
+          Effect.ensuring(Effect.sync(() => signal?.removeEventListener("abort", onAbort))),
+          Effect.mapError((error): EvalError =>
+            error._tag === "CallInTransit"
+              ? new KernelClosed({ reason: `no runner of the cluster answered for session ${context.sessionId} (${error.reason})` })
+              : evalErrorOf(error)
+          )
+        )
+      })
+
+    const introspect = <A>(call: Effect.Effect<A, unknown>) =>
+      withRetries(inTransit(call), policy).pipe(
+        Effect.mapError((error) =>
+          error._tag === "CallInTransit"
+            ? new IntrospectionFailed({ reason: `no runner of the cluster answered (${error.reason})` })
+            : error.tag === "IntrospectionFailed"
+            ? new IntrospectionFailed({ reason: typeof error.fields.reason === "string" ? error.fields.reason : error.reason })
+            : evalErrorOf(error) as InvalidEvalParams | BackendUnavailable | KernelClosed
+        )
+      )
+
+    return {
+      definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
+      run,
+      complete: (params, context) => introspect(clientOf(context.sessionId).Complete({ params, cwd: context.cwd })),
+      inspect: (params, context) => introspect(clientOf(context.sessionId).Inspect({ params, cwd: context.cwd })),
+      endSession: (sessionId) =>
+        withRetries(inTransit(clientOf(sessionId).Shutdown()), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) }).pipe(
+          Effect.catchAll((error) => Effect.logWarning(`session ${sessionId} was not shut down on its runner: ${error.message}`))
+        )
+    } satisfies EvalToolService
+  })

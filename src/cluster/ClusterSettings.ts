@@ -1,0 +1,141 @@
+/**
+ * How a process joins the cluster: the Postgres URL, this runner's listen and advertised
+ * addresses, and the shard and lock timings. From an object with the `VEYYON_CLUSTER_*`
+ * environment on top (a runner's flags are applied as the object). Pure apart from
+ * reading the environment it is given.
+ */
+import { Data, Either } from "effect"
+import * as os from "node:os"
+
+/** The default port runners listen on for each other and for clients. */
+export const DEFAULT_RUNNER_PORT = 34431
+
+/** The default shard lock expiry: how long a killed runner's sessions wait before another runner takes them. */
+export const DEFAULT_SHARD_LOCK_EXPIRATION_MS = 35_000
+
+/** The default shard lock refresh interval (well under the expiry). */
+export const DEFAULT_SHARD_LOCK_REFRESH_MS = 10_000
+
+/** The default number of shards; every runner and client of a cluster must agree on it. */
+export const DEFAULT_SHARDS = 300
+
+/** A host and port. */
+export interface HostPort {
+  readonly host: string
+  readonly port: number
+}
+
+/** The resolved cluster settings. */
+export interface ClusterSettings {
+  /** `postgres://` URL of the database holding shard locks, runners, messages and the session ledger. */
+  readonly postgresUrl: string
+  /** Where this runner listens for other runners and clients. */
+  readonly listen: HostPort
+  /** The address other processes reach this runner at. */
+  readonly advertise: HostPort
+  readonly shardLockExpirationMs: number
+  readonly shardLockRefreshMs: number
+  readonly shards: number
+}
+
+/** Cluster settings as given (every field optional). */
+export interface ClusterSettingsInput {
+  readonly postgresUrl?: string | undefined
+  /** `host:port`, `host` or `:port`. */
+  readonly listen?: string | undefined
+  /** `host:port`, `host` or `:port`. */
+  readonly advertise?: string | undefined
+  readonly shardLockExpirationMs?: number | undefined
+  readonly shardLockRefreshMs?: number | undefined
+  readonly shards?: number | undefined
+}
+
+/** Cluster settings that cannot be used, with a sentence saying which and how to fix it. */
+export class InvalidClusterSettings extends Data.TaggedError("InvalidClusterSettings")<{ readonly problem: string }> {
+  override get message(): string {
+    return this.problem
+  }
+}
+
+/** The environment variable holding the Postgres URL. */
+export const POSTGRES_URL_ENV = "VEYYON_CLUSTER_POSTGRES_URL"
+
+const parseHostPort = (raw: string, fallback: HostPort, source: string): Either.Either<HostPort, InvalidClusterSettings> => {
+  const text = raw.trim()
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(text)
+  const plain = /^([^:]*)(?::(\d+))?$/.exec(text)
+  const match = bracketed ?? plain
+  if (match === null) return Either.left(new InvalidClusterSettings({ problem: `${source}: ${JSON.stringify(raw)} is not host:port` }))
+  const host = match[1] === undefined || match[1] === "" ? fallback.host : match[1]
+  const port = match[2] === undefined ? fallback.port : Number(match[2])
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    return Either.left(new InvalidClusterSettings({ problem: `${source}: the port of ${JSON.stringify(raw)} must be 0..65535` }))
+  }
+  return Either.right({ host, port })
+}
+
+const positiveMs = (value: number | undefined, source: string): Either.Either<number | undefined, InvalidClusterSettings> =>
+  value === undefined || (Number.isSafeInteger(value) && value > 0)
+    ? Either.right(value)
+    : Either.left(new InvalidClusterSettings({ problem: `${source} must be a positive whole number, got ${String(value)}` }))
+
+const envNumber = (env: Readonly<Record<string, string | undefined>>, name: string): Either.Either<number | undefined, InvalidClusterSettings> => {
+  const raw = env[name]?.trim()
+  if (raw === undefined || raw === "") return Either.right(undefined)
+  const value = Number(raw)
+  return Number.isSafeInteger(value) && value > 0
+    ? Either.right(value)
+    : Either.left(new InvalidClusterSettings({ problem: `${name}: ${JSON.stringify(raw)} is not a positive whole number` }))
+}
+
+const envText = (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined => {
+  const raw = env[name]?.trim()
+  return raw === undefined || raw === "" ? undefined : raw
+}
+
+const wildcard = (host: string) => host === "0.0.0.0" || host === "::" || host === ""
+
+/**
+ * The cluster settings: `given` wins (a runner's flags), then `VEYYON_CLUSTER_*` of `env`,
+ * then the defaults. Fails when no Postgres URL is given.
+ */
+export const resolveClusterSettings = (
+  given: ClusterSettingsInput,
+  env: Readonly<Record<string, string | undefined>>
+): Either.Either<ClusterSettings, InvalidClusterSettings> =>
+  Either.gen(function*() {
+    const postgresUrl = given.postgresUrl?.trim() || envText(env, POSTGRES_URL_ENV)
+    if (postgresUrl === undefined) {
+      return yield* Either.left(new InvalidClusterSettings({
+        problem: `no Postgres URL for the cluster: pass --postgres-url postgres://USER:PASSWORD@HOST:PORT/DB or set ${POSTGRES_URL_ENV}`
+      }))
+    }
+    if (!/^postgres(ql)?:\/\//.test(postgresUrl)) {
+      return yield* Either.left(new InvalidClusterSettings({ problem: `the Postgres URL must start with postgres:// (got a value starting ${JSON.stringify(postgresUrl.slice(0, 12))})` }))
+    }
+    const listenRaw = given.listen ?? envText(env, "VEYYON_CLUSTER_LISTEN")
+    const listen = listenRaw === undefined
+      ? { host: "127.0.0.1", port: DEFAULT_RUNNER_PORT }
+      : yield* parseHostPort(listenRaw, { host: "127.0.0.1", port: DEFAULT_RUNNER_PORT }, "the listen address")
+    const advertiseRaw = given.advertise ?? envText(env, "VEYYON_CLUSTER_ADVERTISE")
+    const advertiseDefault = { host: wildcard(listen.host) ? os.hostname() : listen.host, port: listen.port }
+    const advertise = advertiseRaw === undefined
+      ? advertiseDefault
+      : yield* parseHostPort(advertiseRaw, advertiseDefault, "the advertised address")
+    if (advertise.port === 0) {
+      return yield* Either.left(new InvalidClusterSettings({ problem: "the advertised address needs a real port: listen on a fixed port (not 0)" }))
+    }
+    const expiration = (yield* positiveMs(given.shardLockExpirationMs, "the shard lock expiration")) ??
+      (yield* envNumber(env, "VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS")) ?? DEFAULT_SHARD_LOCK_EXPIRATION_MS
+    const refresh = (yield* positiveMs(given.shardLockRefreshMs, "the shard lock refresh interval")) ??
+      (yield* envNumber(env, "VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS")) ?? Math.min(DEFAULT_SHARD_LOCK_REFRESH_MS, Math.max(1, Math.floor(expiration / 3)))
+    if (refresh >= expiration) {
+      return yield* Either.left(new InvalidClusterSettings({ problem: `the shard lock refresh interval (${refresh} ms) must be shorter than its expiration (${expiration} ms)` }))
+    }
+    const shards = (yield* positiveMs(given.shards, "the shard count")) ?? (yield* envNumber(env, "VEYYON_CLUSTER_SHARDS")) ?? DEFAULT_SHARDS
+    return { postgresUrl, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards }
+  })
+
+/** `host:port` of an address, with an IPv6 host bracketed. */
+export const formatHostPort = (address: HostPort): string =>
+  address.host.includes(":") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`

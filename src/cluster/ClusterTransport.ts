@@ -1,0 +1,63 @@
+/**
+ * `@effect/cluster` on Node sockets with its storage in Postgres (tables prefixed
+ * `veyyon_cluster_`): the sharding of a runner (serves entities, pings its peers) and of a
+ * client (sends to entities only). The sharding config is built from our settings alone,
+ * never from the library's own environment variables (`HOST`, `PORT`, ...).
+ */
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import type { Sharding } from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import { RunnerAddress } from "@effect/cluster/RunnerAddress"
+import { layerClientProtocol, layerSocketServer } from "@effect/platform-node/NodeClusterSocket"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import { PgClient } from "@effect/sql-pg"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { SocketServerError } from "@effect/platform/SocketServer"
+import { Duration, Layer, Option, Redacted } from "effect"
+import type { ClusterSettings } from "./ClusterSettings.ts"
+
+/** The prefix of the tables `@effect/cluster` keeps in Postgres. */
+export const CLUSTER_TABLE_PREFIX = "veyyon_cluster"
+
+/** The library's sharding config from our settings; `runner` false leaves out this process's address (a client). */
+export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): ShardingConfig.ShardingConfig["Type"] => ({
+  ...ShardingConfig.defaults,
+  runnerAddress: runner ? Option.some(RunnerAddress.make({ host: settings.advertise.host, port: settings.advertise.port })) : Option.none(),
+  runnerListenAddress: runner ? Option.some(RunnerAddress.make({ host: settings.listen.host, port: settings.listen.port })) : Option.none(),
+  shardsPerGroup: settings.shards,
+  shardLockExpiration: Duration.millis(settings.shardLockExpirationMs),
+  shardLockRefreshInterval: Duration.millis(settings.shardLockRefreshMs),
+  // Runner health by ping: a runner that stops answering is noticed within a few seconds.
+  runnerHealthCheckInterval: Duration.seconds(5)
+})
+
+/** The Postgres client every cluster piece shares. */
+export const postgresLayer = (settings: ClusterSettings): Layer.Layer<SqlClient, SqlError> =>
+  PgClient.layer({ url: Redacted.make(settings.postgresUrl), applicationName: "veyyon", maxConnections: 10 })
+
+const storage = Layer.mergeAll(
+  Layer.orDie(SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX })),
+  Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))
+)
+
+/** The sharding of a runner: listens on its address, serves its shards' entities, sends to the others. */
+export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners, SocketServerError, SqlClient> =>
+  Layer.provide(SocketRunner.layer, [layerSocketServer, layerClientProtocol]).pipe(
+    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol))),
+    Layer.provide(storage),
+    Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, true))),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )
+
+/** The sharding of a client: no entities of its own, sends every call to the runner owning the session's shard. */
+export const clientShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners, never, SqlClient> =>
+  Layer.provide(SocketRunner.layerClientOnly, layerClientProtocol).pipe(
+    Layer.provide(storage),
+    Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, false))),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )

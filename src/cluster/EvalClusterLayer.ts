@@ -1,0 +1,47 @@
+/**
+ * The eval tool as a cluster client, for embedders and `veyyon mcp --cluster`: the same
+ * `EvalTool` (and the settings and artifact store an MCP server needs) with every cell
+ * running on the cluster's runners. Nothing runs kernels in this process.
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Either, Layer } from "effect"
+import { ArtifactStore, type ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
+import { EvalTool } from "../services/EvalTool.ts"
+import { type InvalidSettings, Settings, type SettingsInput } from "../services/Settings.ts"
+import { makeClusterEvalTool } from "./ClusterEvalTool.ts"
+import { type ClusterSettings, type ClusterSettingsInput, type InvalidClusterSettings, resolveClusterSettings } from "./ClusterSettings.ts"
+import { clientShardingLayer, postgresLayer } from "./ClusterTransport.ts"
+
+/** How to build the cluster client layer. */
+export interface EvalClusterLayerOptions {
+  /** The cluster to join; `VEYYON_CLUSTER_*` of the environment fill in what is not given. */
+  readonly cluster?: ClusterSettingsInput
+  /** The tool's settings (enabled languages, output bounds, artifacts dir); `VEYYON_*` apply on top unless `env` is false. */
+  readonly settings?: SettingsInput
+  /** Read `VEYYON_*` variables from this environment (default: the process's); false to ignore it. */
+  readonly env?: Readonly<Record<string, string | undefined>> | false
+}
+
+/** What the cluster client layer provides. */
+export type EvalClusterServices = EvalTool | Settings | ArtifactStore
+
+/** Anything building the cluster client layer can fail with. */
+export type EvalClusterLayerError = InvalidSettings | ArtifactDirUnavailable | InvalidClusterSettings | SqlError
+
+/** How long a call keeps looking for a runner: twice the lock expiry plus half a minute. */
+export const retryWindowMsOf = (cluster: ClusterSettings): number => 2 * cluster.shardLockExpirationMs + 30_000
+
+/** The eval tool as a client of the cluster the settings name. */
+export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.Layer<EvalClusterServices, EvalClusterLayerError> => {
+  const env = options.env === false ? {} : options.env ?? process.env
+  const settings = options.env === false ? Settings.layer(options.settings) : Settings.fromEnv(options.settings, env)
+  return Layer.unwrapEffect(Effect.gen(function*() {
+    const cluster = yield* Either.match(resolveClusterSettings(options.cluster ?? {}, env), { onLeft: Effect.fail, onRight: Effect.succeed })
+    const tool = Layer.effect(EvalTool, makeClusterEvalTool({ retryWindowMs: retryWindowMsOf(cluster), retryIntervalMs: 250 })).pipe(
+      Layer.provide(clientShardingLayer(cluster)),
+      Layer.provide(postgresLayer(cluster))
+    )
+    return Layer.mergeAll(tool, ArtifactStore.Live).pipe(Layer.provideMerge(Layer.merge(settings, NodeContext.layer)))
+  }))
+}

@@ -1,0 +1,117 @@
+/**
+ * The runner side of `KernelSession`: each entity drives this runner's local `EvalTool`
+ * with the entity id as the session id. One cell at a time (a second `Execute` is
+ * answered "busy"), the ledger consulted before a cell runs (no silent re-runs, a notice
+ * on a re-homed session), and the session's kernels ended when the entity leaves this
+ * runner (idle time, hand-off, shutdown).
+ */
+import * as Entity from "@effect/cluster/Entity"
+import type { Sharding } from "@effect/cluster/Sharding"
+import { Cause, Duration, Effect, Layer, Mailbox, Option, type Scope, Stream } from "effect"
+import { EvalTool, type EvalResult } from "../services/EvalTool.ts"
+import { Settings } from "../services/Settings.ts"
+import { type ExecuteEvent, KernelSession, type SessionCallFailed, sessionCallFailed } from "./KernelSession.ts"
+import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
+import { SessionLedger } from "./SessionLedger.ts"
+
+const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallFailed> => Stream.make(event)
+
+interface RunningCell {
+  readonly callId: string
+  readonly controller: AbortController
+}
+
+const ledgerFailure = (error: { readonly message: string }) =>
+  sessionCallFailed({ _tag: "SessionLedgerUnavailable", message: `the session ledger could not be reached, so the cell did not run: ${error.message}` })
+
+const makeHandlers = (advertised: string) =>
+  Effect.gen(function*() {
+    const address = yield* Entity.CurrentAddress
+    const sessionId = address.entityId
+    const tool = yield* EvalTool
+    const ledger = yield* SessionLedger
+    let running: RunningCell | undefined
+
+    yield* Effect.addFinalizer(() =>
+      Effect.zipRight(
+        tool.endSession(sessionId),
+        ledger.release(sessionId).pipe(Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
+      ))
+
+    const finish = (callId: string) =>
+      ledger.finishExecute(sessionId, callId).pipe(
+        Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the end of call ${callId}: ${error.message}`))
+      )
+
+    const runCell = (params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) =>
+      Effect.gen(function*() {
+        const events = yield* Mailbox.make<ExecuteEvent, SessionCallFailed>()
+        const work = tool.run(params, {
+          sessionId,
+          cwd,
+          signal: cell.controller.signal,
+          onEvent: (output) => {
+            events.unsafeOffer({ _tag: "Output", output })
+          }
+        }).pipe(
+          Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
+          Effect.onExit((exit) => (Cause.isInterruptedOnly(exit._tag === "Failure" ? exit.cause : Cause.empty) && exit._tag === "Failure" ? Effect.void : finish(cell.callId))),
+          Effect.matchCauseEffect({
+            onSuccess: (result) => Effect.zipRight(events.offer({ _tag: "Result", result }), events.end),
+            onFailure: (cause) =>
+              Option.match(Cause.failureOption(cause), {
+                onSome: (error) => events.fail(sessionCallFailed(error)),
+                onNone: () => events.failCause(cause as Cause.Cause<never>)
+              })
+          }),
+          Effect.ensuring(Effect.sync(() => {
+            if (running === cell) running = undefined
+          }))
+        )
+        yield* Effect.forkScoped(work)
+        return Mailbox.toStream(events)
+      })
+
+    return KernelSession.of({
+      Execute: (request) =>
+        Stream.unwrapScoped(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallFailed>, SessionCallFailed, Scope.Scope> => {
+          const { callId, cwd, params } = request.payload
+          if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
+          const cell: RunningCell = { callId, controller: new AbortController() }
+          running = cell
+          const release = Effect.sync(() => {
+            if (running === cell) running = undefined
+          })
+          return ledger.beginExecute(sessionId, callId).pipe(
+            Effect.tapErrorCause(() => release),
+            Effect.mapError(ledgerFailure),
+            Effect.flatMap((decision) =>
+              decision._tag === "Answer"
+                ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
+                : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
+            )
+          )
+        })),
+      Cancel: (request) =>
+        Effect.sync(() => {
+          if (running === undefined || running.callId !== request.payload.callId) return false
+          running.controller.abort()
+          return true
+        }),
+      Reset: () => Effect.zipRight(tool.endSession(sessionId), Effect.ignoreLogged(ledger.end(sessionId))),
+      Shutdown: () => Effect.zipRight(tool.endSession(sessionId), Effect.ignoreLogged(ledger.end(sessionId))),
+      Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: running?.callId ?? null }),
+      Complete: (request) =>
+        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd: request.payload.cwd }).pipe(Effect.mapError(sessionCallFailed)),
+      Inspect: (request) =>
+        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd: request.payload.cwd }).pipe(Effect.mapError(sessionCallFailed))
+    })
+  })
+
+/** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
+export const kernelSessionServer = (advertised: string): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | Settings> =>
+  Layer.unwrapEffect(Effect.map(Settings, (settings) =>
+    KernelSession.toLayer(makeHandlers(advertised), {
+      concurrency: "unbounded",
+      maxIdleTime: Duration.millis(Math.max(settings.kernel.idleTtlMs, 1000))
+    })))

@@ -1,0 +1,57 @@
+/**
+ * Results the cluster makes up itself: the answer to a call that must not run (its cell
+ * was lost with its runner, or it already ran), a "busy" answer, and a notice added to a
+ * real result (the session was re-homed).
+ */
+import { KernelOutput } from "../kernel/KernelOutput.ts"
+import { renderOutputsAsText } from "../render/ToolRenderer.ts"
+import type { EvalResult } from "../services/EvalTool.ts"
+import type { EvalLanguage } from "../services/Settings.ts"
+
+const paramsField = (params: unknown, key: string): string | undefined => {
+  if (typeof params !== "object" || params === null) return undefined
+  const value = (params as Record<string, unknown>)[key]
+  return typeof value === "string" ? value : undefined
+}
+
+/** An error result carrying `notice` (and, when given, an error the agent reads as the cell's), for a cell that did not run. */
+export const noticeResult = (
+  params: unknown,
+  notice: string,
+  error?: { readonly ename: string; readonly evalue: string }
+): EvalResult => {
+  const title = paramsField(params, "title")
+  const outcome = { status: "error" as const, executionCount: 0, cancelled: false, timedOut: false, killed: false, notice }
+  const outputs = error === undefined ? [] : [KernelOutput.Error({ ename: error.ename, evalue: error.evalue, traceback: [] })]
+  return {
+    language: (paramsField(params, "language") ?? "py") as EvalLanguage,
+    ...(title === undefined ? {} : { title }),
+    status: "error",
+    cancelled: false,
+    timedOut: false,
+    killed: false,
+    executionCount: 0,
+    outputs,
+    text: renderOutputsAsText([...outputs, KernelOutput.Done(outcome)]),
+    images: [],
+    ...(error === undefined ? {} : { error: { ...error, traceback: [] } }),
+    artifactIds: [],
+    notice,
+    durationMs: 0
+  }
+}
+
+/** The sentence of a call refused because the session runs another cell. */
+export const BUSY_NOTICE =
+  "this session is busy: another cell is still running in it. Wait for that cell's result (or cancel it) and send this cell again; it did not run."
+
+/** The answer to an `Execute` while another cell of the session runs. */
+export const busyResult = (params: unknown): EvalResult =>
+  noticeResult(params, BUSY_NOTICE, { ename: "SessionBusy", evalue: "another cell is running in this session" })
+
+/** `result` with `notice` put first (in `notice` and at the head of `text`). */
+export const withNotice = (result: EvalResult, notice: string): EvalResult => ({
+  ...result,
+  notice: result.notice === undefined ? notice : `${notice} ${result.notice}`,
+  text: result.text.length === 0 ? notice : `${notice}\n${result.text}`
+})

@@ -1,0 +1,34 @@
+/**
+ * A cluster runner as a layer: this process's eval layer (registry, sandbox, every
+ * backend) serving `KernelSession` entities for the shards it owns, with the session
+ * ledger under a random incarnation id. Closing its scope hands the shards off (the
+ * sessions' kernels end here; their next cells run elsewhere with a notice).
+ */
+import type { Sharding } from "@effect/cluster/Sharding"
+import type { SocketServerError } from "@effect/platform/SocketServer"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Layer } from "effect"
+import { randomUUID } from "node:crypto"
+import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
+import type { ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
+import type { InvalidSettings } from "../services/Settings.ts"
+import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
+import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
+import { kernelSessionServer } from "./KernelSessionServer.ts"
+import { SessionLedger } from "./SessionLedger.ts"
+
+/** Anything starting a runner can fail with. */
+export type RunnerLayerError = InvalidSettings | ArtifactDirUnavailable | SqlError | SocketServerError
+
+/** A runner of the cluster `cluster` describes, running kernels with the eval layer `options` builds. */
+export const runnerLayer = (cluster: ClusterSettings, options: EvalLayerOptions = {}): Layer.Layer<Sharding, RunnerLayerError> => {
+  const advertised = formatHostPort(cluster.advertise)
+  const sharding = runnerShardingLayer(cluster)
+  const ledger = SessionLedger.layer(randomUUID(), advertised)
+  return kernelSessionServer(advertised).pipe(
+    Layer.provideMerge(sharding),
+    Layer.provide(ledger),
+    Layer.provide(evalLayer(options)),
+    Layer.provide(postgresLayer(cluster))
+  )
+}
