@@ -57,8 +57,10 @@ const describe = (error: unknown): string =>
 /** Failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
 const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallFailed | CallInTransit, R> =>
   effect.pipe(
+    // Our own interruption skips this handler; an interruption seen here is the runner's
+    // (it shut down or lost the shard mid-call), so the call goes out again.
     Effect.catchAllCause((cause): Effect.Effect<never, SessionCallFailed | CallInTransit> => {
-      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      if (Cause.isInterruptedOnly(cause)) return Effect.fail(new CallInTransit({ reason: "the runner stopped during the call" }))
       const failure = Cause.failureOption(cause)
       if (failure._tag === "Some" && (failure.value as { _tag?: unknown })._tag === "SessionCallFailed") {
         return Effect.fail(failure.value as unknown as SessionCallFailed)
