@@ -1,0 +1,46 @@
+import { Either } from "effect"
+import { describe, expect, it } from "vitest"
+import { DEFAULT_RUNNER_PORT, formatHostPort, resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
+
+const url = "postgres://u:p@127.0.0.1:5432/db"
+
+describe("resolveClusterSettings", () => {
+  it("refuses to start without a Postgres URL, naming the flag and the variable", () => {
+    const result = resolveClusterSettings({}, {})
+    expect(Either.isLeft(result) && result.left.message).toMatch(/--postgres-url.*VEYYON_CLUSTER_POSTGRES_URL/)
+  })
+
+  it("takes the URL and timings from the environment, and flags over the environment", () => {
+    const env = { VEYYON_CLUSTER_POSTGRES_URL: url, VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: "5000", VEYYON_CLUSTER_LISTEN: "127.0.0.1:4000" }
+    const fromEnv = Either.getOrThrow(resolveClusterSettings({}, env))
+    expect(fromEnv).toMatchObject({ postgresUrl: url, listen: { host: "127.0.0.1", port: 4000 }, shardLockExpirationMs: 5000 })
+    expect(fromEnv.shardLockRefreshMs).toBeLessThan(5000)
+    const flags = Either.getOrThrow(resolveClusterSettings({ listen: ":4100", shardLockExpirationMs: 9000 }, env))
+    expect(flags).toMatchObject({ listen: { host: "127.0.0.1", port: 4100 }, advertise: { host: "127.0.0.1", port: 4100 }, shardLockExpirationMs: 9000 })
+  })
+
+  it("listens on loopback by default and advertises the listen address", () => {
+    const settings = Either.getOrThrow(resolveClusterSettings({ postgresUrl: url }, {}))
+    expect(settings.listen).toEqual({ host: "127.0.0.1", port: DEFAULT_RUNNER_PORT })
+    expect(settings.advertise).toEqual(settings.listen)
+  })
+
+  it("advertises the host name, not a wildcard, when listening on every interface", () => {
+    const settings = Either.getOrThrow(resolveClusterSettings({ postgresUrl: url, listen: "0.0.0.0:4000" }, {}))
+    expect(settings.advertise.host).not.toBe("0.0.0.0")
+    expect(settings.advertise.port).toBe(4000)
+  })
+
+  it("refuses bad values with a sentence", () => {
+    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: "mysql://x" }, {}))).toBe(true)
+    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url, listen: "h:99999" }, {}))).toBe(true)
+    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url, listen: "h:0" }, {}))).toBe(true)
+    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url, shardLockExpirationMs: 1000, shardLockRefreshMs: 2000 }, {}))).toBe(true)
+    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url }, { VEYYON_CLUSTER_SHARDS: "many" }))).toBe(true)
+  })
+
+  it("formats IPv6 hosts in brackets and reads them back", () => {
+    expect(formatHostPort({ host: "::1", port: 5 })).toBe("[::1]:5")
+    expect(Either.getOrThrow(resolveClusterSettings({ postgresUrl: url, listen: "[::1]:7000" }, {})).listen).toEqual({ host: "::1", port: 7000 })
+  })
+})
