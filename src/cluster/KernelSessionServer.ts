@@ -7,14 +7,21 @@
  */
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
-import { Cause, Duration, Effect, Layer, Mailbox, Option, type Scope, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Mailbox, Option, type Scope, Stream } from "effect"
 import { EvalTool, type EvalResult } from "../services/EvalTool.ts"
 import { Settings } from "../services/Settings.ts"
 import { type ExecuteEvent, KernelSession, type SessionCallFailed, sessionCallFailed } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
-import { SessionLedger } from "./SessionLedger.ts"
+import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
 
 const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallFailed> => Stream.make(event)
+
+/** A result as the ledger keeps it (JSON), or null when there is none or it is too large to keep. */
+const keptResult = (result: EvalResult | undefined): string | null => {
+  if (result === undefined) return null
+  const json = JSON.stringify(result)
+  return json.length <= MAX_KEPT_RESULT_CHARS ? json : null
+}
 
 interface RunningCell {
   readonly callId: string
@@ -38,8 +45,8 @@ const makeHandlers = (advertised: string) =>
         ledger.release(sessionId).pipe(Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
       ))
 
-    const finish = (callId: string) =>
-      ledger.finishExecute(sessionId, callId).pipe(
+    const finish = (callId: string, result: EvalResult | undefined) =>
+      ledger.finishExecute(sessionId, callId, keptResult(result)).pipe(
         Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the end of call ${callId}: ${error.message}`))
       )
 
@@ -55,7 +62,8 @@ const makeHandlers = (advertised: string) =>
           }
         }).pipe(
           Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
-          Effect.onExit((exit) => (Cause.isInterruptedOnly(exit._tag === "Failure" ? exit.cause : Cause.empty) && exit._tag === "Failure" ? Effect.void : finish(cell.callId))),
+          Effect.onExit((exit) =>
+            Exit.isInterrupted(exit) ? Effect.void : finish(cell.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
           Effect.matchCauseEffect({
             onSuccess: (result) => Effect.zipRight(events.offer({ _tag: "Result", result }), events.end),
             onFailure: (cause) =>
@@ -88,6 +96,8 @@ const makeHandlers = (advertised: string) =>
             Effect.flatMap((decision) =>
               decision._tag === "Answer"
                 ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
+                : decision._tag === "Replay"
+                ? Effect.as(release, only({ _tag: "Result", result: JSON.parse(decision.result) as EvalResult }))
                 : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
             )
           )

@@ -20,6 +20,8 @@ export interface LedgerRow {
   readonly lostCall: string | null
   /** The last call that finished: a second delivery of it is answered, not run. */
   readonly doneCall: string | null
+  /** That call's result as JSON, when it was small enough to keep: a second delivery gets it back. */
+  readonly doneResult: string | null
   /** True when the session was ended on purpose (`Reset`, `Shutdown`): the next cell starts fresh without a notice. */
   readonly ended: boolean
 }
@@ -39,6 +41,7 @@ export const ALREADY_RAN_NOTICE = "this call already ran; its answer was lost on
 export type LedgerDecision =
   | { readonly _tag: "Run"; readonly notice: string | undefined; readonly next: LedgerRow }
   | { readonly _tag: "Answer"; readonly notice: string; readonly next: LedgerRow | undefined }
+  | { readonly _tag: "Replay"; readonly result: string; readonly next: undefined }
 
 /** Decides what runner `me` (at `address`) does with call `callId` on a session whose row is `row`. */
 export const decideExecute = (
@@ -52,7 +55,7 @@ export const decideExecute = (
     return {
       _tag: "Run",
       notice: undefined,
-      next: { sessionId, owner: me, ownerAddress: address, generation: 1, inflightCall: callId, lostCall: null, doneCall: null, ended: false }
+      next: { sessionId, owner: me, ownerAddress: address, generation: 1, inflightCall: callId, lostCall: null, doneCall: null, doneResult: null, ended: false }
     }
   }
   const mine = row.owner === me
@@ -62,10 +65,14 @@ export const decideExecute = (
     return {
       _tag: "Answer",
       notice: LOST_CELL_NOTICE,
-      next: { ...row, ...takeOver, inflightCall: null, lostCall: null, doneCall: callId, ended: false }
+      next: { ...row, ...takeOver, inflightCall: null, lostCall: null, doneCall: callId, doneResult: null, ended: false }
     }
   }
-  if (row.doneCall === callId) return { _tag: "Answer", notice: ALREADY_RAN_NOTICE, next: undefined }
+  if (row.doneCall === callId) {
+    return row.doneResult === null
+      ? { _tag: "Answer", notice: ALREADY_RAN_NOTICE, next: undefined }
+      : { _tag: "Replay", result: row.doneResult, next: undefined }
+  }
   if (mine) return { _tag: "Run", notice: undefined, next: { ...row, inflightCall: callId } }
   return {
     _tag: "Run",
@@ -74,9 +81,9 @@ export const decideExecute = (
   }
 }
 
-/** The row after call `callId` finished on its owner. */
-export const finishedRow = (row: LedgerRow, callId: string): LedgerRow =>
-  ({ ...row, inflightCall: row.inflightCall === callId ? null : row.inflightCall, doneCall: callId })
+/** The row after call `callId` finished on its owner, with its result as JSON when kept. */
+export const finishedRow = (row: LedgerRow, callId: string, result: string | null): LedgerRow =>
+  ({ ...row, inflightCall: row.inflightCall === callId ? null : row.inflightCall, doneCall: callId, doneResult: result })
 
 /** The row after the owner let the session go (its kernels are gone): the next runner's first cell carries the notice. */
 export const releasedRow = (row: LedgerRow, me: string): LedgerRow =>

@@ -10,6 +10,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import { decideExecute, endedRow, finishedRow, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
 
+/** A finished call's result is kept for a second delivery when its JSON is at most this long (characters). */
+export const MAX_KEPT_RESULT_CHARS = 1024 * 1024
+
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
 
@@ -21,6 +24,7 @@ interface DbRow {
   readonly inflight_call: string | null
   readonly lost_call: string | null
   readonly done_call: string | null
+  readonly done_result: string | null
   readonly ended: boolean
 }
 
@@ -32,6 +36,7 @@ const fromDb = (row: DbRow): LedgerRow => ({
   inflightCall: row.inflight_call,
   lostCall: row.lost_call,
   doneCall: row.done_call,
+  doneResult: row.done_result,
   ended: row.ended
 })
 
@@ -41,8 +46,8 @@ export interface SessionLedgerService {
   readonly incarnation: string
   /** Decides what to do with call `callId` on the session and records the decision, atomically. */
   readonly beginExecute: (sessionId: string, callId: string) => Effect.Effect<LedgerDecision, SqlError>
-  /** Records that call `callId` finished (it will not run again). */
-  readonly finishExecute: (sessionId: string, callId: string) => Effect.Effect<void, SqlError>
+  /** Records that call `callId` finished (it will not run again), keeping its result (JSON) when it is not too large. */
+  readonly finishExecute: (sessionId: string, callId: string, result: string | null) => Effect.Effect<void, SqlError>
   /** Records that this runner let the session go (its kernels are gone). */
   readonly release: (sessionId: string) => Effect.Effect<void, SqlError>
   /** Records that the session was ended on purpose. */
@@ -70,6 +75,7 @@ const makeLedger = (incarnation: string, address: string) =>
       inflight_call text,
       lost_call text,
       done_call text,
+      done_result text,
       ended boolean NOT NULL DEFAULT false,
       updated_at timestamptz NOT NULL DEFAULT now()
     )`.pipe(
@@ -84,11 +90,11 @@ const makeLedger = (incarnation: string, address: string) =>
         (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!))
       )
     const write = (row: LedgerRow) =>
-      sql`INSERT INTO ${sql(LEDGER_TABLE)} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, ended, updated_at)
-        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.ended}, now())
+      sql`INSERT INTO ${sql(LEDGER_TABLE)} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, updated_at)
+        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, now())
         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
           generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
-          done_call = EXCLUDED.done_call, ended = EXCLUDED.ended, updated_at = now()`
+          done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended, updated_at = now()`
     const update = <A>(sessionId: string, step: (row: LedgerRow | undefined) => { readonly next: LedgerRow | undefined; readonly value: A }) =>
       sql.withTransaction(Effect.gen(function*() {
         const found = yield* read(sessionId, true)
@@ -103,8 +109,8 @@ const makeLedger = (incarnation: string, address: string) =>
           const decision = decideExecute(row, sessionId, incarnation, address, callId)
           return { next: decision.next, value: decision }
         }),
-      finishExecute: (sessionId, callId) =>
-        update(sessionId, (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId), value: undefined })),
+      finishExecute: (sessionId, callId, result) =>
+        update(sessionId, (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId, result), value: undefined })),
       release: (sessionId) =>
         update(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined })),
       end: (sessionId) =>

@@ -4,11 +4,14 @@ import {
   decideExecute,
   endedRow,
   finishedRow,
+  type LedgerDecision,
   type LedgerRow,
   LOST_CELL_NOTICE,
   REHOMED_NOTICE,
   releasedRow
 } from "../../src/cluster/LedgerDecision.ts"
+
+const noticeOf = (decision: LedgerDecision): string | undefined => ("notice" in decision ? decision.notice : undefined)
 
 const row = (fields: Partial<LedgerRow> = {}): LedgerRow => ({
   sessionId: "s",
@@ -18,6 +21,7 @@ const row = (fields: Partial<LedgerRow> = {}): LedgerRow => ({
   inflightCall: null,
   lostCall: null,
   doneCall: null,
+  doneResult: null,
   ended: false,
   ...fields
 })
@@ -31,46 +35,51 @@ describe("decideExecute", () => {
   it("runs calls on the session's own runner without a notice", () => {
     const decision = decideExecute(row({ doneCall: "c1" }), "s", "A", "a:1", "c2")
     expect(decision._tag).toBe("Run")
-    expect(decision.notice).toBeUndefined()
+    expect(noticeOf(decision)).toBeUndefined()
     expect(decision.next).toEqual(row({ doneCall: "c1", inflightCall: "c2" }))
   })
 
   it("answers the dead owner's in-flight call with the lost-cell notice, never runs it, and takes the session over", () => {
     const decision = decideExecute(row({ inflightCall: "c1" }), "s", "B", "b:1", "c1")
     expect(decision._tag).toBe("Answer")
-    expect(decision.notice).toBe(LOST_CELL_NOTICE)
+    expect(noticeOf(decision)).toBe(LOST_CELL_NOTICE)
     expect(decision.next).toEqual(row({ owner: "B", ownerAddress: "b:1", generation: 2, inflightCall: null, doneCall: "c1" }))
   })
 
   it("runs a different call on a re-homed session with the re-home notice and keeps the lost call to refuse it later", () => {
     const decision = decideExecute(row({ inflightCall: "c1" }), "s", "B", "b:1", "c2")
     expect(decision._tag).toBe("Run")
-    expect(decision.notice).toBe(REHOMED_NOTICE)
+    expect(noticeOf(decision)).toBe(REHOMED_NOTICE)
     expect(decision.next).toEqual(row({ owner: "B", ownerAddress: "b:1", generation: 2, inflightCall: "c2", lostCall: "c1" }))
     const later = decideExecute(decision.next, "s", "B", "b:1", "c1")
     expect(later._tag).toBe("Answer")
-    expect(later.notice).toBe(LOST_CELL_NOTICE)
+    expect(noticeOf(later)).toBe(LOST_CELL_NOTICE)
   })
 
   it("gives the re-home notice after a graceful release too (the kernels were ended)", () => {
     const released = releasedRow(row({ doneCall: "c1" }), "A")
     expect(released.owner).toBeNull()
     const again = decideExecute(released, "s", "A", "a:1", "c2")
-    expect(again.notice).toBe(REHOMED_NOTICE)
+    expect(noticeOf(again)).toBe(REHOMED_NOTICE)
     expect(again.next?.generation).toBe(2)
   })
 
   it("answers a call delivered again after it finished, without running it", () => {
-    const done = finishedRow(row({ inflightCall: "c1" }), "c1")
+    const done = finishedRow(row({ inflightCall: "c1" }), "c1", null)
     expect(done.inflightCall).toBeNull()
     expect(decideExecute(done, "s", "A", "a:1", "c1")).toEqual({ _tag: "Answer", notice: ALREADY_RAN_NOTICE, next: undefined })
+  })
+
+  it("gives a call delivered again after it finished its kept result, without running it (on any runner)", () => {
+    const done = finishedRow(row({ inflightCall: "c1" }), "c1", "{\"status\":\"ok\"}")
+    expect(decideExecute(done, "s", "B", "b:1", "c1")).toEqual({ _tag: "Replay", result: "{\"status\":\"ok\"}", next: undefined })
   })
 
   it("starts fresh without a notice after the session was ended on purpose, wherever the next cell runs", () => {
     const ended = endedRow(row({ doneCall: "c1" }))
     const decision = decideExecute(ended, "s", "B", "b:1", "c2")
     expect(decision._tag).toBe("Run")
-    expect(decision.notice).toBeUndefined()
+    expect(noticeOf(decision)).toBeUndefined()
     expect(decision.next?.ended).toBe(false)
   })
 

@@ -1,0 +1,208 @@
+/**
+ * The cluster end to end: a private PostgreSQL, `veyyon runner` processes and a client in
+ * this process, on loopback. Routing and kept state, streaming order, cancel as SIGINT,
+ * "busy", `kill -9` of a runner (every call answered, the cell in flight answered with the
+ * notice and run once only, moved sessions told their variables are gone, kv kept),
+ * adding a runner, and a SIGTERM hand-off. Real Python kernels; liveness bounds only.
+ */
+import { Effect, Fiber } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { LOST_CELL_NOTICE, REHOMED_NOTICE } from "../../src/cluster/LedgerDecision.ts"
+import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
+import { integrationEnabled } from "../support/python.ts"
+import { postgresSkipReason } from "../support/postgres.ts"
+import { LOCK_EXPIRATION_MS, startCluster, type TestCluster, type TestRunner } from "./support.ts"
+
+const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason()
+if (skipReason !== undefined) console.log(`skipping the cluster tests: ${skipReason}`)
+
+/** Every call after a runner's death must be answered within this (the lock expiry plus a generous margin for a loaded machine). */
+const ANSWER_BOUND_MS = LOCK_EXPIRATION_MS + 60_000
+
+describe.skipIf(skipReason !== undefined)("cluster", () => {
+  let cluster: TestCluster
+  const sessions = Array.from({ length: 16 }, (_, index) => `s${index}`)
+
+  const run = (sessionId: string, code: string, options: { readonly onEvent?: (output: KernelOutput) => void; readonly signal?: AbortSignal } = {}) =>
+    Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", code }, { sessionId, cwd: cluster.dir, ...options }))
+
+  const runPromise = (sessionId: string, code: string) => cluster.client.runPromise(run(sessionId, code))
+
+  const runnerOf = async (sessionId: string): Promise<TestRunner> => {
+    const address = (await cluster.owners()).get(sessionId)
+    const runner = cluster.runners.find((candidate) => candidate.address === address)
+    if (runner === undefined) throw new Error(`session ${sessionId} has no live owner (${address})`)
+    return runner
+  }
+
+  beforeAll(async () => {
+    cluster = await startCluster(2)
+  }, 180_000)
+
+  afterAll(async () => {
+    await cluster?.stop()
+  }, 120_000)
+
+  it("routes sessions across the runners and keeps each session's variables and kv between cells", async () => {
+    for (const sessionId of sessions) {
+      const first = await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}\nkv.set("name", x)`)
+      expect(first.status, first.text).toBe("ok")
+    }
+    for (const sessionId of sessions) {
+      const second = await runPromise(sessionId, "print(x, kv.get('name'))")
+      expect(second.text).toBe(`${sessionId} ${sessionId}`)
+    }
+    const owners = await cluster.owners()
+    expect(new Set(sessions.map((sessionId) => owners.get(sessionId))).size).toBe(2)
+  }, 120_000)
+
+  it("streams a cell's outputs in order before its result", async () => {
+    const seen: Array<string> = []
+    let resultAt = -1
+    const result = await cluster.client.runPromise(
+      run("stream", "import time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.05)", {
+        onEvent: (output) => {
+          if (output._tag === "Stdout") seen.push(output.text)
+        }
+      }).pipe(Effect.tap(() => Effect.sync(() => (resultAt = seen.length))))
+    )
+    expect(seen.join("")).toBe("0\n1\n2\n3\n4\n")
+    expect(resultAt).toBe(seen.length)
+    expect(result.text).toBe("0\n1\n2\n3\n4")
+  }, 120_000)
+
+  it("answers a second cell on a running session with busy, and cancelling reaches the kernel as SIGINT (the kernel and its variables live on)", async () => {
+    await runPromise("cancel", "kept = 41")
+    const controller = new AbortController()
+    let started!: () => void
+    const startedPromise = new Promise<void>((resolve) => (started = resolve))
+    const running = cluster.client.runPromise(run("cancel", "import time\nprint('go', flush=True)\ntime.sleep(120)", {
+      signal: controller.signal,
+      onEvent: (output) => {
+        if (output._tag === "Stdout" && output.text.includes("go")) started()
+      }
+    }))
+    await startedPromise
+    const busy = await runPromise("cancel", "print('should not run')")
+    expect(busy.status).toBe("error")
+    expect(busy.error?.ename).toBe("SessionBusy")
+    controller.abort()
+    const cancelled = await running
+    expect(cancelled.cancelled).toBe(true)
+    expect(cancelled.text).toContain("KeyboardInterrupt")
+    expect((await runPromise("cancel", "print(kept + 1)")).text).toBe("42")
+  }, 120_000)
+
+  it("interrupting the call interrupts the cell on its runner, as in-process: the kernel lives on with its variables", async () => {
+    await runPromise("interrupt", "kept = 1")
+    let started!: () => void
+    const startedPromise = new Promise<void>((resolve) => (started = resolve))
+    const fiber = cluster.client.runFork(run("interrupt", "import time\nprint('go', flush=True)\ntime.sleep(120)\nkept = 2", {
+      onEvent: (output) => {
+        if (output._tag === "Stdout") started()
+      }
+    }))
+    await startedPromise
+    await cluster.client.runPromise(Fiber.interrupt(fiber))
+    const deadline = Date.now() + 60_000
+    let after = await runPromise("interrupt", "print(kept)")
+    while (after.error?.ename === "SessionBusy" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      after = await runPromise("interrupt", "print(kept)")
+    }
+    expect(after.text).toBe("1")
+  }, 120_000)
+
+  it("kill -9 of a runner: every call is answered, the cell in flight gets the notice and ran once, moved sessions are told, kv is kept", async () => {
+    const counter = path.join(cluster.dir, "counter")
+    const inflightSession = sessions[0]!
+    let started!: () => void
+    const startedPromise = new Promise<void>((resolve) => (started = resolve))
+    const inflight = cluster.client.runPromise(
+      run(inflightSession, `open(${JSON.stringify(counter)}, "a").write("x")\nprint("started", flush=True)\nimport time\ntime.sleep(120)`, {
+        onEvent: (output) => {
+          if (output._tag === "Stdout") started()
+        }
+      })
+    )
+    await startedPromise
+    const ownersBefore = await cluster.owners()
+    const victim = await runnerOf(inflightSession)
+    victim.child.kill("SIGKILL")
+    await victim.exited
+    const killedAt = Date.now()
+    const lost = await inflight
+    expect(Date.now() - killedAt).toBeLessThan(ANSWER_BOUND_MS)
+    expect(lost.status).toBe("error")
+    expect(lost.notice).toBe(LOST_CELL_NOTICE)
+    expect(lost.text).toContain("was not run again")
+    const answers = await Promise.all(sessions.slice(1).map(async (sessionId) => [sessionId, await runPromise(sessionId, "print(globals().get('x'), kv.get('name'))")] as const))
+    expect(Date.now() - killedAt).toBeLessThan(ANSWER_BOUND_MS)
+    for (const [sessionId, answer] of answers) {
+      if (ownersBefore.get(sessionId) === victim.address) {
+        expect(answer.notice, sessionId).toBe(REHOMED_NOTICE)
+        expect(answer.text).toContain(`None ${sessionId}`)
+      } else {
+        expect(answer.notice, sessionId).toBeUndefined()
+        expect(answer.text).toBe(`${sessionId} ${sessionId}`)
+      }
+    }
+    // The lost cell never ran again: the counter holds the one mark of its only run.
+    expect((await runPromise(inflightSession, "print(kv.get('name'))")).text).toBe(inflightSession)
+    expect(fs.readFileSync(counter, "utf8")).toBe("x")
+  }, 180_000)
+
+  it("adding a runner moves some sessions; those say their variables are gone, the rest keep them", async () => {
+    for (const sessionId of sessions) await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}`)
+    const added = await cluster.addRunner()
+    const deadline = Date.now() + 90_000
+    let moved = 0
+    while (moved === 0 && Date.now() < deadline) {
+      for (const sessionId of sessions) {
+        const answer = await runPromise(sessionId, "print(globals().get('x'))")
+        if (answer.notice === REHOMED_NOTICE) {
+          expect(answer.text).toContain("None")
+          moved++
+          await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}`)
+        } else {
+          expect(answer.notice, sessionId).toBeUndefined()
+          expect(answer.text).toBe(sessionId)
+        }
+      }
+      if (moved === 0) await new Promise((resolve) => setTimeout(resolve, 500))
+    }
+    expect(moved).toBeGreaterThan(0)
+    expect([...(await cluster.owners()).values()]).toContain(added.address)
+  }, 180_000)
+
+  it("SIGTERM hands a runner's sessions off: its cell in flight is answered (its result or the notice, never a failure) and ran once", async () => {
+    const sessionId = "handed-off"
+    const counter = path.join(cluster.dir, "counter-term")
+    let started!: () => void
+    const startedPromise = new Promise<void>((resolve) => (started = resolve))
+    const inflight = cluster.client.runPromise(
+      run(sessionId, `open(${JSON.stringify(counter)}, "a").write("x")\nprint("started", flush=True)\nimport time\ntime.sleep(1)\nprint("finished")`, {
+        onEvent: (output) => {
+          if (output._tag === "Stdout") started()
+        }
+      })
+    )
+    await startedPromise
+    const victim = await runnerOf(sessionId)
+    victim.child.kill("SIGTERM")
+    const result: EvalResult = await inflight
+    // The cell finishes within the runner's grace; its result comes back, from the runner or kept in the ledger.
+    if (result.notice === undefined) expect(result.text).toBe("started\nfinished")
+    else expect(result.notice).toBe(LOST_CELL_NOTICE)
+    await victim.exited
+    const next = await runPromise(sessionId, "print(globals().get('x'))")
+    expect(next.notice).toBe(result.notice === undefined ? REHOMED_NOTICE : undefined)
+    expect(next.text).toContain("None")
+    expect(await victim.exited).not.toBe("SIGKILL")
+    expect(fs.readFileSync(counter, "utf8")).toBe("x")
+    expect(victim.log()).not.toMatch(/EPIPE|SocketError|internal error/)
+  }, 180_000)
+})

@@ -1,0 +1,123 @@
+/**
+ * A cluster on loopback for multi-process tests: a private PostgreSQL, `veyyon runner`
+ * processes as users start them (`bin/veyyon.mjs`), a client layer in the test process,
+ * and the session ledger read straight from the database. `stop` kills every runner and
+ * the database and removes every directory, also after a failure.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect, ManagedRuntime } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Redacted } from "effect"
+import { evalClusterLayer, type EvalClusterServices } from "../../src/cluster/EvalClusterLayer.ts"
+import { LEDGER_TABLE } from "../../src/cluster/SessionLedger.ts"
+import { childEnv, cliEntry } from "../cli/support.ts"
+import { startPostgres, type TestPostgres } from "../support/postgres.ts"
+
+/** The shard lock expiry the test cluster runs with. */
+export const LOCK_EXPIRATION_MS = 5000
+
+/** One runner process. */
+export interface TestRunner {
+  readonly address: string
+  readonly child: ChildProcess
+  readonly log: () => string
+  /** Resolves with the exit code or signal once the process has exited. */
+  readonly exited: Promise<number | string>
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+    })
+  })
+
+/** A cluster under test. */
+export interface TestCluster {
+  readonly pg: TestPostgres
+  readonly dir: string
+  readonly runners: Array<TestRunner>
+  readonly client: ManagedRuntime.ManagedRuntime<EvalClusterServices, unknown>
+  /** Starts one more runner and waits until it serves. */
+  readonly addRunner: () => Promise<TestRunner>
+  /** The runner address the ledger names as each session's owner (null when released). */
+  readonly owners: () => Promise<Map<string, string | null>>
+  readonly stop: () => Promise<void>
+}
+
+const waitForLine = (runner: { readonly log: () => string; readonly exited: Promise<number | string> }, pattern: RegExp) =>
+  new Promise<void>((resolve, reject) => {
+    let done = false
+    const timer = setInterval(() => {
+      if (pattern.test(runner.log())) {
+        done = true
+        clearInterval(timer)
+        resolve()
+      }
+    }, 50)
+    runner.exited.then((code) => {
+      if (done) return
+      clearInterval(timer)
+      reject(new Error(`the runner exited (${code}) before serving:\n${runner.log()}`))
+    })
+  })
+
+/** Starts PostgreSQL, `count` runners and a client; always call `stop`. */
+export const startCluster = async (count: number): Promise<TestCluster> => {
+  const pg = await startPostgres()
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-cluster-"))
+  fs.chmodSync(dir, 0o700)
+  const artifactsDir = path.join(dir, "sessions")
+  fs.mkdirSync(artifactsDir, { mode: 0o700 })
+  const runners: Array<TestRunner> = []
+  const env = childEnv(artifactsDir, {
+    VEYYON_CLUSTER_POSTGRES_URL: pg.url,
+    VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: String(LOCK_EXPIRATION_MS),
+    VEYYON_SANDBOX: "off"
+  })
+  const addRunner = async (): Promise<TestRunner> => {
+    const port = await freePort()
+    const child = spawn(cliEntry.command, [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`], { env, stdio: ["ignore", "ignore", "pipe"] })
+    let log = ""
+    child.stderr?.on("data", (chunk: Buffer) => (log = (log + chunk.toString("utf8")).slice(-20_000)))
+    const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "?")))
+    const runner = { address: `127.0.0.1:${port}`, child, log: () => log, exited }
+    runners.push(runner)
+    await waitForLine(runner, /serving sessions/)
+    return runner
+  }
+  const sql = ManagedRuntime.make(PgClient.layer({ url: Redacted.make(pg.url) }))
+  const client = ManagedRuntime.make(evalClusterLayer({
+    cluster: { postgresUrl: pg.url, shardLockExpirationMs: LOCK_EXPIRATION_MS },
+    settings: { artifactsDir },
+    env: false
+  }))
+  const stop = async () => {
+    await client.dispose().catch(() => undefined)
+    await sql.dispose().catch(() => undefined)
+    for (const runner of runners) runner.child.kill("SIGKILL")
+    await Promise.all(runners.map((runner) => runner.exited))
+    await pg.stop()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    for (let index = 0; index < count; index++) await addRunner()
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  const owners = () =>
+    sql.runPromise(Effect.gen(function*() {
+      const db = yield* PgClient.PgClient
+      const rows = yield* db<{ session_id: string; owner_address: string | null }>`SELECT session_id, owner_address FROM ${db(LEDGER_TABLE)}`
+      return new Map(rows.map((row) => [row.session_id, row.owner_address]))
+    }))
+  return { pg, dir, runners, client, addRunner, owners, stop }
+}
