@@ -10,6 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { BenchContext, Figure, FigureResult } from "./context.ts"
+import { cluster } from "./figures/cluster.ts"
 import { cold } from "./figures/cold.ts"
 import { interrupt } from "./figures/interrupt.ts"
 import { rich } from "./figures/rich.ts"
@@ -29,7 +30,8 @@ export const FIGURES: ReadonlyArray<readonly [string, Figure]> = [
   ["stream", stream],
   ["rich", rich],
   ["interrupt", interrupt],
-  ["scale", scale]
+  ["scale", scale],
+  ["cluster", cluster]
 ]
 
 /** How to run the bench. */
@@ -152,6 +154,35 @@ export const runBench = async (options: BenchOptions = {}): Promise<BenchResults
   }
 }
 
+/**
+ * `earlier` with the figures `fresh` measured replaced (`--only ids --merge`): a part of
+ * the bench re-measured without re-running the rest. The machine line stays the earlier
+ * run's; the fresh run's machine is noted.
+ */
+export const mergeResults = (earlier: BenchResults, fresh: BenchResults): BenchResults => {
+  const ids = new Set([...fresh.figures.map((f) => f.id), ...fresh.failures.map((f) => f.id)])
+  const figureOf = (row: Row) => earlier.figures.find((f) => f.rows.some((r) => r.figure === row.figure && r.measure === row.measure))?.id
+  const rows = [...earlier.rows.filter((row) => !ids.has(figureOf(row) ?? "")), ...fresh.rows]
+  const targets = rows.filter((r) => r.target !== undefined)
+  const m = fresh.machine
+  return {
+    ...earlier,
+    rows,
+    figures: [...earlier.figures.filter((f) => !ids.has(f.id)), ...fresh.figures],
+    failures: [...earlier.failures.filter((f) => !ids.has(f.id)), ...fresh.failures],
+    notes: [
+      ...earlier.notes.filter((n) => ![...ids].some((id) => n.startsWith(`${id}: measured separately`))),
+      ...[...ids].map((id) =>
+        `${id}: measured separately on ${fresh.generatedAt.slice(0, 10)} (load average ${m.loadAverage.start.join(" ")} at the start, calibration ${m.calibrationMs.start} ms)`)
+    ],
+    summary: {
+      targets: targets.length,
+      met: targets.filter((r) => r.target!.met).length,
+      missed: targets.filter((r) => !r.target!.met).map((r) => `${r.figure}: ${r.measure}`)
+    }
+  }
+}
+
 /** The markdown the README includes. */
 export const resultsMarkdown = (results: BenchResults): string => {
   const m = results.machine
@@ -183,8 +214,10 @@ const main = async () => {
   }
   const quick = flag("--quick")
   const only = value("--only")?.split(",")
-  const out = value("--out") ?? (quick || only !== undefined ? undefined : path.dirname(fileURLToPath(import.meta.url)))
-  const results = await runBench({ quick, jupyter: !flag("--no-jupyter"), ...(only === undefined ? {} : { only }) })
+  const merge = flag("--merge")
+  const out = value("--out") ?? (quick || (only !== undefined && !merge) ? undefined : path.dirname(fileURLToPath(import.meta.url)))
+  const fresh = await runBench({ quick, jupyter: !flag("--no-jupyter"), ...(only === undefined ? {} : { only }) })
+  const results = merge && out !== undefined ? mergeResults(JSON.parse(fs.readFileSync(path.join(out, "results.json"), "utf8")) as BenchResults, fresh) : fresh
   console.log("")
   console.log(textTable(results.rows))
   for (const failure of results.failures) console.log(`failed: ${failure.id}: ${failure.error}`)

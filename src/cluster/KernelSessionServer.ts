@@ -12,7 +12,12 @@ import { EvalTool, type EvalResult } from "../services/EvalTool.ts"
 import { Settings } from "../services/Settings.ts"
 import { type ExecuteEvent, KernelSession, type SessionCallFailed, sessionCallFailed } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
+import { inflightElsewhere } from "./LedgerDecision.ts"
+import { answersAt } from "./OwnerProbe.ts"
 import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
+
+/** How long a new owner waits for a live old owner to finish a call it had in flight (the library's entity termination grace, plus a margin). */
+const HAND_OFF_WAIT_MS = 20_000
 
 const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallFailed> => Stream.make(event)
 
@@ -49,6 +54,21 @@ const makeHandlers = (advertised: string) =>
       ledger.finishExecute(sessionId, callId, keptResult(result)).pipe(
         Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the end of call ${callId}: ${error.message}`))
       )
+
+    /**
+     * While the runner that had this very call in flight still answers (a shard moving on a
+     * rebalance or a hand-off), wait for it to finish or let go, so its result is replayed
+     * instead of calling the cell lost. Bounded by the entity termination grace.
+     */
+    const awaitHandOff = (callId: string) =>
+      Effect.gen(function*() {
+        const deadline = Date.now() + HAND_OFF_WAIT_MS
+        while (Date.now() < deadline) {
+          const owner = inflightElsewhere(yield* ledger.row(sessionId), ledger.incarnation, callId)
+          if (owner === undefined || !(yield* answersAt(owner, 1000))) return
+          yield* Effect.sleep(Duration.millis(250))
+        }
+      })
 
     const runCell = (params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) =>
       Effect.gen(function*() {
@@ -90,7 +110,8 @@ const makeHandlers = (advertised: string) =>
           const release = Effect.sync(() => {
             if (running === cell) running = undefined
           })
-          return ledger.beginExecute(sessionId, callId).pipe(
+          return awaitHandOff(callId).pipe(
+            Effect.zipRight(ledger.beginExecute(sessionId, callId)),
             Effect.tapErrorCause(() => release),
             Effect.mapError(ledgerFailure),
             Effect.flatMap((decision) =>

@@ -92,3 +92,13 @@ export const releasedRow = (row: LedgerRow, me: string): LedgerRow =>
 /** The row after the session was ended on purpose (`Reset`, `Shutdown`). */
 export const endedRow = (row: LedgerRow): LedgerRow =>
   ({ ...row, owner: null, ownerAddress: null, ended: true, lostCall: row.inflightCall ?? row.lostCall, inflightCall: null })
+
+/**
+ * The address of the runner that still holds call `callId` in flight, when another runner
+ * got it: that runner may be alive and finishing the cell (a shard moving on a rebalance
+ * or a hand-off), so the new owner waits while it answers before calling the cell lost.
+ */
+export const inflightElsewhere = (row: LedgerRow | undefined, me: string, callId: string): string | undefined =>
+  row !== undefined && row.owner !== null && row.owner !== me && row.inflightCall === callId && row.ownerAddress !== null
+    ? row.ownerAddress
+    : undefined

@@ -4,6 +4,7 @@ import {
   decideExecute,
   endedRow,
   finishedRow,
+  inflightElsewhere,
   type LedgerDecision,
   type LedgerRow,
   LOST_CELL_NOTICE,
@@ -90,5 +91,13 @@ describe("decideExecute", () => {
 
   it("leaves another runner's row alone on release", () => {
     expect(releasedRow(row(), "B")).toEqual(row())
+  })
+
+  it("names the old owner to wait for only while it still holds the very call in flight", () => {
+    expect(inflightElsewhere(row({ inflightCall: "c1" }), "B", "c1")).toBe("a:1")
+    expect(inflightElsewhere(row({ inflightCall: "c1" }), "B", "c2")).toBeUndefined()
+    expect(inflightElsewhere(row({ inflightCall: "c1" }), "A", "c1")).toBeUndefined()
+    expect(inflightElsewhere(releasedRow(row({ inflightCall: "c1" }), "A"), "B", "c1")).toBeUndefined()
+    expect(inflightElsewhere(undefined, "B", "c1")).toBeUndefined()
   })
 })

@@ -13,6 +13,7 @@ import { Effect, ManagedRuntime } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { Redacted } from "effect"
 import { evalClusterLayer, type EvalClusterServices } from "../../src/cluster/EvalClusterLayer.ts"
+import { DEFAULT_SHARDS } from "../../src/cluster/ClusterSettings.ts"
 import { LEDGER_TABLE } from "../../src/cluster/SessionLedger.ts"
 import { childEnv, cliEntry } from "../cli/support.ts"
 import { startPostgres, type TestPostgres } from "../support/postgres.ts"
@@ -49,6 +50,8 @@ export interface TestCluster {
   readonly addRunner: () => Promise<TestRunner>
   /** The runner address the ledger names as each session's owner (null when released). */
   readonly owners: () => Promise<Map<string, string | null>>
+  /** Resolves once the live runners hold every shard, each some. */
+  readonly settled: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -107,8 +110,28 @@ export const startCluster = async (count: number): Promise<TestCluster> => {
     await pg.stop()
     fs.rmSync(dir, { recursive: true, force: true })
   }
+  /**
+   * Waits until the live runners hold every shard between them, each some (their shard
+   * locks are Postgres advisory locks, one reserved connection per runner): then no
+   * rebalance is under way to move a session between two cells of a test.
+   */
+  const settled = async () => {
+    const live = () => runners.filter((runner) => runner.child.exitCode === null && runner.child.signalCode === null).length
+    const deadline = Date.now() + 120_000
+    while (Date.now() < deadline) {
+      const holders = await sql.runPromise(Effect.gen(function*() {
+        const db = yield* PgClient.PgClient
+        return yield* db<{ pid: number; locks: string }>`SELECT pid, count(*) AS locks FROM pg_locks WHERE locktype = 'advisory' AND granted GROUP BY pid`
+      }))
+      const total = holders.reduce((sum, holder) => sum + Number(holder.locks), 0)
+      if (holders.length === live() && total === DEFAULT_SHARDS) return
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    throw new Error("the cluster's shards did not settle on its runners within 120 s")
+  }
   try {
     for (let index = 0; index < count; index++) await addRunner()
+    await settled()
   } catch (error) {
     await stop()
     throw error
@@ -119,5 +142,5 @@ export const startCluster = async (count: number): Promise<TestCluster> => {
       const rows = yield* db<{ session_id: string; owner_address: string | null }>`SELECT session_id, owner_address FROM ${db(LEDGER_TABLE)}`
       return new Map(rows.map((row) => [row.session_id, row.owner_address]))
     }))
-  return { pg, dir, runners, client, addRunner, owners, stop }
+  return { pg, dir, runners, client, addRunner, owners, settled, stop }
 }
