@@ -17,6 +17,7 @@ const expected: Record<string, ReadonlyArray<string>> = {
   ".": [
     "AgentBridge", "AgentBridgeError", "AgentBridgeNotConfigured", "ArtifactDirUnavailable", "ArtifactStore",
     "BackendUnavailable", "EVAL_TOOL_NAME", "EvalLive", "EvalTool", "INTERRUPT_ESCALATION_MS", "IntrospectionFailed", "Kernel",
+    "InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer",
     "InvalidCwd", "InvalidEvalParams", "InvalidSettings", "InvalidTimeout", "KernelClosed", "KernelDied", "KernelKey",
     "KernelOutput", "KernelRegistry", "KernelSpawner", "KernelStartError", "KernelTimings", "KvRefused", "KvStore",
     "LimitsUnavailable", "NodeKernelSpawnerLive", "OutputSink", "PrivateDirRefused", "PythonRuntime",

@@ -5,7 +5,8 @@
  * go to stderr. With `--http`: streamable HTTP at `/mcp` on `--host` (default 127.0.0.1)
  * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, or one
  * generated and printed once on stderr), one kernel session per MCP session.
- * Cells run in the directory the server started in.
+ * Cells run in the directory the server started in. With `--cluster` (or `VEYYON_CLUSTER=1`)
+ * cells run on a veyyon cluster's runners instead of in this process.
  */
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
 import { Command, Options } from "@effect/cli"
