@@ -30,7 +30,11 @@ const samplesOf = async (once: () => Promise<unknown>, cells: number, warmup: nu
 const clusterCell = (cluster: TestCluster, sessionId: string, code: string) =>
   cluster.client.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", code }, { sessionId, cwd: cluster.dir })))
 
-/** Milliseconds from stopping the runner that holds `sessionId` (with `signal`) until a cell on it is answered elsewhere. */
+/**
+ * Milliseconds from stopping the runner that holds `sessionId` (with `signal`) until a
+ * cell on it is answered by another runner. After SIGTERM the runner still serves while it
+ * hands off, so the next cell is sent once it has exited.
+ */
 const failover = async (cluster: TestCluster, sessionId: string, signal: "SIGKILL" | "SIGTERM"): Promise<number> => {
   await clusterCell(cluster, sessionId, "y = 1")
   const owner = (await cluster.owners()).get(sessionId)
@@ -38,6 +42,7 @@ const failover = async (cluster: TestCluster, sessionId: string, signal: "SIGKIL
   if (victim === undefined) throw new Error(`no live owner for ${sessionId}`)
   const start = performance.now()
   victim.child.kill(signal)
+  if (signal === "SIGTERM") await victim.exited
   const answer = await clusterCell(cluster, sessionId, "y = 2")
   const ms = performance.now() - start
   if (answer.notice === undefined) throw new Error(`the moved session's first cell carried no notice: ${answer.text}`)
@@ -74,7 +79,7 @@ export const cluster = async (context: BenchContext): Promise<FigureResult> => {
       { figure, measure: "p99, warm cell in-process (EvalTool.run)", unit: "us", veyyon: p(inProcess, 0.99), floor: null, jupyter: null },
       { figure, measure: "p99, warm cell through the cluster", unit: "us", veyyon: p(through, 0.99), floor: null, jupyter: null },
       { figure, measure: `fail-over after kill -9, median of ${trials} (shard lock expiry ${LOCK_EXPIRATION_MS} ms)`, unit: "ms", veyyon: p(killed, 0.5), floor: null, jupyter: null },
-      { figure, measure: `hand-off after SIGTERM (idle session), median of ${trials}`, unit: "ms", veyyon: p(terminated, 0.5), floor: null, jupyter: null }
+      { figure, measure: `hand-off after SIGTERM (idle session): signal to the runner's exit and the next cell answered elsewhere, median of ${trials}`, unit: "ms", veyyon: p(terminated, 0.5), floor: null, jupyter: null }
     ]
     return {
       id: "cluster",

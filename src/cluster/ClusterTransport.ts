@@ -12,13 +12,16 @@ import * as SocketRunner from "@effect/cluster/SocketRunner"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
-import { layerClientProtocol, layerSocketServer } from "@effect/platform-node/NodeClusterSocket"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import { Socket } from "@effect/platform/Socket"
+import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { SocketServerError } from "@effect/platform/SocketServer"
-import { Duration, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { ClusterSettings } from "./ClusterSettings.ts"
 
 /** The prefix of the tables `@effect/cluster` keeps in Postgres. */
@@ -40,6 +43,28 @@ export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): Sh
 export const postgresLayer = (settings: ClusterSettings): Layer.Layer<SqlClient, SqlError> =>
   PgClient.layer({ url: Redacted.make(settings.postgresUrl), applicationName: "veyyon", maxConnections: 10 })
 
+/**
+ * The sockets between clients and runners, as `@effect/platform-node`'s cluster sockets
+ * but with Nagle's algorithm off on both ends: a stream's small chunk and ack frames
+ * otherwise wait out the peer's delayed ACK (about 90 ms a chunk measured on loopback).
+ */
+const layerClientProtocol: Layer.Layer<Runners.RpcClientProtocol, never, RpcSerialization.RpcSerialization> = Layer.effect(
+  Runners.RpcClientProtocol,
+  Effect.gen(function*() {
+    const serialization = yield* RpcSerialization.RpcSerialization
+    return Effect.fnUntraced(function*(address: RunnerAddress) {
+      const socket = yield* NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port, noDelay: true })
+      return yield* RpcClient.makeProtocolSocket().pipe(
+        Effect.provideService(Socket, socket),
+        Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+      )
+    }, Effect.orDie)
+  })
+)
+
+const layerSocketServer = (settings: ClusterSettings) =>
+  NodeSocketServer.layer({ host: settings.listen.host, port: settings.listen.port, noDelay: true })
+
 const storage = Layer.mergeAll(
   Layer.orDie(SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX })),
   Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))
@@ -47,7 +72,7 @@ const storage = Layer.mergeAll(
 
 /** The sharding of a runner: listens on its address, serves its shards' entities, sends to the others. */
 export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners, SocketServerError, SqlClient> =>
-  Layer.provide(SocketRunner.layer, [layerSocketServer, layerClientProtocol]).pipe(
+  Layer.provide(SocketRunner.layer, [layerSocketServer(settings), layerClientProtocol]).pipe(
     Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol))),
     Layer.provide(storage),
     Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, true))),
