@@ -6,12 +6,13 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Layer } from "effect"
-import { ArtifactStore, type ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
+import type { ArtifactDirUnavailable, ArtifactStore } from "../services/ArtifactStore.ts"
 import { EvalTool } from "../services/EvalTool.ts"
 import { type InvalidSettings, Settings, type SettingsInput } from "../services/Settings.ts"
 import { makeClusterEvalTool } from "./ClusterEvalTool.ts"
 import { type ClusterSettings, type ClusterSettingsInput, type InvalidClusterSettings, resolveClusterSettings } from "./ClusterSettings.ts"
 import { clientShardingLayer, postgresLayer } from "./ClusterTransport.ts"
+import { PgArtifactStoreLive } from "./PgArtifactStore.ts"
 
 /** How to build the cluster client layer. */
 export interface EvalClusterLayerOptions {
@@ -39,9 +40,12 @@ export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.L
   return Layer.unwrapEffect(Effect.gen(function*() {
     const cluster = yield* Either.match(resolveClusterSettings(options.cluster ?? {}, env), { onLeft: Effect.fail, onRight: Effect.succeed })
     const tool = Layer.effect(EvalTool, makeClusterEvalTool({ retryWindowMs: retryWindowMsOf(cluster), retryIntervalMs: 250 })).pipe(
-      Layer.provide(clientShardingLayer(cluster)),
-      Layer.provide(postgresLayer(cluster))
+      Layer.provide(clientShardingLayer(cluster))
     )
-    return Layer.mergeAll(tool, ArtifactStore.Live).pipe(Layer.provideMerge(Layer.merge(settings, NodeContext.layer)))
+    // Artifacts the runners published are read from Postgres (and cached in this process's private directory).
+    return Layer.mergeAll(tool, PgArtifactStoreLive).pipe(
+      Layer.provide(postgresLayer(cluster)),
+      Layer.provideMerge(Layer.merge(settings, NodeContext.layer))
+    )
   }))
 }

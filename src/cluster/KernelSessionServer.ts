@@ -12,6 +12,7 @@ import { EvalTool, type EvalResult } from "../services/EvalTool.ts"
 import { Settings } from "../services/Settings.ts"
 import { type ExecuteEvent, KernelSession, type SessionCallFailed, sessionCallFailed } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
+import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { inflightElsewhere } from "./LedgerDecision.ts"
 import { answersAt } from "./OwnerProbe.ts"
 import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
@@ -42,6 +43,7 @@ const makeHandlers = (advertised: string) =>
     const sessionId = address.entityId
     const tool = yield* EvalTool
     const ledger = yield* SessionLedger
+    const publisher = yield* ArtifactPublisher
     let running: RunningCell | undefined
 
     yield* Effect.addFinalizer(() =>
@@ -49,6 +51,14 @@ const makeHandlers = (advertised: string) =>
         tool.endSession(sessionId),
         ledger.release(sessionId).pipe(Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
       ))
+
+    /** Copies a cell's artifacts into Postgres before its result goes back, so `artifact://` resolves anywhere. */
+    const publish = (ids: ReadonlyArray<string>) =>
+      publisher.publish(sessionId, ids).pipe(
+        Effect.tap((report) =>
+          Effect.forEach(report.skipped, (skip) => Effect.logWarning(`artifact ${skip.id} of session ${sessionId} stays on this runner: ${skip.reason}`), { discard: true })),
+        Effect.catchAll((error) => Effect.logWarning(`the artifacts of session ${sessionId} were not published: ${error.message}`))
+      )
 
     const finish = (callId: string, result: EvalResult | undefined) =>
       ledger.finishExecute(sessionId, callId, keptResult(result)).pipe(
@@ -82,6 +92,7 @@ const makeHandlers = (advertised: string) =>
           }
         }).pipe(
           Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
+          Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
           Effect.onExit((exit) =>
             Exit.isInterrupted(exit) ? Effect.void : finish(cell.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
           Effect.matchCauseEffect({
@@ -140,7 +151,7 @@ const makeHandlers = (advertised: string) =>
   })
 
 /** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
-export const kernelSessionServer = (advertised: string): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | Settings> =>
+export const kernelSessionServer = (advertised: string): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings> =>
   Layer.unwrapEffect(Effect.map(Settings, (settings) =>
     KernelSession.toLayer(makeHandlers(advertised), {
       concurrency: "unbounded",

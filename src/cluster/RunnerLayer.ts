@@ -1,7 +1,7 @@
 /**
  * A cluster runner as a layer: this process's eval layer (registry, sandbox, every
  * backend) serving `KernelSession` entities for the shards it owns, with the session
- * ledger under a random incarnation id. Closing its scope hands the shards off (the
+ * ledger under a random incarnation id; kv in Postgres, each cell's artifacts published there. Closing its scope hands the shards off (the
  * sessions' kernels end here; their next cells run elsewhere with a notice).
  */
 import type { Sharding } from "@effect/cluster/Sharding"
@@ -14,7 +14,9 @@ import type { ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
 import type { InvalidSettings } from "../services/Settings.ts"
 import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
+import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { kernelSessionServer } from "./KernelSessionServer.ts"
+import { PgKvStoreLive } from "./PgKvStore.ts"
 import { SessionLedger } from "./SessionLedger.ts"
 
 /** Anything starting a runner can fail with. */
@@ -25,10 +27,12 @@ export const runnerLayer = (cluster: ClusterSettings, options: EvalLayerOptions 
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)
   const ledger = SessionLedger.layer(randomUUID(), advertised)
+  // kv in Postgres under the eval layer; the publisher copies each cell's artifacts there.
+  const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer(options).pipe(Layer.provide(PgKvStoreLive))))
   return kernelSessionServer(advertised).pipe(
     Layer.provideMerge(sharding),
     Layer.provide(ledger),
-    Layer.provide(evalLayer(options)),
+    Layer.provide(kernels),
     Layer.provide(postgresLayer(cluster))
   )
 }

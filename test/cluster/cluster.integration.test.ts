@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { LOST_CELL_NOTICE, REHOMED_NOTICE } from "../../src/cluster/LedgerDecision.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import { ArtifactStore } from "../../src/services/ArtifactStore.ts"
 import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
@@ -57,6 +58,16 @@ describe.skipIf(skipReason !== undefined)("cluster", () => {
     }
     const owners = await cluster.owners()
     expect(new Set(sessions.map((sessionId) => owners.get(sessionId))).size).toBe(2)
+  }, 120_000)
+
+  it("a truncated cell's full output is an artifact the client reads from Postgres, whichever runner wrote it", async () => {
+    const result = await runPromise("artifact", "for i in range(20000):\n    print('row', i)")
+    expect(result.truncation).toBeDefined()
+    expect(result.artifactIds.length).toBe(1)
+    const full = await cluster.client.runPromise(
+      Effect.flatMap(ArtifactStore, (artifacts) => Effect.flatMap(artifacts.forSession("artifact"), (store) => store.read(result.artifactIds[0]!)))
+    )
+    expect(full).toBe(Array.from({ length: 20000 }, (_, i) => `row ${i}\n`).join(""))
   }, 120_000)
 
   it("streams a cell's outputs in order before its result", async () => {
