@@ -19,7 +19,7 @@ import { CliFailure, ExitCode } from "./exitCodes.ts"
 import { VERSION } from "./version.ts"
 
 const root = Command.make("veyyon").pipe(
-  Command.withDescription("Run Python cells in a retained kernel: from the shell, interactively, or as an MCP tool."),
+  Command.withDescription("Run Python, JavaScript and Ruby cells in retained kernels: from the shell, interactively, as an MCP tool, or as a runner of a cluster."),
   Command.withSubcommands([evalCommand, replCommand, exportCommand, setupCommand, mcpCommand, runnerCommand, demoCommand])
 )
 

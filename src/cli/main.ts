@@ -29,4 +29,4 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   if (!GONE_READER_ERRORS.has(error.code)) throw error
 })
 
-NodeRuntime.runMain(program(process.argv), { disableErrorReporting: true, teardown })
+NodeRuntime.runMain(program(process.argv), { disableErrorReporting: true, disablePrettyLogger: true, teardown })
