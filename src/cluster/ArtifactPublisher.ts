@@ -9,17 +9,19 @@
  * (`artifacts.maxSessionMb`) is left out, as retention would drop it at once, and reported.
  * Then the session's retention is applied in Postgres as the file store applies it (age
  * `artifacts.maxAgeHours`, then the oldest until the rest fit; the newest stays). Opening
- * the layer removes every session's artifacts past the age limit.
+ * the layer removes every session's artifacts past the age limit. A publish that Postgres
+ * has not taken within `ARTIFACT_TRANSFER_TIMEOUT` fails (its transaction rolled back), so a
+ * stuck database never holds a cell's result.
  */
 import type { SqlError } from "@effect/sql"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { artifactIdProblem, ArtifactStore, retentionOf, sessionArtifactsDir } from "../services/ArtifactStore.ts"
 import { ownFileProblem } from "../services/PrivateDir.ts"
 import { Settings } from "../services/Settings.ts"
-import { ensureArtifactTables, existingIds, insertArtifact, pruneSessionRows, sweepOldRows } from "./PgArtifactRows.ts"
+import { ARTIFACT_TRANSFER_TIMEOUT, ensureArtifactTables, existingIds, insertArtifact, pruneSessionRows, sweepOldRows } from "./PgArtifactRows.ts"
 import { sessionIdProblem, sqlProblem } from "./PgSchema.ts"
 
 /** Artifacts of a session could not be copied into Postgres. */
@@ -64,9 +66,18 @@ const localIds = (dir: string): Array<string> => {
   }
 }
 
+/** How a publisher bounds its work. */
+export interface ArtifactPublisherOptions {
+  /** The longest one `publish` may take (default `ARTIFACT_TRANSFER_TIMEOUT`). */
+  readonly transferTimeout?: Duration.DurationInput
+}
+
 /** Builds the publisher over the local `ArtifactStore` root, the settings' retention and the `SqlClient` in context. */
-export const makeArtifactPublisher: Effect.Effect<ArtifactPublisherService, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> = Effect.gen(
-  function*() {
+export const makeArtifactPublisher = (
+  options: ArtifactPublisherOptions = {}
+): Effect.Effect<ArtifactPublisherService, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> =>
+  Effect.gen(function*() {
+    const transferTimeout = Duration.decode(options.transferTimeout ?? ARTIFACT_TRANSFER_TIMEOUT)
     const sql = yield* SqlClient.SqlClient
     const root = yield* ArtifactStore
     const retention = retentionOf(yield* Settings)
@@ -104,17 +115,26 @@ export const makeArtifactPublisher: Effect.Effect<ArtifactPublisherService, SqlE
         const now = yield* Clock.currentTimeMillis
         const pruned = published.length === 0 ? [] : yield* pruneSessionRows(sessionId, retention, now).pipe(Effect.mapError(failed("*")))
         return { published, skipped, pruned } satisfies PublishReport
-      }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      }).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.timeoutFail({
+          duration: transferTimeout,
+          onTimeout: () => new ArtifactPublishFailed({ sessionId, id: "*", reason: `Postgres did not take them within ${Duration.format(transferTimeout)}` })
+        })
+      )
 
     return { publish }
-  }
-)
+  })
 
 /** Copies a session's artifacts from a runner's private store into the cluster's Postgres. */
 export class ArtifactPublisher extends Context.Tag("veyyon-eval/ArtifactPublisher")<ArtifactPublisher, ArtifactPublisherService>() {
   /** The publisher on the `SqlClient`, local `ArtifactStore` and `Settings` in context; creates its tables and sweeps old artifacts as it starts. */
   static readonly layer: Layer.Layer<ArtifactPublisher, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> = Layer.effect(
     ArtifactPublisher,
-    makeArtifactPublisher
+    makeArtifactPublisher()
   )
+  /** The same with its own bounds. */
+  static layerWith(options: ArtifactPublisherOptions): Layer.Layer<ArtifactPublisher, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> {
+    return Layer.effect(ArtifactPublisher, makeArtifactPublisher(options))
+  }
 }

@@ -11,7 +11,7 @@
  * sweep over every session.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Data, Effect } from "effect"
+import { Data, Duration, Effect } from "effect"
 import * as NodeFs from "node:fs"
 import { EXCLUSIVE_CREATE, temporaryBeside } from "../services/AtomicFile.ts"
 import { type ArtifactFileInfo, type ArtifactRetention, idsToPrune } from "../services/ArtifactStore.ts"
@@ -19,6 +19,10 @@ import { ownFileProblem, PRIVATE_FILE_MODE } from "../services/PrivateDir.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
 /** The most bytes one chunk row holds (1 MiB). */
+
+/** The longest a publish or a fetch of artifacts may take before it fails with a clear error (Postgres stuck or unreachable). */
+export const ARTIFACT_TRANSFER_TIMEOUT = Duration.minutes(2)
+
 export const ARTIFACT_CHUNK_BYTES = 1024 * 1024
 
 const SCHEMA = [

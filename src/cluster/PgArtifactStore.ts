@@ -14,7 +14,7 @@
 import type { SqlError } from "@effect/sql"
 import { SqlClient } from "@effect/sql"
 import { NodeFileSystem } from "@effect/platform-node"
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer } from "effect"
 import {
   type ArtifactDirUnavailable,
   type ArtifactEntry,
@@ -28,7 +28,7 @@ import {
   retentionOf
 } from "../services/ArtifactStore.ts"
 import { Settings } from "../services/Settings.ts"
-import { ensureArtifactTables, fetchArtifact, pruneSessionRows, sessionRows, sweepOldRows } from "./PgArtifactRows.ts"
+import { ARTIFACT_TRANSFER_TIMEOUT, ensureArtifactTables, fetchArtifact, LocalFileProblem, pruneSessionRows, sessionRows, sweepOldRows } from "./PgArtifactRows.ts"
 import { sqlProblem } from "./PgSchema.ts"
 
 /** `local` (one session's private store) with reads falling back to that session's artifacts in Postgres. */
@@ -45,6 +45,10 @@ const sessionStore = (
     Effect.gen(function*() {
       const target = yield* local.path(id)
       const found = yield* withSql(fetchArtifact(sessionId, id, target)).pipe(
+        Effect.timeoutFail({
+          duration: ARTIFACT_TRANSFER_TIMEOUT,
+          onTimeout: () => new LocalFileProblem({ reason: `the cluster's artifact store (Postgres) did not answer within ${Duration.format(ARTIFACT_TRANSFER_TIMEOUT)}` })
+        }),
         Effect.mapError((error) =>
           new ArtifactReadFailed({
             id,

@@ -11,8 +11,8 @@ import * as path from "node:path"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
-import { ArtifactPublisher } from "../../src/cluster/ArtifactPublisher.ts"
+import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
+import { ArtifactPublisher, type ArtifactPublisherOptions } from "../../src/cluster/ArtifactPublisher.ts"
 import { ARTIFACT_CHUNK_BYTES } from "../../src/cluster/PgArtifactRows.ts"
 import { PgKvStoreLive } from "../../src/cluster/PgKvStore.ts"
 import { PgArtifactStoreLive } from "../../src/cluster/PgArtifactStore.ts"
@@ -41,11 +41,11 @@ const sqlLayer = (url: string) => PgClient.layer({ url: Redacted.make(url), maxC
 const settingsLayer = (artifactsDir: string, maxSessionMb = 256, maxAgeHours = 168) =>
   Settings.layer({ artifactsDir, artifacts: { maxSessionMb, maxAgeHours } })
 
-/** A runner: its own private store (today's ArtifactStore.Live) and the publisher. */
-const runnerRuntime = (url: string, maxSessionMb?: number, maxAgeHours?: number) => {
+/** A runner: its own private store (today's ArtifactStore.Live) and the publisher (with its own bounds when given). */
+const runnerRuntime = (url: string, maxSessionMb?: number, maxAgeHours?: number, publisher: ArtifactPublisherOptions = {}) => {
   const dir = privateDir()
   const base = Layer.mergeAll(settingsLayer(dir, maxSessionMb, maxAgeHours), sqlLayer(url))
-  return ManagedRuntime.make(ArtifactPublisher.layer.pipe(Layer.provideMerge(ArtifactStore.Live), Layer.provideMerge(base)))
+  return ManagedRuntime.make(ArtifactPublisher.layerWith(publisher).pipe(Layer.provideMerge(ArtifactStore.Live), Layer.provideMerge(base)))
 }
 
 /** A client (or a runner reading): the Postgres-backed store over its own private directory. */
@@ -124,6 +124,31 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
     expect(mcp.contents[0]).toMatchObject({ uri: `artifact://${textId}`, mimeType: "text/plain", text })
     const other_session = await client.runPromiseExit(Effect.flatMap(sessionOf("s2"), (store) => store.read(textId)))
     expect(Exit.isFailure(other_session) && String(other_session.cause)).toContain("ArtifactNotFound")
+  }, 120_000)
+
+  it("bounds a publish that Postgres does not take, with a clear error, and publishes once it can", async () => {
+    const runner = track(runnerRuntime(pg!.url, undefined, undefined, { transferTimeout: "300 millis" }))
+    const holder = track(clientRuntime(pg!.url))
+    const id = await runner.runPromise(writeArtifact("stuck", "payload"))
+    const locked = Effect.runSync(Deferred.make<void>())
+    const release = Effect.runSync(Deferred.make<void>())
+    const holding = holder.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`LOCK TABLE veyyon_artifact IN ACCESS EXCLUSIVE MODE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      }))))
+    try {
+      await Effect.runPromise(Deferred.await(locked))
+      const stuck = await runner.runPromiseExit(Effect.flatMap(ArtifactPublisher, (p) => p.publish("stuck", [id])))
+      expect(Exit.isFailure(stuck) && String(stuck.cause)).toContain("Postgres did not take them within 300ms")
+    } finally {
+      await Effect.runPromise(Deferred.succeed(release, undefined))
+      await holding
+    }
+    const report = await runner.runPromise(Effect.flatMap(ArtifactPublisher, (p) => p.publish("stuck", [id])))
+    expect(report.published).toEqual([id])
+    expect(await holder.runPromise(Effect.flatMap(sessionOf("stuck"), (store) => store.read(id)))).toBe("payload")
   }, 120_000)
 
   it("publishes each artifact once, everything not yet there when no ids are given, and refuses hostile names and planted links", async () => {
