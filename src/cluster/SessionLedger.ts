@@ -4,14 +4,25 @@
  * and the last call done. A runner consults it before running a cell, so a cell whose
  * runner died is answered with a notice instead of running twice, and the first cell on
  * a re-homed session says its variables are gone. The table is created at layer start.
+ * Every call is bounded (`LEDGER_CALL_TIMEOUT`): a stuck database makes a cell fail to
+ * start with a clear error, never hang.
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Context, Duration, Effect, Layer } from "effect"
 import { decideExecute, endedRow, finishedRow, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
 
 /** A finished call's result is kept for a second delivery when its JSON is at most this long (characters). */
 export const MAX_KEPT_RESULT_CHARS = 1024 * 1024
+
+/** The longest a ledger call may take before it fails (Postgres stuck, or a row lock held too long). */
+export const LEDGER_CALL_TIMEOUT = Duration.seconds(30)
+
+/** How a ledger bounds its calls. */
+export interface SessionLedgerOptions {
+  /** The longest one call may take (default `LEDGER_CALL_TIMEOUT`). */
+  readonly callTimeout?: Duration.DurationInput
+}
 
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
@@ -59,13 +70,14 @@ export interface SessionLedgerService {
 /** The ledger service. */
 export class SessionLedger extends Context.Tag("veyyon-eval/SessionLedger")<SessionLedger, SessionLedgerService>() {
   /** The ledger for runner incarnation `incarnation` advertised at `address`; creates the table if missing. */
-  static layer(incarnation: string, address: string): Layer.Layer<SessionLedger, SqlError, SqlClient.SqlClient> {
-    return Layer.effect(SessionLedger, makeLedger(incarnation, address))
+  static layer(incarnation: string, address: string, options: SessionLedgerOptions = {}): Layer.Layer<SessionLedger, SqlError, SqlClient.SqlClient> {
+    return Layer.effect(SessionLedger, makeLedger(incarnation, address, options))
   }
 }
 
-const makeLedger = (incarnation: string, address: string) =>
+const makeLedger = (incarnation: string, address: string, options: SessionLedgerOptions) =>
   Effect.gen(function*() {
+    const callTimeout = Duration.decode(options.callTimeout ?? LEDGER_CALL_TIMEOUT)
     const sql = yield* SqlClient.SqlClient
     yield* sql`CREATE TABLE IF NOT EXISTS ${sql(LEDGER_TABLE)} (
       session_id text PRIMARY KEY,
@@ -101,7 +113,12 @@ const makeLedger = (incarnation: string, address: string) =>
         const { next, value } = step(found)
         if (next !== undefined && next !== found) yield* write(next)
         return value
-      }))
+      })).pipe(
+        Effect.timeoutFail({
+          duration: callTimeout,
+          onTimeout: () => new SqlError({ message: `the session ledger (Postgres) did not answer within ${Duration.format(callTimeout)}` })
+        })
+      )
     return {
       incarnation,
       beginExecute: (sessionId, callId) =>
