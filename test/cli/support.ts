@@ -4,8 +4,6 @@
  * tracked so a test run never leaves one behind.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { findPython } from "../support/python.ts"
@@ -19,8 +17,8 @@ export const cliEntry: { readonly command: string; readonly args: ReadonlyArray<
   args: [path.join(repoRoot, "bin", "veyyon.mjs")]
 }
 
-/** A fresh temporary directory. */
-export const tempDir = (prefix: string): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+/** A fresh temporary directory, removed when the test process exits. */
+export { tempDir } from "../support/tempDirs.ts"
 
 /** The environment children run with: the test interpreter (no shim start-up), artifacts in `artifactsDir`, no colour. */
 export const childEnv = (artifactsDir: string, extra: Readonly<Record<string, string>> = {}): Record<string, string> => {

@@ -1,5 +1,4 @@
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, ManagedRuntime } from "effect"
@@ -7,9 +6,10 @@ import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { tempDir } from "../support/tempDirs.ts"
 
 const python = findPython()
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-evaltool-"))
+const artifactsDir = tempDir("veyyon-evaltool-")
 
 const makeRuntime = (settings: Parameters<typeof evalLayer>[0] = {}) =>
   ManagedRuntime.make(
