@@ -19,11 +19,10 @@ import { ownFileProblem, PRIVATE_FILE_MODE } from "../services/PrivateDir.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
 /** The most bytes one chunk row holds (1 MiB). */
+export const ARTIFACT_CHUNK_BYTES = 1024 * 1024
 
 /** The longest a publish or a fetch of artifacts may take before it fails with a clear error (Postgres stuck or unreachable). */
 export const ARTIFACT_TRANSFER_TIMEOUT = Duration.minutes(2)
-
-export const ARTIFACT_CHUNK_BYTES = 1024 * 1024
 
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS veyyon_artifact (
