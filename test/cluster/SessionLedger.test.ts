@@ -6,33 +6,22 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
 import { LOST_CELL_NOTICE } from "../../src/cluster/LedgerDecision.ts"
 import { SessionLedger, type SessionLedgerOptions } from "../../src/cluster/SessionLedger.ts"
-import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
+import { postgresSkipReason } from "../support/postgres.ts"
+import { postgresForFile } from "./database.ts"
 
 const skip = postgresSkipReason()
 if (skip !== undefined) console.warn(`session ledger: skipping: ${skip}`)
 
 describe.skipIf(skip !== undefined)("session ledger in Postgres", () => {
-  let pg: TestPostgres | undefined
-  const runtimes: Array<{ dispose: () => Promise<void> }> = []
+  const database = postgresForFile()
   const runner = (incarnation: string, options: SessionLedgerOptions = {}) => {
-    const sql = PgClient.layer({ url: Redacted.make(pg!.url), maxConnections: 4 })
-    const runtime = ManagedRuntime.make(SessionLedger.layer(incarnation, `127.0.0.1:${incarnation.length}`, options).pipe(Layer.provideMerge(sql)))
-    runtimes.push(runtime)
-    return runtime
+    const sql = PgClient.layer({ url: Redacted.make(database.url()), maxConnections: 4 })
+    return database.track(ManagedRuntime.make(SessionLedger.layer(incarnation, `127.0.0.1:${incarnation.length}`, options).pipe(Layer.provideMerge(sql))))
   }
-
-  beforeAll(async () => {
-    pg = await startPostgres()
-  }, 180_000)
-
-  afterAll(async () => {
-    for (const runtime of runtimes) await runtime.dispose()
-    await pg?.stop()
-  }, 60_000)
 
   it("records a call before it runs; a new owner answers the dead owner's call in flight with the notice", async () => {
     const first = runner("runner-a")

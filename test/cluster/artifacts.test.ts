@@ -6,11 +6,10 @@
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
 import { ArtifactPublisher, type ArtifactPublisherOptions } from "../../src/cluster/ArtifactPublisher.ts"
 import { ARTIFACT_CHUNK_BYTES } from "../../src/cluster/PgArtifactRows.ts"
@@ -22,20 +21,17 @@ import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { ArtifactStore, type ArtifactStoreService, sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import { Settings } from "../../src/services/Settings.ts"
-import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
+import { postgresSkipReason } from "../support/postgres.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { tempDir } from "../support/tempDirs.ts"
+import { postgresForFile } from "./database.ts"
 
 const python = findPython()
 
 const skip = postgresSkipReason()
 if (skip !== undefined) console.warn(`cluster artifacts: skipping: ${skip}`)
 
-const dirs: Array<string> = []
-const privateDir = () => {
-  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-cluster-art-")))
-  dirs.push(dir)
-  return dir
-}
+const privateDir = () => fs.realpathSync(tempDir("veyyon-cluster-art-"))
 
 const sqlLayer = (url: string) => PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })
 const settingsLayer = (artifactsDir: string, maxSessionMb = 256, maxAgeHours = 168) =>
@@ -80,27 +76,13 @@ const localFile = (sessionId: string, id: string) =>
 const sessionOf = (sessionId: string) => Effect.flatMap(ArtifactStore, (root) => root.forSession(sessionId))
 
 describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
-  let pg: TestPostgres | undefined
-  const runtimes: Array<{ dispose: () => Promise<void> }> = []
-  const track = <T extends { dispose: () => Promise<void> }>(runtime: T): T => {
-    runtimes.push(runtime)
-    return runtime
-  }
-
-  beforeAll(async () => {
-    pg = await startPostgres()
-  }, 180_000)
-
-  afterAll(async () => {
-    for (const runtime of runtimes) await runtime.dispose()
-    await pg?.stop()
-    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
-  }, 60_000)
+  const database = postgresForFile()
+  const track = database.track
 
   it("publishes a cell's artifacts on one runner; the client and another runner read them byte for byte", async () => {
-    const runner = track(runnerRuntime(pg!.url))
-    const client = track(clientRuntime(pg!.url))
-    const other = track(clientRuntime(pg!.url))
+    const runner = track(runnerRuntime(database.url()))
+    const client = track(clientRuntime(database.url()))
+    const other = track(clientRuntime(database.url()))
     const text = "line\n".repeat(1000) + "ü✓ done\n"
     const binary = randomBytes(2 * ARTIFACT_CHUNK_BYTES + 12345)
     const textId = await runner.runPromise(writeArtifact("s1", text))
@@ -127,8 +109,8 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
   }, 120_000)
 
   it("bounds a publish that Postgres does not take, with a clear error, and publishes once it can", async () => {
-    const runner = track(runnerRuntime(pg!.url, undefined, undefined, { transferTimeout: "300 millis" }))
-    const holder = track(clientRuntime(pg!.url))
+    const runner = track(runnerRuntime(database.url(), undefined, undefined, { transferTimeout: "300 millis" }))
+    const holder = track(clientRuntime(database.url()))
     const id = await runner.runPromise(writeArtifact("stuck", "payload"))
     const locked = Effect.runSync(Deferred.make<void>())
     const release = Effect.runSync(Deferred.make<void>())
@@ -152,7 +134,7 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
   }, 120_000)
 
   it("publishes each artifact once, everything not yet there when no ids are given, and refuses hostile names and planted links", async () => {
-    const runner = track(runnerRuntime(pg!.url))
+    const runner = track(runnerRuntime(database.url()))
     const first = await runner.runPromise(writeArtifact("s3", "one"))
     const publish = (ids?: ReadonlyArray<string>) => runner.runPromise(Effect.flatMap(ArtifactPublisher, (p) => p.publish("s3", ids)))
     expect((await publish([first])).published).toEqual([first])
@@ -173,7 +155,7 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
     const long = await runner.runPromiseExit(Effect.flatMap(ArtifactPublisher, (p) => p.publish("s".repeat(SESSION_ID_MAX + 1))))
     expect(Exit.isFailure(long) && String(long.cause)).toContain("session id is longer than 1024 bytes")
 
-    const client = track(clientRuntime(pg!.url))
+    const client = track(clientRuntime(database.url()))
     const bad = await client.runPromiseExit(Effect.flatMap(sessionOf("s3"), (store) => store.read("../x")))
     expect(Exit.isFailure(bad) && String(bad.cause)).toContain("InvalidArtifactId")
     const missing = await client.runPromiseExit(Effect.flatMap(sessionOf("s3"), (store) => store.resolve(`artifact://${planted}`)))
@@ -181,8 +163,8 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
   }, 120_000)
 
   it("keeps a session within its budget in Postgres (oldest first, the newest stays) and leaves out one artifact over it", async () => {
-    const runner = track(runnerRuntime(pg!.url, 1))
-    const client = track(clientRuntime(pg!.url, 1))
+    const runner = track(runnerRuntime(database.url(), 1))
+    const client = track(clientRuntime(database.url(), 1))
     const ids = await runner.runPromise(writeArtifacts("s4", Array.from({ length: 3 }, () => "x".repeat(400 * 1024))))
     for (const [i, id] of ids.entries()) {
       const when = new Date(Date.now() - (10 - i) * 60_000)
@@ -200,7 +182,7 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
   }, 120_000)
 
   it("drops artifacts past the age limit: at publish for the session, and for every session when a store opens", async () => {
-    const runner = track(runnerRuntime(pg!.url, 256, 1))
+    const runner = track(runnerRuntime(database.url(), 256, 1))
     const [old, fresh] = await runner.runPromise(writeArtifacts("s5", ["old", "fresh"]))
     const file = await runner.runPromise(localFile("s5", old!))
     const twoHoursAgo = new Date(Date.now() - 2 * 3600_000)
@@ -208,11 +190,11 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
     const report = await runner.runPromise(Effect.flatMap(ArtifactPublisher, (p) => p.publish("s5", [old, fresh])))
     expect(report).toEqual({ published: [old, fresh], skipped: [], pruned: [old] })
 
-    const seeded = track(runnerRuntime(pg!.url))
+    const seeded = track(runnerRuntime(database.url()))
     const elsewhere = await seeded.runPromise(writeArtifact("s6", "aged elsewhere"))
     await seeded.runPromise(Effect.flatMap(ArtifactPublisher, (p) => p.publish("s6", [elsewhere])))
     await seeded.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE veyyon_artifact SET mtime_ms = mtime_ms - ${3 * 3600_000} WHERE id = ${elsewhere}`))
-    const client = track(clientRuntime(pg!.url, 256, 1))
+    const client = track(clientRuntime(database.url(), 256, 1))
     const store: ArtifactStoreService = await client.runPromise(sessionOf("s6"))
     expect(await client.runPromise(store.list)).toEqual([])
     const chunks = await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM veyyon_artifact_chunk WHERE id = ${elsewhere}`))
@@ -226,10 +208,10 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
         Layer.provideMerge(
           evalLayer({ env: false, settings: { artifactsDir: runnerDir, output: { maxBytes: 2000 }, python: { interpreter: python! } } }).pipe(Layer.provide(PgKvStoreLive))
         ),
-        Layer.provideMerge(sqlLayer(pg!.url))
+        Layer.provideMerge(sqlLayer(database.url()))
       )
     ))
-    const client = track(clientRuntime(pg!.url))
+    const client = track(clientRuntime(database.url()))
     const result = await runner.runPromise(Effect.flatMap(EvalTool, (tool) =>
       tool.run({ language: "py", code: "kv.set('rows', 5000)\nfor i in range(5000):\n    print('row', i)" }, { sessionId: "cell", cwd: process.cwd() })))
     expect(result.artifactIds.length).toBe(1)
