@@ -3,7 +3,8 @@
  * holding its kernels, a generation, the call in flight, the call lost with a dead runner
  * and the last call done. A runner consults it before running a cell, so a cell whose
  * runner died is answered with a notice instead of running twice, and the first cell on
- * a re-homed session says its variables are gone. The table is created at layer start.
+ * a re-homed session says its variables are gone. The table is created at layer start,
+ * under the schema lock every store of the cluster takes (`ensureSchema`).
  * Every call is bounded (`LEDGER_CALL_TIMEOUT`): a stuck database makes a cell fail to
  * start with a clear error, never hang.
  */
@@ -11,6 +12,7 @@ import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Duration, Effect, Layer } from "effect"
 import { decideExecute, endedRow, finishedRow, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
+import { ensureSchema } from "./PgSchema.ts"
 
 /** A finished call's result is kept for a second delivery when its JSON is at most this long (characters). */
 export const MAX_KEPT_RESULT_CHARS = 1024 * 1024
@@ -26,6 +28,19 @@ export interface SessionLedgerOptions {
 
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
+  session_id text PRIMARY KEY,
+  owner text,
+  owner_address text,
+  generation bigint NOT NULL,
+  inflight_call text,
+  lost_call text,
+  done_call text,
+  done_result text,
+  ended boolean NOT NULL DEFAULT false,
+  updated_at timestamptz NOT NULL DEFAULT now()
+)`
 
 interface DbRow {
   readonly session_id: string
@@ -79,21 +94,7 @@ const makeLedger = (incarnation: string, address: string, options: SessionLedger
   Effect.gen(function*() {
     const callTimeout = Duration.decode(options.callTimeout ?? LEDGER_CALL_TIMEOUT)
     const sql = yield* SqlClient.SqlClient
-    yield* sql`CREATE TABLE IF NOT EXISTS ${sql(LEDGER_TABLE)} (
-      session_id text PRIMARY KEY,
-      owner text,
-      owner_address text,
-      generation bigint NOT NULL,
-      inflight_call text,
-      lost_call text,
-      done_call text,
-      done_result text,
-      ended boolean NOT NULL DEFAULT false,
-      updated_at timestamptz NOT NULL DEFAULT now()
-    )`.pipe(
-      // Two runners starting at once may race on the catalog; the loser finds the table there.
-      Effect.retry({ times: 3 })
-    )
+    yield* ensureSchema([SCHEMA])
     const read = (sessionId: string, lock: boolean) =>
       Effect.map(
         lock
