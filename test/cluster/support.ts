@@ -6,7 +6,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, ManagedRuntime } from "effect"
@@ -16,7 +15,7 @@ import { evalClusterLayer, type EvalClusterServices } from "../../src/cluster/Ev
 import { DEFAULT_SHARDS } from "../../src/cluster/ClusterSettings.ts"
 import { LEDGER_TABLE } from "../../src/cluster/SessionLedger.ts"
 import { childEnv, cliEntry } from "../cli/support.ts"
-import { startPostgres, type TestPostgres } from "../support/postgres.ts"
+import { freePort, startPostgres, type TestPostgres } from "../support/postgres.ts"
 
 /** The shard lock expiry the test cluster runs with. */
 export const LOCK_EXPIRATION_MS = 5000
@@ -29,16 +28,6 @@ export interface TestRunner {
   /** Resolves with the exit code or signal once the process has exited. */
   readonly exited: Promise<number | string>
 }
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.on("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 /** A cluster under test. */
 export interface TestCluster {

@@ -57,7 +57,8 @@ export const postgresSkipReason = (): string | undefined => {
   return undefined
 }
 
-const freePort = (): Promise<number> =>
+/** A loopback port nothing listens on right now, for the caller to bind soon after. */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const server = net.createServer()
     server.unref()
