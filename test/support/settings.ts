@@ -5,14 +5,14 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Either } from "effect"
 import { resolveSettings, type SettingsInput, type SettingsValues } from "../../src/services/Settings.ts"
-import { removeAtExit } from "./tempDirs.ts"
+import { removeWhenDone } from "./tempDirs.ts"
 
 /** Default settings with `input` applied, artifacts under a fresh temp directory (removed when the process exits), no spare kernels unless asked; the environment is ignored. */
 export const testSettings = (input: SettingsInput = {}): SettingsValues =>
   Either.getOrThrow(
     resolveSettings(
       {
-        artifactsDir: removeAtExit(path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`)),
+        artifactsDir: removeWhenDone(path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`)),
         ...input,
         kernel: { spares: 0, ...input.kernel }
       },

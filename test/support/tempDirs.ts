@@ -19,10 +19,10 @@ if (process.env.VITEST !== undefined) (await import("vitest")).afterAll(removeAl
 else process.once("exit", removeAll)
 
 /** Removes `dir` (recursively) after the importing file's tests. */
-export const removeAtExit = (dir: string): string => {
+export const removeWhenDone = (dir: string): string => {
   made.add(dir)
   return dir
 }
 
 /** A fresh private temporary directory named by `prefix`, removed after the importing file's tests. */
-export const tempDir = (prefix: string): string => removeAtExit(fs.mkdtempSync(path.join(os.tmpdir(), prefix)))
+export const tempDir = (prefix: string): string => removeWhenDone(fs.mkdtempSync(path.join(os.tmpdir(), prefix)))
