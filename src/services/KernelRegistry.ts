@@ -37,6 +37,7 @@ import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { KvStore, makeKvStore, withKvWrites } from "./KvStore.ts"
 import * as KernelSupervisor from "./KernelSupervisor.ts"
+import * as RcMapHolds from "./RcMapHolds.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
 import { isScript, PythonRuntime } from "./PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError, RunnerSourceMissing } from "./RunnerCache.ts"
@@ -406,12 +407,16 @@ const makeRegistry = Effect.gen(function*() {
     )
 
   const supervisor: KernelSupervisor.KernelSupervisor<KernelKey> = yield* KernelSupervisor.make<KernelKey>({
-    invalidate: (key) => RcMap.invalidate(kernels, key),
+    invalidate: (key) => held.drop(key),
     label: (key) => key.label
   })
   const kernels = yield* RcMap.make({
     lookup: (key: KernelKey) => Effect.tap(startKernel(key, true), (kernel) => supervisor.watch(key, kernel)),
     idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMsOf(settings, key.language))
+  })
+  const held = yield* RcMapHolds.make(kernels, {
+    idleTtlMs: (key: KernelKey) => idleTtlMsOf(settings, key.language),
+    usable: (kernel) => kernel.isAlive
   })
 
   const resolveKey = (request: RegistryRequest) =>
@@ -436,16 +441,8 @@ const makeRegistry = Effect.gen(function*() {
       return kernel === undefined ? Effect.succeed(known) : Effect.flatMap(kernel.isAlive, (alive) => (alive ? Effect.succeed(known) : fresh()))
     })
 
-  const liveKernel = (key: KernelKey) =>
-    Effect.gen(function*() {
-      const kernel = yield* RcMap.get(kernels, key)
-      if (yield* kernel.isAlive) return kernel
-      yield* supervisor.evict(key)
-      return yield* RcMap.get(kernels, key)
-    })
-
   const attempt = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
-    Effect.scoped(Effect.flatMap(liveKernel(key), (kernel) => kernel.run(request, onOutput)))
+    held.use(key, (kernel) => kernel.run(request, onOutput))
 
   const retryOnceAfterDeath = (
     run: Effect.Effect<CellOutcome, RegistryError>,
@@ -510,7 +507,7 @@ const makeRegistry = Effect.gen(function*() {
   ): Effect.Effect<A, RegistryError | IntrospectionFailed> =>
     perCall(place.language)
       ? Effect.fail(new IntrospectionFailed({ reason: "in per-call kernel mode no kernel is kept between calls to ask" }))
-      : Effect.scoped(Effect.flatMap(keyFor({ ...place, code: "" }), (key) => Effect.flatMap(liveKernel(key), use)))
+      : Effect.flatMap(keyFor({ ...place, code: "" }), (key) => held.use(key, use))
 
   return {
     run,
