@@ -3,11 +3,12 @@
  * bridge call is in flight. Pauses nest; the resume that brings them to zero starts a
  * fresh full window (see `WatchdogBudget`). Output never extends the budget.
  *
- * A window is one fiber sleeping on the fiber's `Clock`: the live clock in production,
- * a `TestClock` in tests, the same code either way. It is not tied to a scope, so a cell
- * starts and stops its watchdog without a finalizer.
+ * Under the live clock a window is a host timer (arming it costs no fiber: a forked
+ * sleeper and its interruption were a tenth of a warm cell's host work); under any other
+ * clock (a `TestClock`) it is a fiber sleeping on that clock. Neither is tied to a scope,
+ * so a cell starts and stops its watchdog without a finalizer.
  */
-import { Deferred, Duration, Effect, Exit, type Fiber, FiberId, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, type Fiber, FiberId, type Scope } from "effect"
 import * as WatchdogBudget from "./WatchdogBudget.ts"
 
 /** A running watchdog for one cell. */
@@ -24,6 +25,45 @@ export interface CellWatchdog {
   readonly stop: Effect.Effect<void>
 }
 
+/** Starts and stops one window. */
+interface Window {
+  readonly arm: Effect.Effect<void>
+  readonly disarm: Effect.Effect<void>
+}
+
+/** The clock of a runtime nobody configured, whose sleeps are plain host timers. */
+const liveClock = Effect.runSync(Clock.clockWith(Effect.succeed))
+
+const hostWindow = (millis: number, ring: Effect.Effect<void>): Window => {
+  let handle: ReturnType<typeof setTimeout> | undefined
+  return {
+    arm: Effect.sync(() => {
+      handle = setTimeout(() => {
+        handle = undefined
+        Effect.runFork(ring)
+      }, millis)
+    }),
+    disarm: Effect.sync(() => {
+      if (handle !== undefined) clearTimeout(handle)
+      handle = undefined
+    })
+  }
+}
+
+const fiberWindow = (window: Duration.Duration, ring: Effect.Effect<void>): Window => {
+  let fiber: Fiber.RuntimeFiber<void> | undefined
+  return {
+    arm: Effect.map(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(window), ring))), (started) => {
+      fiber = started
+    }),
+    disarm: Effect.sync(() => {
+      const running = fiber
+      fiber = undefined
+      running?.unsafeInterruptAsFork(FiberId.none)
+    })
+  }
+}
+
 /**
  * Starts a watchdog with `budget`; `onExpire` runs once when it runs out, unless `stop`
  * ran first. Pause, resume and stop complete without suspending, so calls from different
@@ -33,24 +73,13 @@ export const start = (
   budget: Duration.DurationInput,
   onExpire: Effect.Effect<void> = Effect.void
 ): Effect.Effect<CellWatchdog> =>
-  Effect.suspend(() => {
+  Clock.clockWith((clock) => {
     const window = Duration.decode(budget)
     const expired = Deferred.unsafeMake<void>(FiberId.none)
     let stopped = false
     let state = WatchdogBudget.running
-    let fiber: Fiber.RuntimeFiber<void> | undefined
-    const ring = Effect.suspend(() => {
-      fiber = undefined
-      return stopped ? Effect.void : Effect.zipRight(Deferred.done(expired, Exit.void), onExpire)
-    })
-    const arm = Effect.map(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(window), ring))), (started) => {
-      fiber = started
-    })
-    const disarm = Effect.sync(() => {
-      const running = fiber
-      fiber = undefined
-      running?.unsafeInterruptAsFork(FiberId.none)
-    })
+    const ring = Effect.suspend(() => (stopped ? Effect.void : Effect.zipRight(Deferred.done(expired, Exit.void), onExpire)))
+    const { arm, disarm } = clock === liveClock ? hostWindow(Duration.toMillis(window), ring) : fiberWindow(window, ring)
     const apply = (step: WatchdogBudget.BudgetStep) =>
       Effect.suspend(() => {
         state = step.budget
