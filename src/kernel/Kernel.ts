@@ -16,7 +16,7 @@ import { Cause, Deferred, Duration, Effect, Exit, type Fiber, FiberId, Mailbox, 
 import { AgentBridge } from "../services/AgentBridge.ts"
 import { bridgeCalls } from "./BridgeCalls.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
-import { encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"
+import { type DoneFrame, encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"
 import { decodeFrames } from "./FrameDecoder.ts"
 import * as FrameInbox from "./FrameInbox.ts"
 import type { Completion, Inspection, IntrospectionFailed } from "./Introspection.ts"
@@ -29,6 +29,7 @@ import { DeathCause, isTerminal, type LifecycleAction, LifecycleEvent, Lifecycle
 import { queries } from "./Queries.ts"
 import {
   abortRequest,
+  type CellEnding,
   type CellRequest,
   executeLine,
   failRequest,
@@ -128,6 +129,15 @@ export interface Kernel {
 
 const MAILBOX_CAPACITY = 64
 
+const cellOutcome = (ended: CellEnding, frame: DoneFrame | undefined, notice: string | undefined): CellOutcome => ({
+  status: frame?.status ?? "error",
+  executionCount: frame?.executionCount ?? 0,
+  cancelled: ended._tag === "stop" || frame?.cancelled === true,
+  timedOut: ended._tag === "stop" && ended.reason === "timeout",
+  killed: frame === undefined,
+  ...(notice === undefined ? {} : { notice })
+})
+
 const annotateSpan = (requestId: string, outcome: CellOutcome, outputBytes: number) =>
   Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
     Effect.sync(() => {
@@ -221,11 +231,11 @@ export const spawn = (
     const stderrTail = new StderrTail()
     const table = new RequestTable()
 
-    const writeLine = (line: string): Effect.Effect<void, KernelClosed> =>
-      Effect.zipRight(
-        launch.trace === true ? Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`) : Effect.void,
-        proc.write(line).pipe(Effect.mapError(() => new KernelClosed({ reason: "its process no longer reads requests" })))
-      )
+    const sendLine = (line: string): Effect.Effect<void, KernelClosed> =>
+      Effect.catchAll(proc.write(line), () => Effect.fail(new KernelClosed({ reason: "its process no longer reads requests" })))
+    const writeLine = launch.trace === true
+      ? (line: string) => Effect.zipRight(Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`), sendLine(line))
+      : sendLine
     const write = (frame: HostFrame) => writeLine(encodeHostLine(frame))
 
     const failActive = (requestId: string, cause: DeathCause) =>
@@ -359,11 +369,12 @@ export const spawn = (
       const endCell = (request: CellRequest, canceller: Fiber.RuntimeFiber<void> | undefined) =>
         Effect.suspend(() => {
           table.remove(request)
-          const stops: Array<Effect.Effect<void>> = []
-          if (request.watchdog !== undefined) stops.push(request.watchdog.stop)
           canceller?.unsafeInterruptAsFork(FiberId.none)
-          if (request.bridgeScope !== undefined) stops.push(Scope.close(request.bridgeScope, Exit.void))
-          return stops.length === 0 ? Effect.void : Effect.all(stops, { discard: true })
+          const stopWatchdog = request.watchdog?.stop
+          const bridgeScope = request.bridgeScope
+          if (bridgeScope === undefined) return stopWatchdog ?? Effect.void
+          const closeBridge = Scope.close(bridgeScope, Exit.void)
+          return stopWatchdog === undefined ? closeBridge : Effect.zipRight(stopWatchdog, closeBridge)
         })
 
       const runCell = (req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.Effect<CellOutcome, KernelError> =>
@@ -396,31 +407,33 @@ export const spawn = (
             }
           }
           let canceller: Fiber.RuntimeFiber<void> | undefined
-          const cell = Effect.gen(function*() {
-            yield* dispatch(LifecycleEvent.Execute({ requestId: request.id }))
-            if (req.timeoutSeconds !== undefined) {
-              request.watchdog = yield* CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout"))
-            }
-            if (req.cancel !== undefined) canceller = yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel"))))
-            yield* writeLine(executeLine(request.id, req)).pipe(
-              Effect.tapError(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" }))),
-              Effect.ignore
-            )
-            const ended = yield* Deferred.await(request.ended)
-            const { frame, notice } = ended._tag === "finished"
-              ? { frame: ended.frame, notice: undefined }
-              : yield* interruptCell(interrupts, request, ended.reason, req.timeoutSeconds)
-            const outcome: CellOutcome = {
-              status: frame?.status ?? "error",
-              executionCount: frame?.executionCount ?? 0,
-              cancelled: ended._tag === "stop" || frame?.cancelled === true,
-              timedOut: ended._tag === "stop" && ended.reason === "timeout",
-              killed: frame === undefined,
-              ...(notice === undefined ? {} : { notice })
-            }
-            if (traced) yield* annotateSpan(request.id, outcome, bytes)
-            return outcome
-          })
+          const outcomeOf = (ended: CellEnding): Effect.Effect<CellOutcome, KernelError> => {
+            const outcome = ended._tag === "finished"
+              ? Effect.succeed(cellOutcome(ended, ended.frame, undefined))
+              : Effect.map(interruptCell(interrupts, request, ended.reason, req.timeoutSeconds), ({ frame, notice }) =>
+                cellOutcome(ended, frame, notice))
+            return traced ? Effect.tap(outcome, (done) => annotateSpan(request.id, done, bytes)) : outcome
+          }
+          const send = writeLine(executeLine(request.id, req)).pipe(
+            Effect.catchAll(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" })))
+          )
+          const watched = req.timeoutSeconds === undefined
+            ? send
+            : Effect.flatMap(CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout")), (watchdog) => {
+              request.watchdog = watchdog
+              return send
+            })
+          const armed = req.cancel === undefined
+            ? watched
+            : Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel")))), (fiber) => {
+              canceller = fiber
+              return watched
+            })
+          const cell = dispatch(LifecycleEvent.Execute({ requestId: request.id })).pipe(
+            Effect.zipRight(armed),
+            Effect.zipRight(Deferred.await(request.ended)),
+            Effect.flatMap(outcomeOf)
+          )
           return cell.pipe(
             Effect.onExit(() =>
               request.done !== undefined || isTerminal(lifecycle)
