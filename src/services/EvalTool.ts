@@ -4,8 +4,8 @@
  * whose interpreter is missing only fails its own cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
-import { Context, Data, Effect, Either, Layer, Option, Schema } from "effect"
-import { KernelOutput } from "../kernel/KernelOutput.ts"
+import { Context, Data, Effect, Either, Layer, Schema } from "effect"
+import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { backendOf, registeredBackends } from "../backends/index.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
@@ -16,7 +16,7 @@ import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService }
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
 import { type KernelPlace, KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
 import { type FieldHints, paramsProblem } from "./ParamsProblem.ts"
-import type { SinkOutput, Truncation } from "./OutputSink.ts"
+import type { SinkOutput, SinkResult, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "./SessionRecord.ts"
 import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } from "./Settings.ts"
@@ -184,35 +184,63 @@ export interface CheckedParams {
 export const checkParams = (
   raw: unknown,
   settings: SettingsValues
-): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> =>
-  Either.gen(function*() {
-    const params = plainParams(raw) ?? (yield* decodeRawParams(raw).pipe(
-      Either.mapLeft((error) => new InvalidEvalParams({ problem: paramsProblem(error, EVAL_TOOL_NAME, PARAM_HINTS) }))
-    ))
-    const enabled = enabledLanguages(settings)
-    if (backendOf(params.language) === undefined) {
-      return yield* Either.left(
-        new InvalidEvalParams({ problem: `language must be one of ${enabled.join(", ") || "(none enabled)"}, got ${JSON.stringify(params.language)}` })
-      )
-    }
-    const language = params.language as EvalLanguage
-    if (!enabled.includes(language)) {
-      return yield* Either.left(
-        new BackendUnavailable({
-          language,
-          reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)`
-        })
-      )
-    }
-    const timeoutSeconds = yield* clampTimeoutSeconds(params.timeout)
-    return {
-      language,
-      code: params.code,
-      ...(params.title === undefined ? {} : { title: params.title }),
-      timeoutSeconds,
-      reset: params.reset ?? false
-    }
+): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> => {
+  let params = plainParams(raw)
+  if (params === undefined) {
+    const decoded = decodeRawParams(raw)
+    if (Either.isLeft(decoded)) return Either.left(new InvalidEvalParams({ problem: paramsProblem(decoded.left, EVAL_TOOL_NAME, PARAM_HINTS) }))
+    params = decoded.right
+  }
+  const enabled = enabledLanguages(settings)
+  if (backendOf(params.language) === undefined) {
+    return Either.left(
+      new InvalidEvalParams({ problem: `language must be one of ${enabled.join(", ") || "(none enabled)"}, got ${JSON.stringify(params.language)}` })
+    )
+  }
+  const language = params.language as EvalLanguage
+  if (!enabled.includes(language)) {
+    return Either.left(
+      new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` })
+    )
+  }
+  const timeoutSeconds = clampTimeoutSeconds(params.timeout)
+  if (Either.isLeft(timeoutSeconds)) return Either.left(timeoutSeconds.left)
+  return Either.right({
+    language,
+    code: params.code,
+    ...(params.title === undefined ? {} : { title: params.title }),
+    timeoutSeconds: timeoutSeconds.right,
+    reset: params.reset ?? false
   })
+}
+
+/** The outcome of a cell that ended without one (its kernel could not be started). */
+const NO_OUTCOME = { status: "error", executionCount: 0, cancelled: false, timedOut: false, killed: false } as const
+
+/** The tool's result for a cell's sink result; pure. */
+const evalResultOf = (params: CheckedParams, result: SinkResult, outcome: CellOutcome, durationMs: number): EvalResult => {
+  const rendered = [...result.outputs, KernelOutput.Done(outcome)]
+  const failed = result.outputs.find((o) => o._tag === "Error")
+  return {
+    language: params.language,
+    ...(params.title === undefined ? {} : { title: params.title }),
+    status: outcome.status,
+    cancelled: outcome.cancelled,
+    timedOut: outcome.timedOut,
+    killed: outcome.killed,
+    executionCount: outcome.executionCount,
+    outputs: result.outputs,
+    text: renderOutputsAsText(rendered),
+    images: outputImages(rendered),
+    ...(failed?._tag === "Error" ? { error: { ename: failed.ename, evalue: failed.evalue, traceback: failed.traceback } } : {}),
+    ...(result.truncation === undefined ? {} : { truncation: result.truncation }),
+    artifactIds: result.artifactIds,
+    ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
+    ...(outcome.retried === true ? { retried: true as const } : {}),
+    ...(outcome.kernelExit === undefined ? {} : { kernelExit: outcome.kernelExit }),
+    durationMs
+  }
+}
 
 const abortEffect = (signal: AbortSignal): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
@@ -287,57 +315,38 @@ const makeEvalTool = Effect.gen(function*() {
       ...(context.signal === undefined ? {} : { cancel: abortEffect(context.signal) })
     }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
 
+  const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome) => {
+    const count = outcome.executionCount > 0 ? outcome.executionCount : null
+    return records.record(sessionId, {
+      language: params.language,
+      source: params.code,
+      executionCount: count,
+      outputs: notebookOutputs(result.outputs, count, outcome.notice)
+    }).pipe(Effect.catchAll((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
+  }
+
   const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
-    Effect.gen(function*() {
-      const params = yield* checkParams(raw, settings).pipe(
-        Either.mapLeft((error) => (error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error))
-      )
-      const started = Date.now()
-      const store = yield* sessionStore(context.sessionId)
-      const onEvent = context.onEvent
-      const result = yield* sinks.collectPushed((push) => runCell(params, context, push), {
-        store,
-        ...(onEvent === undefined ? {} : { onEvent })
-      })
-      if (result.artifactIds.length > 0) yield* store.prune
-      const outcome = result.outcome ?? {
-        status: "error" as const,
-        executionCount: 0,
-        cancelled: false,
-        timedOut: false,
-        killed: false
+    Effect.suspend(() => {
+      const checked = checkParams(raw, settings)
+      if (Either.isLeft(checked)) {
+        const error = checked.left
+        return Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
       }
-      const rendered = [...result.outputs, KernelOutput.Done(outcome)]
-      const count = outcome.executionCount > 0 ? outcome.executionCount : null
-      yield* records.record(context.sessionId, {
-        language: params.language,
-        source: params.code,
-        executionCount: count,
-        outputs: notebookOutputs(result.outputs, count, outcome.notice)
-      }).pipe(Effect.catchAll((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
-      const error = Option.fromNullable(result.outputs.find((o) => o._tag === "Error")).pipe(
-        Option.map((o) => (o._tag === "Error" ? { ename: o.ename, evalue: o.evalue, traceback: o.traceback } : undefined)),
-        Option.getOrUndefined
-      )
-      return {
-        language: params.language,
-        ...(params.title === undefined ? {} : { title: params.title }),
-        status: outcome.status,
-        cancelled: outcome.cancelled,
-        timedOut: outcome.timedOut,
-        killed: outcome.killed,
-        executionCount: outcome.executionCount,
-        outputs: result.outputs,
-        text: renderOutputsAsText(rendered),
-        images: outputImages(rendered),
-        ...(error === undefined ? {} : { error }),
-        ...(result.truncation === undefined ? {} : { truncation: result.truncation }),
-        artifactIds: result.artifactIds,
-        ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
-        ...(outcome.retried === true ? { retried: true as const } : {}),
-        ...(outcome.kernelExit === undefined ? {} : { kernelExit: outcome.kernelExit }),
-        durationMs: Date.now() - started
-      } satisfies EvalResult
+      const params = checked.right
+      const started = Date.now()
+      const onEvent = context.onEvent
+      return Effect.flatMap(sessionStore(context.sessionId), (store) =>
+        Effect.flatMap(
+          sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) }),
+          (result) => {
+            const outcome = result.outcome ?? NO_OUTCOME
+            const kept = recordCell(context.sessionId, params, result, outcome)
+            return Effect.as(
+              result.artifactIds.length > 0 ? Effect.zipRight(store.prune, kept) : kept,
+              evalResultOf(params, result, outcome, Date.now() - started)
+            )
+          }
+        ))
     }).pipe(
       lockFor(context.sessionId).withPermits(1),
       (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)

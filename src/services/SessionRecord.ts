@@ -223,7 +223,8 @@ const makeSessionRecord = Effect.gen(function*() {
 
   /** Appends the cell to the session's journal: one small write to an open file. */
   const record = (sessionId: string, cell: RecordedCell) => {
-    const dir = sessionCellsDir(settings.artifactsDir, sessionId)
+    const known = journals.get(sessionId)
+    const dir = known?.dir ?? sessionCellsDir(settings.artifactsDir, sessionId)
     return Effect.try({
       try: () => {
         if (!readyDirs.has(dir)) {
@@ -231,7 +232,7 @@ const makeSessionRecord = Effect.gen(function*() {
           readyDirs.add(dir)
         }
         let journal = journals.get(sessionId)
-        if (journal === undefined || journal.dir !== dir) {
+        if (journal === undefined) {
           journal = { dir, fd: undefined, size: 0 }
           journals.set(sessionId, journal)
         }
