@@ -103,13 +103,16 @@ const jsonText = (value: unknown): string => {
   }
 }
 
-/** The text a bundle shows as; empty only for a bundle that holds nothing to show. */
+/** The text a bundle shows as; empty only for a bundle that holds nothing to show (image payloads are read only when it has no text or JSON). */
 export const renderBundle = (bundle: MimeBundle): string => {
-  const content = readBundle(bundle)
-  if (Option.isSome(content.text)) return content.text.value
-  if (Option.isSome(content.json)) return jsonText(content.json.value)
-  if (content.images.length > 0) return content.images.map(imagePlaceholder).join("\n")
-  if (Option.isSome(content.status)) return Option.getOrElse(renderStatus(content.status.value), () => "")
+  const text = bundleText(bundle)
+  if (Option.isSome(text)) return text.value
+  const json = bundleJson(bundle)
+  if (Option.isSome(json)) return jsonText(json.value)
+  const images = bundleImages(bundle)
+  if (images.length > 0) return images.map(imagePlaceholder).join("\n")
+  const status = bundleStatus(bundle)
+  if (Option.isSome(status)) return Option.getOrElse(renderStatus(status.value), () => "")
   const types = Object.keys(bundle)
   return types.length === 0 ? "" : `[display: ${types.join(", ")}]`
 }

@@ -7,13 +7,15 @@
  * that does not match that shape (a `/`, `..`, an absolute path, ...) is rejected
  * before the file system is touched.
  *
- * Writers copy what they are given into a `WRITE_BUFFER_BYTES` buffer (so the caller's
- * strings die young) and, when it fills, write it through one open file handle behind
- * the caller while a second buffer takes the next appends (so a writer waits for the disk
- * only when the disk is slower than its input); a chunk larger than the buffer goes out
- * on its own after what is buffered. `appendNow` does the same without any effect while
- * it can, so a flood of output pays for one write per buffer and nothing per chunk. Their
- * data is complete on disk once `close` returns (or their scope closes).
+ * Writers copy what they are given into a `WRITE_BUFFER_BYTES` buffer, taken at the first
+ * copy (so the caller's strings die young) and, when it fills, write it through one open
+ * file handle behind the caller while a second buffer takes the next appends (so a writer
+ * waits for the disk only when the disk is slower than its input); a chunk larger than the
+ * buffer goes out on its own after what is buffered, and so do bytes appended while nothing
+ * is buffered (an image is one write, and takes no buffer). `appendNow` does the same
+ * without any effect while it can, so a flood of output pays for one write per buffer and
+ * nothing per chunk. Their data is complete on disk once `close` returns (or their scope
+ * closes).
  *
  * The directories are private (`PrivateDir`: ours, 0700, checked before use), files are
  * created exclusively with mode 0600, and a read opens the file without following a
@@ -114,7 +116,10 @@ export interface ArtifactWriter {
   readonly id: string
   readonly uri: string
   readonly path: string
-  /** Appends text (as UTF-8) or bytes; fails once the writer is closed. */
+  /**
+   * Appends text (as UTF-8) or bytes; bytes appended while nothing is buffered are written
+   * before it returns, so the caller may reuse them. Fails once the writer is closed.
+   */
   readonly append: (chunk: string | Uint8Array) => Effect.Effect<void, ArtifactWriteFailed>
   /**
    * Appends `chunk` at once, without an effect, and answers true: when it fits the buffer, or
@@ -360,7 +365,8 @@ export const makeArtifactStore = (
         const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
         const handle = yield* fs.open(file, { flag: "wx", mode: PRIVATE_FILE_MODE }).pipe(Scope.extend(scope))
         const lock = yield* Effect.makeSemaphore(1)
-        let buffer: Buffer = Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+        /** Taken at the first copy, so a writer given only whole byte chunks takes none. */
+        let buffer: Buffer | undefined
         /** The other buffer: being written while `writing` runs, then free for the next rotation. */
         let spare: Buffer | undefined
         let writing: Fiber.RuntimeFiber<void, ArtifactWriteFailed> | undefined
@@ -382,7 +388,7 @@ export const makeArtifactStore = (
         const rotate = Effect.zipRight(
           settle,
           Effect.suspend(() => {
-            if (filled === 0) return Effect.void
+            if (filled === 0 || buffer === undefined) return Effect.void
             const data = buffer.subarray(0, filled)
             const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
             spare = buffer
@@ -398,7 +404,7 @@ export const makeArtifactStore = (
         const flush = Effect.zipRight(
           settle,
           Effect.suspend(() => {
-            if (filled === 0) return Effect.void
+            if (filled === 0 || buffer === undefined) return Effect.void
             const data = buffer.subarray(0, filled)
             filled = 0
             return writeOut(data)
@@ -423,6 +429,7 @@ export const makeArtifactStore = (
 
         /** Copies `chunk` into the buffer when it surely fits: its size in bytes, or -1 (nothing copied). */
         const copyWhenRoom = (chunk: string | Uint8Array): number => {
+          buffer ??= Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
           const room = buffer.length - filled
           if (typeof chunk !== "string") {
             if (chunk.length > room) return -1
@@ -444,7 +451,7 @@ export const makeArtifactStore = (
             if (done === null || Exit.isFailure(done)) return false
             writing = undefined
           }
-          const data = buffer.subarray(0, filled)
+          const data = buffer!.subarray(0, filled)
           const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
           spare = buffer
           buffer = next
@@ -457,7 +464,7 @@ export const makeArtifactStore = (
           if (busy > 0 || closed) return false
           let size = copyWhenRoom(chunk)
           if (size < 0) {
-            if (filled === 0 || chunk.length > buffer.length || !rotateNow()) return false
+            if (filled === 0 || chunk.length > WRITE_BUFFER_BYTES || !rotateNow()) return false
             size = copyWhenRoom(chunk)
             if (size < 0) return false
           }
@@ -468,17 +475,21 @@ export const makeArtifactStore = (
         const append = (chunk: string | Uint8Array) =>
           exclusive(Effect.suspend(() => {
             if (closed) return Effect.fail(fail("the writer is already closed"))
+            if (typeof chunk !== "string" && filled === 0) {
+              written += chunk.length
+              return Effect.zipRight(settle, writeOut(chunk))
+            }
             const copied = copyWhenRoom(chunk)
             if (copied >= 0) {
               written += copied
-              return filled === buffer.length ? rotate : Effect.void
+              return filled === WRITE_BUFFER_BYTES ? rotate : Effect.void
             }
             const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
             written += size
-            if (size <= buffer.length) {
+            if (size <= WRITE_BUFFER_BYTES) {
               return Effect.zipRight(rotate, Effect.suspend(() => {
                 copyWhenRoom(chunk)
-                return filled === buffer.length ? rotate : Effect.void
+                return filled === WRITE_BUFFER_BYTES ? rotate : Effect.void
               }))
             }
             return Effect.zipRight(flush, writeOut(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk))

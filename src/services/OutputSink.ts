@@ -15,8 +15,11 @@
  * Rich outputs keep their order; those that arrive after the head's last text
  * follow the marker. Images are kept up to `maxImageBytes` of payload per
  * result; later ones are saved as `img-…` artifacts and replaced by a note in
- * `text/plain`. After `maxRichOutputs` displays, results and status events, further
- * ones go to an `outputs-….jsonl` artifact behind one `OutputsOmitted` marker.
+ * `text/plain`. Those saves run behind the cell, one at a time and at most
+ * `MAX_PENDING_SAVE_BYTES` of payload behind it, so the cell's next output does not
+ * wait for the disk; `finish` and `close` wait for them. After `maxRichOutputs`
+ * displays, results and status events, further ones go to an `outputs-….jsonl`
+ * artifact behind one `OutputsOmitted` marker.
  * Errors are always kept. Nothing is written when nothing exceeds a budget. Watchdog
  * pause/resume events (a pair per bridge call, e.g. each kv call) have done their work on
  * the cell's timeout by then and are not kept, so they use up no budget.
@@ -24,7 +27,7 @@
  * Writing an artifact can fail (a full disk): the result is still bounded and says
  * why the full output could not be saved.
  */
-import { Context, Data, Effect, Exit, Layer, Scope, Stream } from "effect"
+import { Context, Data, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import { outputHandler, type OutputHandler } from "../kernel/Kernel.ts"
 import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../render/Status.ts"
@@ -33,6 +36,9 @@ import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "./
 
 /** Image payload (base64 text as received) kept in one result: 32 MiB. */
 export const DEFAULT_MAX_IMAGE_BYTES = 32 * 1024 * 1024
+
+/** Image payload (base64 text) that may wait to be saved behind a cell; past it, the next over-budget image waits. */
+export const MAX_PENDING_SAVE_BYTES = 8 * 1024 * 1024
 
 /** Displays, results and status events kept in one result. */
 export const DEFAULT_MAX_RICH_OUTPUTS = 1000
@@ -258,6 +264,9 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   let droppedId = ""
   let droppedError: string | undefined
 
+  let saves: Array<{ readonly fiber: Fiber.RuntimeFiber<void>; readonly bytes: number }> = []
+  let pendingSaveBytes = 0
+
   let outcome: CellOutcome | undefined
   let result: SinkResult | undefined
 
@@ -426,9 +435,18 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     else entries.push(entry)
   }
 
-  const saveImage = (mime: string, payload: string) =>
+  /** The decoded bytes of one base64 payload, in a buffer the sink reuses (saves run one at a time). */
+  let scratch: Buffer | undefined
+  const decodeBase64 = (payload: string): Buffer => {
+    const most = Math.ceil(payload.length / 4) * 3
+    if (scratch === undefined || scratch.length < most) scratch = Buffer.allocUnsafe(most)
+    return scratch.subarray(0, scratch.write(payload, "base64"))
+  }
+
+  /** Saves one image as an artifact, filling its reserved place in `artifactIds`; gives the note that replaces it. */
+  const saveImage = (mime: string, payload: string, slot: number) =>
     Effect.gen(function*() {
-      const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : Buffer.from(payload, "base64")
+      const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : decodeBase64(payload)
       const why = `${mime} (${data.length} bytes) not shown: this result already holds ` +
         `${mebibytes(limits.maxImageBytes)} of images`
       const saved = yield* Effect.either(Effect.scoped(
@@ -436,28 +454,57 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
           Effect.zipRight(image.append(data), image.close))
       ))
       if (saved._tag === "Left") return `[${why}; it could not be saved: ${saved.left.message}]`
-      artifactIds.push(saved.right.id)
+      artifactIds[slot] = saved.right.id
       return `[${why}; saved to ${saved.right.uri}]`
     })
 
-  const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
+  /** Runs `save` behind the cell after the saves before it, first waiting for the oldest while too much payload waits. */
+  const startSave = (save: Effect.Effect<void>, bytes: number) =>
     Effect.gen(function*() {
-      let bundle: Record<string, unknown> | undefined
-      const notes: Array<string> = []
+      while (saves.length > 0 && pendingSaveBytes + bytes > MAX_PENDING_SAVE_BYTES) {
+        const oldest = saves.shift()!
+        pendingSaveBytes -= oldest.bytes
+        yield* Fiber.await(oldest.fiber)
+      }
+      const previous = saves.at(-1)?.fiber
+      const fiber = yield* Effect.forkDaemon(previous === undefined ? save : Effect.zipRight(Fiber.await(previous), save))
+      saves.push({ fiber, bytes })
+      pendingSaveBytes += bytes
+    })
+
+  /** Waits for every save under way. */
+  const awaitSaves = Effect.suspend(() => {
+    const running = saves
+    saves = []
+    pendingSaveBytes = 0
+    return Effect.forEach(running, (entry) => Fiber.await(entry.fiber), { discard: true })
+  })
+
+  /**
+   * The output without the images past the image budget, which are saved behind the cell;
+   * its `text/plain` gains a note per image once its save is done.
+   */
+  const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
+    Effect.suspend(() => {
+      const over: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
       for (const [mime, payload] of Object.entries(output.bundle)) {
         if (!mime.startsWith("image/") || typeof payload !== "string") continue
         if (imageBytes + payload.length <= limits.maxImageBytes) {
           imageBytes += payload.length
           continue
         }
-        notes.push(yield* saveImage(mime, payload))
-        bundle ??= { ...output.bundle }
-        delete bundle[mime]
+        over.push({ mime, payload, slot: artifactIds.push("") - 1 })
       }
-      if (bundle === undefined) return output
+      if (over.length === 0) return Effect.succeed(output)
+      const bundle: Record<string, unknown> = { ...output.bundle }
+      for (const { mime } of over) delete bundle[mime]
       const plain = bundle["text/plain"]
-      bundle["text/plain"] = [...(typeof plain === "string" && plain.length > 0 ? [plain] : []), ...notes].join("\n")
-      return output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
+      const kept = typeof plain === "string" && plain.length > 0 ? [plain] : []
+      const noted = (notes: ReadonlyArray<string>) => (bundle["text/plain"] = [...kept, ...notes].join("\n"))
+      noted(over.map(({ mime }) => `[${mime} not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images; it could not be saved]`))
+      const save = Effect.flatMap(Effect.forEach(over, ({ mime, payload, slot }) => saveImage(mime, payload, slot)), (notes) => Effect.sync(() => noted(notes)))
+      const bytes = over.reduce((sum, { payload }) => sum + payload.length, 0)
+      return Effect.as(startSave(save, bytes), output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle }))
     })
 
   const drop = (output: KernelOutput) =>
@@ -684,6 +731,9 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     }
   }
 
+  /** The artifacts written, in the order their outputs came (an image's place stays empty when its save failed). */
+  const savedIds = () => artifactIds.filter((id) => id !== "")
+
   /** Pushes and finishes waiting for the lock or holding it; the fast paths run only when there are none. */
   let waiting = 0
   const locked = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
@@ -694,15 +744,16 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
   const finishNow = (): SinkResult | undefined => {
-    if (waiting > 0 || spilled || scope !== undefined || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    if (waiting > 0 || spilled || scope !== undefined || saves.length > 0 || carry.Stdout !== "" || carry.Stderr !== "") return undefined
     const outputs: Array<SinkOutput> = []
     materialize(entries, outputs)
-    result = { outputs, ...(outcome === undefined ? {} : { outcome }), artifactIds: [...artifactIds] }
+    result = { outputs, ...(outcome === undefined ? {} : { outcome }), artifactIds: savedIds() }
     return result
   }
 
   const finishLocked = Effect.gen(function*() {
     if (result !== undefined) return result
+    yield* awaitSaves
     for (const stream of ["Stdout", "Stderr"] as const) {
       const rest = carry[stream]
       carry[stream] = ""
@@ -734,7 +785,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       outputs,
       ...(cut === undefined ? {} : { truncation: cut }),
       ...(outcome === undefined ? {} : { outcome }),
-      artifactIds: [...artifactIds]
+      artifactIds: savedIds()
     }
     yield* closeScope
     return result
@@ -745,12 +796,12 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     return done === undefined ? locked(finishLocked) : Effect.succeed(done)
   })
 
-  const close = locked(Effect.suspend(() => {
-    if (result === undefined) result = { outputs: [], artifactIds: [...artifactIds] }
+  const close = locked(Effect.zipRight(awaitSaves, Effect.suspend(() => {
+    if (result === undefined) result = { outputs: [], artifactIds: savedIds() }
     writer = undefined
     droppedWriter = undefined
     return closeScope
-  }))
+  })))
 
   const retained = Effect.sync((): RetainedSize => {
     let textChars = carry.Stdout.length + carry.Stderr.length

@@ -113,6 +113,28 @@ describe("ArtifactStore", () => {
       expect(yield* writer.size).toBe(Buffer.byteLength(expected, "utf8"))
     }))
 
+  it.scoped("writes bytes appended while nothing is buffered before append returns, so the caller may reuse them", () =>
+    Effect.gen(function*() {
+      const store = yield* storeAt(tempDir())
+      const writer = yield* store.create("img", "png")
+      const reused = Buffer.alloc(WRITE_BUFFER_BYTES + 10, 1)
+      yield* writer.append(reused)
+      expect(fs.statSync(writer.path).size).toBe(WRITE_BUFFER_BYTES + 10)
+      reused.fill(2)
+      yield* writer.append(reused.subarray(0, 5))
+      expect(fs.statSync(writer.path).size).toBe(WRITE_BUFFER_BYTES + 15)
+      yield* writer.append("text")
+      yield* writer.append(new Uint8Array([3]))
+      yield* writer.close
+      expect(fs.readFileSync(writer.path)).toEqual(Buffer.concat([
+        Buffer.alloc(WRITE_BUFFER_BYTES + 10, 1),
+        Buffer.alloc(5, 2),
+        Buffer.from("text"),
+        Buffer.from([3])
+      ]))
+      expect(yield* writer.size).toBe(WRITE_BUFFER_BYTES + 20)
+    }))
+
   it.scoped("counts exactly the bytes it writes, even for a surrogate pair split across appends", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())

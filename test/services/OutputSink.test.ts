@@ -10,6 +10,7 @@ import {
   DEFAULT_MAX_IMAGE_BYTES,
   DEFAULT_MAX_RICH_OUTPUTS,
   makeCellSink,
+  MAX_PENDING_SAVE_BYTES,
   type OutputLimits,
   OutputSink,
   SinkOutput,
@@ -425,6 +426,46 @@ describe("OutputSink: rich outputs", () => {
       expect(result.artifactIds).toHaveLength(1)
       expect(result.artifactIds[0]).toMatch(/^img-.*\.png$/)
       expect(Buffer.from(yield* store.readBytes(result.artifactIds[0]!))).toEqual(Buffer.alloc(45, 2))
+    }))
+
+  it.effect("saves every image past the budget, behind the cell and in order, however many wait", () =>
+    Effect.gen(function*() {
+      const size = 1024 * 1024
+      const payloads = Array.from({ length: Math.ceil((2 * MAX_PENDING_SAVE_BYTES) / size) + 2 }, (_, n) => png(size + n, n))
+      const outputs = payloads.map((payload, n) => KernelOutput.Display({ bundle: { "image/png": payload, "text/plain": `<Figure ${n}>` } }))
+      const budget = payloads[0]!.length + payloads[1]!.length
+      const { result, store } = yield* runSink([...outputs, stdout("after\n")], { maxImageBytes: budget })
+      expect(result.outputs[0] === outputs[0] && result.outputs[1] === outputs[1]).toBe(true)
+      expect(result.outputs.map((output) => output._tag)).toEqual([...outputs.map(() => "Display"), "Stdout"])
+      expect(result.artifactIds).toHaveLength(outputs.length - 2)
+      for (let n = 2; n < outputs.length; n++) {
+        const shown = result.outputs[n]!
+        const id = result.artifactIds[n - 2]!
+        expect(shown._tag === "Display" && shown.bundle).toEqual({
+          "text/plain": `<Figure ${n}>\n[image/png (${size + n} bytes) not shown: this result already holds ` +
+            `${Math.round((budget / (1024 * 1024)) * 10) / 10} MiB of images; saved to artifact://${id}]`
+        })
+        expect(Buffer.from(yield* store.readBytes(id)).equals(Buffer.alloc(size + n, n))).toBe(true)
+      }
+    }))
+
+  it.effect("says so in the note when an image cannot be saved", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const store = yield* storeAt(dir)
+      fs.rmSync(dir, { recursive: true })
+      const image = KernelOutput.Display({ bundle: { "image/png": png(45, 1) } })
+      const result = yield* Effect.scoped(Effect.gen(function*() {
+        const sink = yield* makeCellSink(store, { maxImageBytes: 100 })
+        yield* sink.push(image)
+        yield* sink.push(image)
+        return yield* sink.finish
+      }))
+      expect(result.outputs[0]).toBe(image)
+      const noted = result.outputs[1]!
+      if (noted._tag !== "Display") return
+      expect(noted.bundle).toEqual({ "text/plain": expect.stringMatching(/^\[image\/png \(45 bytes\) not shown: .*; it could not be saved: Could not write artifact/) })
+      expect(result.artifactIds).toEqual([])
     }))
 
   it.effect("saves displays beyond the count limit to one artifact, and always keeps errors", () =>

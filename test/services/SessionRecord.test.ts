@@ -39,6 +39,27 @@ describe("session record journal", () => {
         expect(fs.statSync(path.join(dir, files[0]!)).mode & 0o777).toBe(0o600)
       })))
 
+  it.effect("writes a cell's line right after the recording turn, and reading sees cells not written yet", () =>
+    withRecord((record, root) =>
+      Effect.gen(function*() {
+        const dir = sessionCellsDir(root, "u")
+        const lines = () => fs.readdirSync(dir).flatMap((name) => fs.readFileSync(path.join(dir, name), "utf8").split("\n").filter((line) => line.length > 0))
+        yield* record.record("u", cell(1))
+        expect((yield* record.cells("u")).map((c) => c.executionCount)).toEqual([1])
+        yield* record.record("u", cell(2))
+        expect(lines()).toHaveLength(1)
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+        expect(lines().map((line) => JSON.parse(line).executionCount)).toEqual([1, 2])
+      })))
+
+  it.effect("writes what is waiting when the layer ends", () =>
+    Effect.gen(function*() {
+      const root = yield* withRecord((record, root) => Effect.as(record.record("v", cell(7)), root))
+      const dir = sessionCellsDir(root, "v")
+      const [journal] = fs.readdirSync(dir)
+      expect(JSON.parse(fs.readFileSync(path.join(dir, journal!), "utf8")).executionCount).toBe(7)
+    }))
+
   it.effect("skips a line cut short, reads older one-cell files in time order, and starts a new journal after close", () =>
     withRecord((record, root) =>
       Effect.gen(function*() {

@@ -8,7 +8,7 @@ import threading
 
 from . import protocol
 from .state import _deliver_pending, _state
-from .protocol import _out, _send
+from .protocol import _out, _send, encode_bundle_frame
 
 
 class _Router:
@@ -34,7 +34,7 @@ class _Router:
         if target is not None and target.display:
             target.result.outputs.append(CapturedOutput(bundle))
         else:
-            _send({"type": "display", "id": _state.current_id, "bundle": bundle})
+            _send(None, encode_bundle_frame("display", _state.current_id, bundle))
 
 
 _router = _Router()

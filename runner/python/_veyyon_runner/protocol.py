@@ -57,6 +57,48 @@ def encode_frame(frame):
         return (_JSON_ASCII.encode(frame) + "\n").encode("ascii")
 
 
+# A bundle value at least this long that is all base64 characters goes into its frame as it is.
+RAW_VALUE_CHARS = 4096
+_BASE64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def _raw_value(value):
+    """value's bytes when it is a long base64 string, which JSON writes as it is (None otherwise)."""
+    if type(value) is not str or len(value) < RAW_VALUE_CHARS or not value.isascii():
+        return None
+    data = value.encode("ascii")
+    return None if data.translate(None, _BASE64_CHARS) else data
+
+
+def encode_bundle_frame(kind, request_id, bundle):
+    """A display or result frame as encode_frame writes it, with long base64 values (image payloads)
+    copied in as they are: the JSON encoder scans them character by character for nothing to escape,
+    and the line is copied twice more (newline, UTF-8), about 8 of the 14 ms a 1 MiB image took."""
+    raw = {}
+    for mime, value in bundle.items():
+        if type(mime) is not str:
+            raw = {}
+            break
+        data = _raw_value(value)
+        if data is not None:
+            raw[mime] = data
+    if not raw:
+        return encode_frame({"type": kind, "id": request_id, "bundle": bundle})
+    out = [b'{"type":', _json_line(kind), b',"id":', _json_line(request_id), b',"bundle":{']
+    for index, (mime, value) in enumerate(bundle.items()):
+        data = raw.get(mime)
+        out.append(b"," if index else b"")
+        out.append(_json_line(mime))
+        out.extend((b":", _json_line(value)) if data is None else (b':"', data, b'"'))
+    out.append(b"}}\n")
+    return b"".join(out)
+
+
+def _json_line(value):
+    """value as JSON bytes, sanitized and escaped as encode_frame does it."""
+    return encode_frame(value)[:-1]
+
+
 _frame_fd = None
 _diagnostic_fd = 2
 _frame_lock = threading.Lock()
@@ -80,24 +122,27 @@ def _write_line(data):
                 view = view[os.write(_frame_fd, view):]
 
 
-def _send(frame):
+def _send(frame, data=None):
+    """Write frame (or its encoded line, data) after any queued stream text."""
     if _frame_fd is None:
         raise RuntimeError("the runner is not serving; frames have nowhere to go")
     if _out.parts:
         _out.flush()
     try:
-        _write_line(encode_frame(frame))
+        _write_line(encode_frame(frame) if data is None else data)
     except BrokenPipeError:
         os._exit(0)
 
 
-def _send_with_started(frame):
-    """Send frame; while the cell's started frame is still queued, queue frame behind it instead, so both
-    leave with the next write (a quick cell's started, result and done frames take one write)."""
+def _send_with_started(frame, data=None):
+    """Send frame (or its encoded line, data); while the cell's started frame is still queued, queue it
+    behind that instead, so both leave with the next write (a quick cell's started, result and done frames
+    take one write)."""
     global _started_line
     if _out.parts:
         _out.flush()
-    data = encode_frame(frame)
+    if data is None:
+        data = encode_frame(frame)
     with _frame_lock:
         if _started_line is not None:
             _started_line += data

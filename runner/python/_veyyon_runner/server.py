@@ -27,6 +27,7 @@ from .protocol import (
     _wake_ticker,
     _write_line,
     classify_line,
+    encode_bundle_frame,
 )
 from .output import (
     _BlockingStdin,
@@ -229,7 +230,7 @@ def _run_cell(request, filename):
     bundle = mime_bundle(value)
     if any(mime.startswith("image/") for mime in bundle):
         _shown_figures.add(id(value))
-    _send_with_started({"type": "result", "id": request.id, "bundle": bundle})
+    _send_with_started(None, encode_bundle_frame("result", request.id, bundle))
 
 
 def cell_filename(request):
@@ -452,4 +453,5 @@ state._CRITICAL_CODES = frozenset(fn.__code__ for fn in (
     emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
     _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
     _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,
+    encode_bundle_frame,
 ))
