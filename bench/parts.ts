@@ -10,11 +10,11 @@ import { Context, Duration, Effect, Exit, Layer, RcMap, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { KernelOutput } from "../src/kernel/KernelOutput.ts"
-import { makeArtifactStore } from "../src/services/ArtifactStore.ts"
-import { cellSink, makeCellSink } from "../src/services/OutputSink.ts"
-import { SessionRecord } from "../src/services/SessionRecord.ts"
-import { Settings } from "../src/services/Settings.ts"
+import { KernelOutput } from "../dist/kernel/KernelOutput.js"
+import { makeArtifactStore } from "../dist/services/ArtifactStore.js"
+import { cellSink, makeCellSink } from "../dist/services/OutputSink.js"
+import { SessionRecord } from "../dist/services/SessionRecord.js"
+import { Settings } from "../dist/services/Settings.js"
 
 const CELLS = 20_000
 

@@ -9,9 +9,9 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { KernelOutput } from "../src/kernel/KernelOutput.ts"
-import { makeArtifactStore } from "../src/services/ArtifactStore.ts"
-import { makeCellSink } from "../src/services/OutputSink.ts"
+import { KernelOutput } from "../dist/kernel/KernelOutput.js"
+import { makeArtifactStore } from "../dist/services/ArtifactStore.js"
+import { makeCellSink } from "../dist/services/OutputSink.js"
 
 const chunk = ("x".repeat(1023) + "\n").repeat(64)
 const frames = 1600

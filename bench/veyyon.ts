@@ -5,17 +5,17 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Layer, ManagedRuntime, type Scope } from "effect"
-import * as Kernel from "../src/kernel/Kernel.ts"
-import { evalLayer, type EvalServices } from "../src/layers/EvalLive.ts"
-import { NodeKernelSpawnerLive } from "../src/layers/NodeKernelSpawner.ts"
-import { AgentBridgeNotConfigured } from "../src/services/AgentBridge.ts"
-import type { KernelError, KernelStartError } from "../src/kernel/KernelError.ts"
-import { sessionArtifactsDir } from "../src/services/ArtifactStore.ts"
-import { EvalTool, type EvalContext, type EvalError, type EvalResult } from "../src/services/EvalTool.ts"
-import { KernelRegistry } from "../src/services/KernelRegistry.ts"
-import { PythonRuntime } from "../src/services/PythonRuntime.ts"
-import { cachedPath, RunnerCache } from "../src/services/RunnerCache.ts"
-import { Settings, type SettingsInput } from "../src/services/Settings.ts"
+import * as Kernel from "../dist/kernel/Kernel.js"
+import { evalLayer, type EvalServices } from "../dist/layers/EvalLive.js"
+import { NodeKernelSpawnerLive } from "../dist/layers/NodeKernelSpawner.js"
+import { AgentBridgeNotConfigured } from "../dist/services/AgentBridge.js"
+import type { KernelError, KernelStartError } from "../dist/kernel/KernelError.js"
+import { sessionArtifactsDir } from "../dist/services/ArtifactStore.js"
+import { EvalTool, type EvalContext, type EvalError, type EvalResult } from "../dist/services/EvalTool.js"
+import { KernelRegistry } from "../dist/services/KernelRegistry.js"
+import { PythonRuntime } from "../dist/services/PythonRuntime.js"
+import { cachedPath, RunnerCache } from "../dist/services/RunnerCache.js"
+import { Settings, type SettingsInput } from "../dist/services/Settings.js"
 
 /** Settings the bench and soak pass to `evalLayer`. */
 export const benchSettings = (python: string, artifactsDir: string): SettingsInput => ({

@@ -6,7 +6,7 @@
  * the shard lock expiry the test cluster uses. Needs PostgreSQL (`initdb`) and `dist/`.
  */
 import { Effect } from "effect"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { EvalTool } from "../../dist/services/EvalTool.js"
 import { LOCK_EXPIRATION_MS, startCluster, type TestCluster } from "../../test/cluster/support.ts"
 import { postgresSkipReason } from "../../test/support/postgres.ts"
 import type { BenchContext, FigureResult } from "../context.ts"

@@ -69,7 +69,7 @@ const effectFloorSamples = async (python: string, cells: number, warmup: number)
 /** Measures figure 1. */
 export const roundtrip = async (context: BenchContext): Promise<FigureResult> => {
   const cells = context.quick ? 50 : 2000
-  const warmup = context.quick ? 10 : 300
+  const warmup = context.quick ? 10 : 2000
   const notes: Array<string> = []
   const floorRun = await floorSamples(context.python.executable, cells, warmup)
   const effectRun = await effectFloorSamples(context.python.executable, cells, warmup)
