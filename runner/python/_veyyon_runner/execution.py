@@ -3,6 +3,7 @@
 import ast
 import linecache
 import os
+import re
 import traceback
 import warnings
 
@@ -101,12 +102,31 @@ def _expression_code(code_text, filename):
         return None
 
 
+_PLAIN_STATEMENT = re.compile(
+    r"\s*(?:(?:import|from|def|class|for|while|if|with|try|del|pass|return|raise|global|nonlocal|assert|break|continue|async)\b"
+    r"|[A-Za-z_][\w.]*(?:\[[^\[\]=]*\])?\s*(?:[-+*/%&|^@]|//|\*\*|>>|<<)?=(?!=))"
+)
+
+
+def _statement_code(code_text, filename):
+    """The code of a one-line cell that plainly is a statement (an assignment, or one starting with a
+    statement keyword), compiled once and directly; None otherwise. Such a cell has no value, so the
+    general path would only parse it to find that out, after a failed expression compile."""
+    if _PLAIN_STATEMENT.match(code_text) is None:
+        return None
+    return compile(code_text, filename, "exec", _TLA_FLAG, dont_inherit=True)
+
+
 def _execute(source, filename, globals_, locals_=None, line_offset=0, register=True, want_value=True):
     """Run a cell's source (magics included); return its last expression's value or _NO_VALUE."""
     code_text = transform(source)
     if register:
         _register_source(filename, source)
     if want_value and not line_offset and "\n" not in code_text.strip() and "\\" not in code_text:
+        statement = _statement_code(code_text, filename)
+        if statement is not None:
+            _run_code(statement, globals_, locals_)
+            return _NO_VALUE
         code = _expression_code(code_text, filename)
         if code is not None:
             return _run_code(code, globals_, locals_)

@@ -376,6 +376,20 @@ class HelpersTest(unittest.TestCase):
         self.assertEqual(runner._execute("1 + 1  # ; not this", "<c>", {}), 2)
         self.assertEqual(runner._execute("x = 'a;'\nx", "<c>", {}), "a;")
 
+    def test_one_line_statements_and_expressions(self):
+        ns = {}
+        for code in ("x = 1 + 1", "d = {}", "d['k'] = x", "x += 1", "y: int = 2", "a, b = 1, 2", "import os", "if x: z = 3"):
+            self.assertIs(runner._execute(code, "<c>", ns), runner._NO_VALUE, code)
+        self.assertEqual((ns["x"], ns["d"], ns["y"], ns["a"], ns["z"]), (3, {"k": 2}, 2, 1, 3))
+        for code, value in (("x == 3", True), ("x <= 3", True), ("x != 3", False), ("dict(k=1)", {"k": 1}),
+                            ("d['k']", 2), ("[v for v in (1, 2) if v == 2]", [2]), ("import_ = 5", runner._NO_VALUE)):
+            self.assertEqual(runner._execute(code, "<c>", ns), value, code)
+        self.assertIsNotNone(runner._statement_code("x = 1", "<c>"))
+        self.assertIsNone(runner._statement_code("x == 1", "<c>"))
+        self.assertIsNone(runner._statement_code("f(a=1)", "<c>"))
+        with self.assertRaises(SyntaxError):
+            runner._execute("x = = 1", "<c>", ns)
+
 
 if __name__ == "__main__":
     unittest.main()
