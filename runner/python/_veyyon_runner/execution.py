@@ -109,10 +109,10 @@ _PLAIN_STATEMENT = re.compile(
 
 
 def _statement_code(code_text, filename):
-    """The code of a one-line cell that plainly is a statement (an assignment, or one starting with a
-    statement keyword), compiled once and directly; None otherwise. Such a cell has no value, so the
+    """The code of a one-line cell that plainly is one statement (an assignment, or one starting with a
+    statement keyword; no ``;``), compiled once and directly; None otherwise. Such a cell has no value, so the
     general path would only parse it to find that out, after a failed expression compile."""
-    if _PLAIN_STATEMENT.match(code_text) is None:
+    if ";" in code_text or _PLAIN_STATEMENT.match(code_text) is None:
         return None
     return compile(code_text, filename, "exec", _TLA_FLAG, dont_inherit=True)
 

@@ -382,7 +382,8 @@ class HelpersTest(unittest.TestCase):
             self.assertIs(runner._execute(code, "<c>", ns), runner._NO_VALUE, code)
         self.assertEqual((ns["x"], ns["d"], ns["y"], ns["a"], ns["z"]), (3, {"k": 2}, 2, 1, 3))
         for code, value in (("x == 3", True), ("x <= 3", True), ("x != 3", False), ("dict(k=1)", {"k": 1}),
-                            ("d['k']", 2), ("[v for v in (1, 2) if v == 2]", [2]), ("import_ = 5", runner._NO_VALUE)):
+                            ("d['k']", 2), ("[v for v in (1, 2) if v == 2]", [2]), ("import_ = 5", runner._NO_VALUE),
+                            ("import os; os.sep", os.sep), ("w = 1; w + 1", 2)):
             self.assertEqual(runner._execute(code, "<c>", ns), value, code)
         self.assertIsNotNone(runner._statement_code("x = 1", "<c>"))
         self.assertIsNone(runner._statement_code("x == 1", "<c>"))
