@@ -12,7 +12,7 @@
  * `WatchdogBudget` (the per-cell budget).
  */
 import * as NodeFs from "node:fs"
-import { Cause, Deferred, Duration, Effect, Exit, type Fiber, FiberId, Mailbox, Option, Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, FiberId, Mailbox, Option, Scope, Stream } from "effect"
 import { AgentBridge } from "../services/AgentBridge.ts"
 import { bridgeCalls } from "./BridgeCalls.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
@@ -37,6 +37,7 @@ import {
   markDone,
   markStarted,
   RequestTable,
+  stopBecause,
   stopRequest
 } from "./RequestTable.ts"
 import { runShutdown, shutdownSteps } from "./Shutdown.ts"
@@ -81,6 +82,8 @@ export interface ExecuteRequest {
   readonly timeoutSeconds?: number
   /** Completes when the caller wants the cell stopped (it then ends cancelled, with its outputs). */
   readonly cancel?: Effect.Effect<void>
+  /** Aborting it stops the cell as `cancel` does, watched by a listener instead of a fiber. */
+  readonly signal?: AbortSignal
 }
 
 /**
@@ -128,6 +131,17 @@ export interface Kernel {
 }
 
 const MAILBOX_CAPACITY = 64
+
+/** Stops the cell when `signal` aborts (at once if it has); returns what removes the listener. */
+const watchSignal = (signal: AbortSignal, request: CellRequest): (() => void) | undefined => {
+  const stop = () => Deferred.unsafeDone(request.ended, Exit.succeed(stopBecause("cancel")))
+  if (signal.aborted) {
+    stop()
+    return undefined
+  }
+  signal.addEventListener("abort", stop, { once: true })
+  return () => signal.removeEventListener("abort", stop)
+}
 
 const cellOutcome = (ended: CellEnding, frame: DoneFrame | undefined, notice: string | undefined): CellOutcome => ({
   status: frame?.status ?? "error",
@@ -366,10 +380,10 @@ export const spawn = (
       const interrupts: InterruptContext = { escalation: timings.interruptEscalation, dispatch, shutdown: shutdownOnce, label }
 
       /** What a cell leaves running beside it, stopped when it ends (no finalizer: `onExit`). */
-      const endCell = (request: CellRequest, canceller: Fiber.RuntimeFiber<void> | undefined) =>
+      const endCell = (request: CellRequest, unwatch: (() => void) | undefined) =>
         Effect.suspend(() => {
           table.remove(request)
-          canceller?.unsafeInterruptAsFork(FiberId.none)
+          unwatch?.()
           const stopWatchdog = request.watchdog?.stop
           const bridgeScope = request.bridgeScope
           if (bridgeScope === undefined) return stopWatchdog ?? Effect.void
@@ -406,7 +420,7 @@ export const spawn = (
               return taken
             }
           }
-          let canceller: Fiber.RuntimeFiber<void> | undefined
+          let unwatch: (() => void) | undefined
           const outcomeOf = (ended: CellEnding): Effect.Effect<CellOutcome, KernelError> => {
             const outcome = ended._tag === "finished"
               ? Effect.succeed(cellOutcome(ended, ended.frame, undefined))
@@ -423,10 +437,12 @@ export const spawn = (
               request.watchdog = watchdog
               return send
             })
-          const armed = req.cancel === undefined
+          const armed = req.signal !== undefined
+            ? Effect.zipRight(Effect.sync(() => (unwatch = watchSignal(req.signal!, request))), watched)
+            : req.cancel === undefined
             ? watched
             : Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel")))), (fiber) => {
-              canceller = fiber
+              unwatch = () => fiber.unsafeInterruptAsFork(FiberId.none)
               return watched
             })
           const cell = dispatch(LifecycleEvent.Execute({ requestId: request.id })).pipe(
@@ -437,8 +453,8 @@ export const spawn = (
           return cell.pipe(
             Effect.onExit(() =>
               request.done !== undefined || isTerminal(lifecycle)
-                ? endCell(request, canceller)
-                : Effect.zipRight(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, canceller))
+                ? endCell(request, unwatch)
+                : Effect.zipRight(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, unwatch))
             )
           )
         }).pipe(permits.withPermits(1))

@@ -242,14 +242,6 @@ const evalResultOf = (params: CheckedParams, result: SinkResult, outcome: CellOu
   }
 }
 
-const abortEffect = (signal: AbortSignal): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    if (signal.aborted) return resume(Effect.void)
-    const onAbort = () => resume(Effect.void)
-    signal.addEventListener("abort", onAbort, { once: true })
-    return Effect.sync(() => signal.removeEventListener("abort", onAbort))
-  })
-
 /** A completion or inspection request: the cell being typed and where the cursor is in it. */
 export interface IntrospectParams {
   readonly language: EvalLanguage
@@ -312,7 +304,7 @@ const makeEvalTool = Effect.gen(function*() {
       code: params.code,
       timeoutSeconds: params.timeoutSeconds,
       reset: params.reset,
-      ...(context.signal === undefined ? {} : { cancel: abortEffect(context.signal) })
+      ...(context.signal === undefined ? {} : { signal: context.signal })
     }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
 
   const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome) => {

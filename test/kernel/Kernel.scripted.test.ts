@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
@@ -119,6 +120,30 @@ describe("Kernel with a scripted process", () => {
       const outputs = yield* run(kernel, "sleep", { cancel: Effect.void })
       expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
       expect(Option.getOrThrow(lastSpawn(spawns)).idleSignals).toEqual([])
+    }).pipe(Effect.scoped, Effect.provide(layer))
+  })
+
+  it.live("an AbortSignal stops the cell like cancel, before or during it, and its listener goes with the cell", () => {
+    const { spawns, layer } = setup()
+    return Effect.gen(function*() {
+      const kernel = yield* Kernel.make(spec)
+      const during = new AbortController()
+      const fiber = yield* Effect.fork(run(kernel, "print before;sleep", { signal: during.signal }))
+      yield* Effect.sleep(Duration.millis(20))
+      expect(getEventListeners(during.signal, "abort")).toHaveLength(1)
+      during.abort()
+      const outputs = yield* Fiber.join(fiber)
+      expect(outputs.map((o) => o._tag)).toEqual(["Stdout", "Error", "Done"])
+      expect(doneOf(outputs)).toMatchObject({ status: "error", cancelled: true, timedOut: false, killed: false })
+      const before = new AbortController()
+      before.abort()
+      expect(doneOf(yield* run(kernel, "sleep", { signal: before.signal }))).toMatchObject({ cancelled: true, killed: false })
+      const unused = new AbortController()
+      expect(doneOf(yield* run(kernel, "print still here", { signal: unused.signal })).status).toBe("ok")
+      expect(getEventListeners(unused.signal, "abort")).toHaveLength(0)
+      const record = Option.getOrThrow(lastSpawn(spawns))
+      expect(record.signals).toEqual(["SIGINT", "SIGINT"])
+      expect(record.idleSignals).toEqual([])
     }).pipe(Effect.scoped, Effect.provide(layer))
   })
 
