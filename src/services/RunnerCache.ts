@@ -89,10 +89,10 @@ export const filesHash = (files: ReadonlyArray<readonly [name: string, source: s
   return hash.digest("hex").slice(0, 16)
 }
 
-/** Whether a path below a runner folder (`/`-separated) is left out of the cache: tests, bytecode. */
+/** Whether a path below a runner folder (`/`-separated) is left out of the cache: tests, bytecode, hidden entries (a tool's cache such as `.pytest_cache`). */
 export const isExcludedRunnerPath = (relative: string): boolean => {
   const parts = relative.split("/")
-  return parts.some((part) => part === "tests" || part === "__pycache__") || relative.endsWith(".pyc")
+  return parts.some((part) => part === "tests" || part === "__pycache__" || part.startsWith(".")) || relative.endsWith(".pyc")
 }
 
 /** The regular files below `root` that belong in the cache, as sorted `/`-separated relative paths (symbolic links are not followed). */

@@ -80,10 +80,10 @@ describe("filesHash", () => {
 })
 
 describe("listRunnerFiles", () => {
-  it("lists regular files recursively, sorted, leaving out tests/, __pycache__/, *.pyc and symbolic links", () => {
+  it("lists regular files recursively, sorted, leaving out tests/, __pycache__/, *.pyc, hidden entries and symbolic links", () => {
     const dir = tempDir()
-    for (const sub of ["pkg/deep", "tests", "__pycache__", "pkg/__pycache__"]) fs.mkdirSync(path.join(dir, sub), { recursive: true })
-    for (const file of ["runner.py", "pkg/a.py", "pkg/deep/b.py", "tests/test_x.py", "__pycache__/x.pyc", "pkg/__pycache__/a.pyc", "stale.cpython-311.pyc"]) {
+    for (const sub of ["pkg/deep", "tests", "__pycache__", "pkg/__pycache__", ".pytest_cache/v"]) fs.mkdirSync(path.join(dir, sub), { recursive: true })
+    for (const file of ["runner.py", "pkg/a.py", "pkg/deep/b.py", "tests/test_x.py", "__pycache__/x.pyc", "pkg/__pycache__/a.pyc", "stale.cpython-311.pyc", ".pytest_cache/v/x", "pkg/.hidden.py"]) {
       fs.writeFileSync(path.join(dir, file), "x")
     }
     fs.symlinkSync("/etc/passwd", path.join(dir, "link.py"))
