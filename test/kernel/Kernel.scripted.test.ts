@@ -129,7 +129,9 @@ describe("Kernel with a scripted process", () => {
       const kernel = yield* Kernel.make(spec)
       const during = new AbortController()
       const fiber = yield* Effect.fork(run(kernel, "print before;sleep", { signal: during.signal }))
-      yield* Effect.sleep(Duration.millis(20))
+      for (let waited = 0; getEventListeners(during.signal, "abort").length === 0 && waited < 30_000; waited += 10) {
+        yield* Effect.sleep(Duration.millis(10))
+      }
       expect(getEventListeners(during.signal, "abort")).toHaveLength(1)
       during.abort()
       const outputs = yield* Fiber.join(fiber)
