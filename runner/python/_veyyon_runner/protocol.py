@@ -185,13 +185,43 @@ def _send_started():
             os._exit(0)
 
 
+# Bytes that JSON escapes and that plain text seldom holds: their presence sends a chunk to the
+# general encoder. Backslash, quote, newline, tab and carriage return are escaped by replace().
+# Below _SCAN_MIN_CHARS the general encoder is as quick.
+_SCAN_MIN_CHARS = 512
+_RARE_CONTROLS = tuple(bytes((c,)) for c in range(32) if c not in (9, 10, 13))
+_COMMON_ESCAPES = ((b"\\", b"\\\\"), (b'"', b'\\"'), (b"\n", b"\\n"), (b"\t", b"\\t"), (b"\r", b"\\r"))
+
+
+def _json_text_bytes(text):
+    """text as a UTF-8 JSON string literal (quotes included), or None when it holds a lone surrogate.
+
+    Text without rare control characters is escaped with a few bytes.replace() scans, several
+    times faster than the json module's per-character encoder on large chunks."""
+    if len(text) < _SCAN_MIN_CHARS:
+        try:
+            return _json_text(text).encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    for rare in _RARE_CONTROLS:
+        if rare in data:
+            return _json_text(text).encode("utf-8")
+    for plain, escaped in _COMMON_ESCAPES:
+        data = data.replace(plain, escaped)
+    return b'"' + data + b'"'
+
+
 def _stream_line(kind, request_id, text):
     """One stdout/stderr frame as bytes; lone surrogates are escaped."""
     rid = "null" if request_id is None else _json_string(request_id)
-    try:
-        return ('{"type":"%s","id":%s,"data":%s}\n' % (kind, rid, _json_text(text))).encode("utf-8")
-    except UnicodeEncodeError:
+    literal = _json_text_bytes(text)
+    if literal is None:
         return ('{"type":"%s","id":%s,"data":%s}\n' % (kind, rid, _json_string(text))).encode("ascii")
+    return ('{"type":"%s","id":%s,"data":' % (kind, rid)).encode("ascii") + literal + b"}\n"
 
 
 _FLUSH_SECONDS = 0.01

@@ -207,6 +207,41 @@ class CoalescingTest(unittest.TestCase):
         self.assertEqual([f["data"] for f in frames], ["parent\n", "child line\n"])
 
 
+class StreamLineTest(unittest.TestCase):
+    """_stream_line: large chunks take the bytes.replace() escaper, the rest the json module; both decode alike."""
+
+    def setUp(self):
+        self.runner = runner_package.load(fresh=True)
+
+    def reference(self, text):
+        rid = self.runner._json_string("r1")
+        try:
+            return ('{"type":"stdout","id":%s,"data":%s}\n' % (rid, self.runner._json_text(text))).encode("utf-8")
+        except UnicodeEncodeError:
+            return ('{"type":"stdout","id":%s,"data":%s}\n' % (rid, self.runner._json_string(text))).encode("ascii")
+
+    def test_every_size_and_escape_decodes_to_the_text(self):
+        alphabet = ["a", " ", "\u00e9", "\u20ac", "\U0001f600", "\\", '"', "\n", "\t", "\r", "\x00", "\x1b", "\x7f",
+                    "\u2028", "\ud800", "\udfff"]
+        rng = __import__("random").Random(14)
+        for _ in range(3000):
+            size = rng.choice([0, 1, 7, 511, 512, 600, 3000])
+            pool = alphabet if rng.random() < 0.3 else alphabet[:10]
+            text = "".join(rng.choice(pool) for _ in range(size))
+            line = self.runner._stream_line("stdout", "r1", text)
+            self.assertTrue(line.endswith(b"\n"))
+            self.assertEqual(line.count(b"\n"), 1)
+            self.assertEqual(json.loads(line), json.loads(self.reference(text)))
+            if "\ud800" not in text and "\udfff" not in text:
+                self.assertEqual(json.loads(line)["data"], text)
+                self.assertEqual(line, self.reference(text))
+
+    def test_a_large_plain_chunk_takes_the_replace_escaper(self):
+        text = ('say "hi"\t\\ \u00e9\r\n' * 100)
+        self.assertEqual(self.runner._json_text_bytes(text), self.runner._json_text(text).encode("utf-8"))
+        self.assertIsNone(self.runner._json_text_bytes(text + "\ud800"))
+
+
 class StartedTest(unittest.TestCase):
     def setUp(self):
         self.wire = Wire()
