@@ -11,9 +11,16 @@ export interface SplitResult {
 
 const NEWLINE = 0x0a
 
-/** An incremental newline splitter over bytes with a maximum line length in bytes. */
+/** The partial-line buffer kept between lines; a longer line's buffer is dropped once the line is taken. */
+const KEPT_BUFFER_BYTES = 256 * 1024
+
+/**
+ * An incremental newline splitter over bytes with a maximum line length in bytes. A line
+ * that spans chunks is gathered in one reused buffer, so a stream of frames each spanning
+ * two reads allocates no bytes of its own per line (only the decoded string).
+ */
 export class LineSplitter {
-  private parts: Array<Uint8Array> = []
+  private buffer = new Uint8Array(0)
   private partLength = 0
   private discarding = false
   private readonly decoder = new TextDecoder("utf-8")
@@ -37,8 +44,7 @@ export class LineSplitter {
       } else if (nl !== -1) {
         lines.push(this.take(chunk.subarray(start, end)))
       } else if (end > start) {
-        this.parts.push(chunk.slice(start, end))
-        this.partLength += end - start
+        this.append(chunk.subarray(start, end))
       }
       if (nl === -1) break
       start = nl + 1
@@ -56,25 +62,26 @@ export class LineSplitter {
   }
 
   private take(tail: Uint8Array): string {
-    let text: string
-    if (this.parts.length === 0) {
-      text = this.decoder.decode(tail)
-    } else {
-      const whole = new Uint8Array(this.partLength + tail.length)
-      let offset = 0
-      for (const part of this.parts) {
-        whole.set(part, offset)
-        offset += part.length
-      }
-      whole.set(tail, offset)
-      text = this.decoder.decode(whole)
-    }
+    if (this.partLength === 0) return this.decoder.decode(tail)
+    this.append(tail)
+    const text = this.decoder.decode(this.buffer.subarray(0, this.partLength))
     this.reset()
     return text
   }
 
+  private append(bytes: Uint8Array): void {
+    const needed = this.partLength + bytes.length
+    if (needed > this.buffer.length) {
+      const grown = new Uint8Array(Math.min(Math.max(needed, this.buffer.length * 2, 4096), Math.max(needed, this.maxLineBytes)))
+      grown.set(this.buffer.subarray(0, this.partLength))
+      this.buffer = grown
+    }
+    this.buffer.set(bytes, this.partLength)
+    this.partLength = needed
+  }
+
   private reset(): void {
-    this.parts = []
     this.partLength = 0
+    if (this.buffer.length > KEPT_BUFFER_BYTES) this.buffer = new Uint8Array(0)
   }
 }

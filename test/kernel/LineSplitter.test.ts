@@ -47,6 +47,22 @@ describe("LineSplitter", () => {
     expect(result.overlong).toBe(1)
   })
 
+  it("gathers lines spanning many chunks, longer and shorter than the buffer it keeps, in one buffer reused", () => {
+    const long = "x".repeat(600 * 1024)
+    const text = `ab${long}\nshort\n${"y".repeat(70_000)}\nz`
+    const bytes = encode(text)
+    const chunks = chunked(bytes, Array.from({ length: 40 }, (_, i) => i * 17_001 + 3))
+    const result = splitAll(new LineSplitter(1 << 20), chunks)
+    expect(result.lines).toEqual([`ab${long}`, "short", "y".repeat(70_000), "z"])
+    expect(result.overlong).toBe(0)
+  })
+
+  it("drops an overlong line gathered across chunks and goes on with the next", () => {
+    const result = splitAll(new LineSplitter(10), [encode("0123"), encode("4567"), encode("89ab"), encode("c\nde"), encode("f\n")])
+    expect(result.lines).toEqual(["def"])
+    expect(result.overlong).toBe(1)
+  })
+
   it.prop("gives the same lines however the bytes are chunked", [FastCheck.array(FastCheck.string({ unit: "grapheme" }), { maxLength: 20 }), FastCheck.array(FastCheck.nat(), { maxLength: 10 })], ([lines, cuts]) => {
     const text = lines.map((l) => l.replace(/\n/g, "") + "\n").join("")
     const bytes = encode(text)
