@@ -6,6 +6,7 @@
  * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
  */
 import { Either, type ParseResult, Schema } from "effect"
+import { decodeStreamLine } from "./StreamLine.ts"
 
 /** A MIME bundle: MIME type -> value (strings, base64 for binary types, JSON for `application/json`). */
 export const MimeBundle = Schema.Record({ key: Schema.String, value: Schema.Unknown })
@@ -222,6 +223,8 @@ const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
 
 /** Decodes one NDJSON line into a runner frame, never throwing. */
 export const decodeRunnerLine = (line: string): Either.Either<RunnerFrame, ParseResult.ParseError> => {
+  const stream = decodeStreamLine(line)
+  if (stream !== undefined) return Either.right(stream)
   let value: unknown
   try {
     value = JSON.parse(line)
