@@ -122,6 +122,9 @@ interface TextEntry {
 
 type Entry = TextEntry | { readonly kind: "rich"; readonly output: SinkOutput } | { readonly kind: "dropped" }
 
+/** What a tail slot holds once its text has been cut away (the slot is only compacted later). */
+const DROPPED_TEXT: Entry = { kind: "dropped" }
+
 interface Span {
   bytes: number
   newlines: number
@@ -327,7 +330,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       const front = tailEntries[tailStart]!
       if (front.kind !== "text") {
         middleEntries.push(front)
-        tailStart++
+        tailEntries[tailStart++] = DROPPED_TEXT
         continue
       }
       let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
@@ -336,7 +339,8 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         omit(front.text, front.bytes, front.newlines)
         tail.bytes -= front.bytes
         tail.newlines -= front.newlines
-        tailStart++
+        // The slot stays in the array until it is compacted; its text must not stay with it.
+        tailEntries[tailStart++] = DROPPED_TEXT
         continue
       }
       const removed = front.text.slice(0, cut)
@@ -816,7 +820,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     measure(entries)
     measure(headEntries)
     measure(middleEntries)
-    measure(tailEntries, tailStart)
+    measure(tailEntries)
     return { textChars, entries: count }
   })
 

@@ -374,6 +374,23 @@ describe("OutputSink: bounded memory", () => {
       expect(fs.statSync(path.join(store.dir, result.truncation!.artifactId)).size).toBe(chunks * 1024)
     }), LIVENESS_MS)
 
+  it.effect("lets go of each 64 KiB frame once the tail has moved past it (the runner's frame size)", () =>
+    Effect.gen(function*() {
+      const maxBytes = 100 * 1024
+      const store = yield* storeAt(tempDir())
+      const frame = ("z".repeat(1023) + "\n").repeat(64)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const sink = yield* makeCellSink(store, { maxBytes, maxLines: 2000 })
+        let largest = 0
+        for (let i = 0; i < 400; i++) {
+          yield* sink.push(stdout(frame))
+          largest = Math.max(largest, (yield* sink.retained).textChars)
+        }
+        expect(largest).toBeLessThanOrEqual(maxBytes + frame.length)
+        return yield* sink.finish
+      }))
+    }), LIVENESS_MS)
+
   it.effect("after the spill, frames the artifact writer takes at once and frames that make it write keep every byte in order", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
