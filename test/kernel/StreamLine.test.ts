@@ -24,9 +24,9 @@ describe("decodeStreamLine", () => {
     const line = runnerLine(type, id, data)
     const fast = decodeStreamLine(line)
     if (fast !== undefined) expect(fast).toEqual(JSON.parse(line))
-    if (!/[\\"\u0000-\u001f]/.test(id) && !/[\\"\u0000-\u0009\u000b-\u001f]/.test(data) && !/[\ud800-\udfff]/.test(data)) {
-      expect(fast).toEqual({ type, id, data })
-    }
+    // JSON.stringify escapes lone surrogates (and, for simplicity, no surrogate is let in here).
+    const plain = !/[\\"\u0000-\u001f\ud800-\udfff]/.test(id) && !/[\\"\u0000-\u0009\u000b-\u001f\ud800-\udfff]/.test(data)
+    if (plain) expect(fast).toEqual({ type, id, data })
   })
 
   it("leaves other layouts, escapes and broken lines to JSON.parse", () => {
