@@ -1,0 +1,140 @@
+/**
+ * The host's own work per warm cell, with no Python: the registry and the tool over an
+ * in-process instant runner (a `KernelSpawner` whose process answers `started` and `done`
+ * from a `setImmediate`). Prints this process's CPU per cell for each path, rounds
+ * alternated; with `HOSTPARTS_OPS=registry|tool`, instead counts the Effect operations one
+ * cell evaluates (a supervisor's `onEffect`, op supervision on) and lists the commonest by
+ * the function they run. Measures the built package: `npm run build` first.
+ * `node --import tsx bench/hostparts.ts [rounds] [cells]`
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { Deferred, Effect, Layer, ManagedRuntime, RuntimeFlags, RuntimeFlagsPatch, Stream, Supervisor } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { KernelSpawner, type KernelProcess, type ProcessExit } from "../dist/kernel/KernelProcess.js"
+import { AgentBridgeNotConfigured } from "../dist/services/AgentBridge.js"
+import { ArtifactStore } from "../dist/services/ArtifactStore.js"
+import { EvalTool } from "../dist/services/EvalTool.js"
+import { KernelRegistry } from "../dist/services/KernelRegistry.js"
+import { OutputSink } from "../dist/services/OutputSink.js"
+import { PythonRuntime } from "../dist/services/PythonRuntime.js"
+import { RunnerCache } from "../dist/services/RunnerCache.js"
+import { Sandbox } from "../dist/services/Sandbox.js"
+import { SessionRecord } from "../dist/services/SessionRecord.js"
+import { Settings } from "../dist/services/Settings.js"
+
+let nextPid = 900_000
+
+/** A process that answers every execute request with `started` and `done` on the next turn of the event loop. */
+const instantProcess = Effect.map(Deferred.make<ProcessExit>(), (exited): KernelProcess => {
+  let listener: { readonly onBytes: (bytes: Uint8Array) => void; readonly onEnd: () => void } | undefined
+  let count = 0
+  const end = (exit: ProcessExit) =>
+    setImmediate(() => {
+      listener?.onEnd()
+      Deferred.unsafeDone(exited, Effect.succeed(exit))
+    })
+  return {
+    pid: nextPid++,
+    listenFrames: (given) => {
+      listener = given
+      return { pause: () => {}, resume: () => {} }
+    },
+    stdout: Stream.never,
+    stderr: Stream.never,
+    write: (text) =>
+      Effect.sync(() => {
+        let answer = ""
+        for (const line of text.split("\n")) {
+          if (line.length === 0) continue
+          const request = JSON.parse(line)
+          if (request.type === "exit") end({ code: 0, signal: null })
+          if (typeof request.code !== "string") continue
+          if (request.storeHistory === true) count++
+          answer += `{"type":"started","id":"${request.id}"}\n{"type":"done","id":"${request.id}","status":"ok","executionCount":${count}}\n`
+        }
+        if (answer.length > 0) {
+          const bytes = Buffer.from(answer)
+          setImmediate(() => listener?.onBytes(bytes))
+        }
+      }),
+    signal: (signal) => Effect.sync(() => (signal === "SIGINT" ? undefined : void end({ code: null, signal }))),
+    exited: Deferred.await(exited),
+    exitNow: Effect.map(Deferred.poll(exited), () => undefined)
+  }
+})
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-hostparts-"))
+const platform = Layer.mergeAll(
+  PythonRuntime.Live,
+  RunnerCache.Live,
+  ArtifactStore.Live,
+  SessionRecord.layer,
+  Layer.succeed(KernelSpawner, { spawn: () => instantProcess }),
+  Sandbox.Live,
+  AgentBridgeNotConfigured
+).pipe(Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer({ artifactsDir: path.join(dir, "artifacts") })), NodeContext.layer)))
+const runtime = ManagedRuntime.make(
+  EvalTool.layer.pipe(Layer.provideMerge(OutputSink.Live), Layer.provideMerge(KernelRegistry.layer.pipe(Layer.provideMerge(platform))))
+)
+
+/** Counts the operations the fibers it supervises evaluate, by operation and the function it runs. */
+class OperationCounter extends Supervisor.AbstractSupervisor<void> {
+  total = 0
+  readonly byKind = new Map<string, number>()
+  get value() {
+    return Effect.void
+  }
+  override onEffect(_fiber: unknown, effect: unknown) {
+    this.total++
+    const op = effect as { _op: string; effect_instruction_i0?: unknown; effect_instruction_i1?: unknown }
+    const fn = typeof op.effect_instruction_i1 === "function" ? op.effect_instruction_i1 : op.effect_instruction_i0
+    const kind = `${op._op} ${typeof fn === "function" ? fn.toString().replace(/\s+/g, " ").slice(0, 100) : ""}`
+    this.byKind.set(kind, (this.byKind.get(kind) ?? 0) + 1)
+  }
+}
+
+try {
+  const tool = await runtime.runPromise(EvalTool)
+  const registry = await runtime.runPromise(KernelRegistry)
+  const paths: Record<string, Effect.Effect<unknown, unknown>> = {
+    registry: registry.run({ language: "py", sessionId: "registry", cwd: dir, code: "x = 1 + 1", timeoutSeconds: 30 }, () => Effect.void),
+    tool: tool.run({ language: "py", code: "x = 1 + 1" }, { sessionId: "tool", cwd: dir })
+  }
+  const repeat = (cell: Effect.Effect<unknown, unknown>, cells: number) => Effect.repeatN(cell, cells - 1)
+  for (const cell of Object.values(paths)) await runtime.runPromise(repeat(cell, 3000))
+  const counted = process.env.HOSTPARTS_OPS
+  if (counted !== undefined) {
+    const cell = paths[counted]
+    if (cell === undefined) throw new Error(`HOSTPARTS_OPS must be one of ${Object.keys(paths).join(", ")}`)
+    const counter = new OperationCounter()
+    const cells = 1000
+    await runtime.runPromise(
+      Effect.supervised(repeat(cell, cells), counter).pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)))
+    )
+    console.log(`${counted}: ${(counter.total / cells).toFixed(1)} Effect operations per cell`)
+    for (const [kind, count] of [...counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+      console.log(`${(count / cells).toFixed(2).padStart(7)}  ${kind}`)
+    }
+  } else {
+    const rounds = Number(process.argv[2] ?? 5)
+    const cells = Number(process.argv[3] ?? 10_000)
+    const perCell: Record<string, Array<number>> = {}
+    for (let round = 0; round < rounds; round++) {
+      for (const [name, cell] of Object.entries(paths)) {
+        const start = process.cpuUsage()
+        await runtime.runPromise(repeat(cell, cells))
+        const used = process.cpuUsage(start)
+        ;(perCell[name] ??= []).push((used.user + used.system) / cells)
+      }
+    }
+    for (const [name, samples] of Object.entries(perCell)) {
+      const sorted = [...samples].sort((a, b) => a - b)
+      console.log(`${name.padEnd(9)} host CPU per cell: median ${sorted[sorted.length >> 1]!.toFixed(1)} us (rounds: ${samples.map((s) => s.toFixed(1)).join(", ")})`)
+    }
+  }
+} finally {
+  await runtime.dispose()
+  fs.rmSync(dir, { recursive: true, force: true })
+}
