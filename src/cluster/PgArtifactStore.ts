@@ -13,7 +13,7 @@
  */
 import type { SqlError } from "@effect/sql"
 import { SqlClient } from "@effect/sql"
-import { NodeFileSystem } from "@effect/platform-node"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Clock, Duration, Effect, Layer } from "effect"
 import {
   type ArtifactDirUnavailable,

@@ -26,7 +26,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { NodeFileSystem } from "@effect/platform-node"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Clock, Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as NodeFs from "node:fs"

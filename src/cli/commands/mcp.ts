@@ -16,7 +16,6 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
-import { evalClusterLayer } from "../../cluster/EvalClusterLayer.ts"
 import { evalLayer } from "../../layers/EvalLive.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
@@ -59,9 +58,13 @@ const writeStdout = (line: string) =>
 /** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
+/** The cluster client's layer, its modules loaded only when asked for (they are most of the CLI's start-up otherwise). */
+const clusterToolLayer = (settings: SettingsInput) =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) => cluster.evalClusterLayer({ settings })))
+
 /** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
 const toolLayer = (door: "stdio" | "http", cluster: boolean) =>
-  (cluster ? evalClusterLayer({ settings: doorSettings(door) }) : evalLayer({ settings: doorSettings(door) })).pipe(Layer.mapError(failureOf))
+  (cluster ? clusterToolLayer(doorSettings(door)) : evalLayer({ settings: doorSettings(door) })).pipe(Layer.mapError(failureOf))
 
 /** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>

@@ -7,7 +7,6 @@
 import { Command, Options } from "@effect/cli"
 import { Effect, Either, Layer, Option } from "effect"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
-import { runnerLayer } from "../../cluster/RunnerLayer.ts"
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 
@@ -45,7 +44,10 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
         process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
         return yield* Effect.never
       }).pipe(
-        Effect.provide(runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } }).pipe(
+        Effect.provide(Layer.unwrapEffect(Effect.map(
+          Effect.promise(() => import("../../cluster/RunnerLayer.ts")),
+          (runner) => runner.runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } })
+        )).pipe(
           Layer.mapError((error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` }))
         ))
       )
