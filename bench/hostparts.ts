@@ -23,6 +23,7 @@ import { RunnerCache } from "../dist/services/RunnerCache.js"
 import { Sandbox } from "../dist/services/Sandbox.js"
 import { SessionRecord } from "../dist/services/SessionRecord.js"
 import { Settings } from "../dist/services/Settings.js"
+import { median } from "./stats.ts"
 
 let nextPid = 900_000
 
@@ -130,8 +131,7 @@ try {
       }
     }
     for (const [name, samples] of Object.entries(perCell)) {
-      const sorted = [...samples].sort((a, b) => a - b)
-      console.log(`${name.padEnd(9)} host CPU per cell: median ${sorted[sorted.length >> 1]!.toFixed(1)} us (rounds: ${samples.map((s) => s.toFixed(1)).join(", ")})`)
+      console.log(`${name.padEnd(9)} host CPU per cell: median ${median(samples).toFixed(1)} us (rounds: ${samples.map((s) => s.toFixed(1)).join(", ")})`)
     }
   }
 } finally {

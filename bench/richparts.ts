@@ -9,20 +9,14 @@
  * start-up).
  */
 import { spawn } from "node:child_process"
-import { Session } from "node:inspector/promises"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { Effect } from "effect"
 import { PNG_SETUP } from "./figures/rich.ts"
 import { startFloor } from "./floor.ts"
+import { cpuMsSince, medianLines, profileCells, roundLine, scratchWorkspace } from "./layerRounds.ts"
 import { benchInterpreter } from "./python.ts"
-import { killAll, withEnvironment } from "./procs.ts"
-import { RUN_MARKER_VARIABLE } from "./jupyter.ts"
 import { makeVeyyon, rawKernel, runCell, runnerBoot } from "./veyyon.ts"
 
 const SETUP = `${PNG_SETUP}\nclass Png:\n    def _repr_png_(self):\n        return PNG`
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 /** The runner spawned by plain Node: init, the setup cell, then `code` timed from its request to its `done`. */
 const runnerAlone = (python: string, boot: string, cwd: string, code: string): Promise<{ displays: number; ms: number }> =>
@@ -67,20 +61,11 @@ const main = async () => {
   const only = process.argv[4]?.split(",")
   const want = (layer: string) => only === undefined || only.includes(layer)
   const python = benchInterpreter()!
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-richparts-"))
-  process.env[RUN_MARKER_VARIABLE] = path.basename(scratch)
-  const workDir = path.join(scratch, "work")
-  const artifactsDir = path.join(scratch, "artifacts")
-  fs.mkdirSync(workDir)
-  fs.mkdirSync(artifactsDir)
+  const { workDir, artifactsDir, cleanUp } = scratchWorkspace("veyyon-richparts-")
   const veyyon = makeVeyyon(python.executable, artifactsDir)
   const code = `for _ in range(${count}):\n    display(Png())`
   const rows: Record<string, Array<number>> = { floor: [], runner: [], kernel: [], tool: [] }
   const cpu: Record<string, Array<number>> = { floor: [], kernel: [], tool: [] }
-  const cpuMs = (since: NodeJS.CpuUsage) => {
-    const used = process.cpuUsage(since)
-    return (used.user + used.system) / 1000
-  }
   const floor = await startFloor(python.executable)
   try {
     let pngBytes = 0
@@ -95,13 +80,7 @@ const main = async () => {
     const boot = await Effect.runPromise(runnerBoot(python.executable, artifactsDir))
     const ctx = { sessionId: "rp", cwd: workDir }
     await veyyon.runPromise(runCell({ code: SETUP }, ctx))
-    const profile = process.env.RICHPARTS_PROFILE
-    const session = profile === undefined ? undefined : new Session()
-    if (session !== undefined) {
-      session.connect()
-      await session.post("Profiler.enable")
-      await session.post("Profiler.start")
-    }
+    const profiling = await profileCells(process.env.RICHPARTS_PROFILE)
     for (let round = 0; round < rounds; round++) {
       if (want("floor")) {
         let delivered = 0
@@ -111,7 +90,7 @@ const main = async () => {
           if (frame.type === "display") delivered++
         })
         rows.floor!.push(rate(performance.now() - start))
-        cpu.floor!.push(cpuMs(floorCpu))
+        cpu.floor!.push(cpuMsSince(floorCpu))
         check("floor", delivered)
       }
       if (want("runner")) {
@@ -129,7 +108,7 @@ const main = async () => {
           yield* k.run({ code }, (o) => Effect.sync(() => { if (o._tag === "Display") delivered++ }))
           return { delivered, ms: performance.now() - start }
         })))
-        cpu.kernel!.push(cpuMs(kernelCpu))
+        cpu.kernel!.push(cpuMsSince(kernelCpu))
         check("kernel", kernel.delivered)
         rows.kernel!.push(rate(kernel.ms))
       }
@@ -146,25 +125,17 @@ const main = async () => {
         rows.tool!.push(rate(performance.now() - start))
         // Work the tool leaves for after its result (the session record's line) counts as its CPU, not the next layer's.
         await new Promise((resolve) => setImmediate(resolve))
-        cpu.tool!.push(cpuMs(toolCpu))
+        cpu.tool!.push(cpuMsSince(toolCpu))
         check("tool", delivered)
       }
-      console.log(`round ${round}: ` + Object.entries(rows).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${v.at(-1)!.toFixed(1)}`).join("  ") +
-        "  host CPU ms: " + Object.entries(cpu).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${v.at(-1)!.toFixed(0)}`).join("  "))
+      console.log(roundLine(round, rows, cpu))
     }
-    if (session !== undefined) {
-      const { profile: taken } = await session.post("Profiler.stop")
-      fs.writeFileSync(profile!, JSON.stringify(taken))
-    }
-    const base = rows.floor!.length > 0 ? median(rows.floor!) : NaN
-    console.log("median MB/s (ratio to the floor's median): " +
-      Object.entries(rows).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${median(v).toFixed(1)} (${(median(v) / base).toFixed(2)}) [${Math.min(...v).toFixed(0)}-${Math.max(...v).toFixed(0)}]`).join("  "))
-    console.log("median host CPU ms per cell: " + Object.entries(cpu).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${median(v).toFixed(0)}`).join("  "))
+    await profiling.stop()
+    for (const line of medianLines(rows, cpu, "floor", "the floor")) console.log(line)
   } finally {
     await floor.close()
     await veyyon.dispose().catch(() => undefined)
-    killAll(withEnvironment(`${RUN_MARKER_VARIABLE}=${path.basename(scratch)}`))
-    fs.rmSync(scratch, { recursive: true, force: true })
+    cleanUp()
   }
 }
 main()

@@ -7,20 +7,14 @@
  * `STREAMPARTS_PROFILE=file.cpuprofile` it profiles the cells alone (not the start-up).
  */
 import { spawn } from "node:child_process"
-import { Session } from "node:inspector/promises"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { Effect } from "effect"
 import { rawPipe } from "./floor.ts"
+import { cpuMsSince, medianLines, profileCells, roundLine, scratchWorkspace } from "./layerRounds.ts"
 import { benchInterpreter } from "./python.ts"
-import { killAll, withEnvironment } from "./procs.ts"
-import { RUN_MARKER_VARIABLE } from "./jupyter.ts"
 import { makeVeyyon, rawKernel, runCell, runnerBoot } from "./veyyon.ts"
 
 const LINES = 102_400
 const code = `line = "x" * 1023\nfor _ in range(${LINES}):\n    print(line)`
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 const runnerAlone = (python: string, boot: string, cwd: string): Promise<{ bytes: number; ms: number }> =>
   new Promise((resolve, reject) => {
@@ -56,31 +50,16 @@ const main = async () => {
   const only = process.argv[3]?.split(",")
   const want = (layer: string) => only === undefined || only.includes(layer)
   const python = benchInterpreter()!
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-streamparts-"))
-  process.env[RUN_MARKER_VARIABLE] = path.basename(scratch)
-  const workDir = path.join(scratch, "work")
-  const artifactsDir = path.join(scratch, "artifacts")
-  fs.mkdirSync(workDir)
-  fs.mkdirSync(artifactsDir)
+  const { workDir, artifactsDir, cleanUp } = scratchWorkspace("veyyon-streamparts-")
   const veyyon = makeVeyyon(python.executable, artifactsDir)
   const rate = (r: { bytes: number; ms: number }) => r.bytes / 1e6 / (r.ms / 1000)
   const rows: Record<string, Array<number>> = { pipe: [], runner: [], kernel: [], tool: [] }
   const cpu: Record<string, Array<number>> = { kernel: [], tool: [] }
-  const cpuMs = (since: NodeJS.CpuUsage) => {
-    const used = process.cpuUsage(since)
-    return (used.user + used.system) / 1000
-  }
   try {
     const boot = await Effect.runPromise(runnerBoot(python.executable, artifactsDir))
     const ctx = { sessionId: "sp", cwd: workDir }
     await veyyon.runPromise(runCell({ code: "pass" }, ctx))
-    const profile = process.env.STREAMPARTS_PROFILE
-    const session = profile === undefined ? undefined : new Session()
-    if (session !== undefined) {
-      session.connect()
-      await session.post("Profiler.enable")
-      await session.post("Profiler.start")
-    }
+    const profiling = await profileCells(process.env.STREAMPARTS_PROFILE)
     for (let round = 0; round < rounds; round++) {
       if (want("pipe")) rows.pipe!.push(rate(await rawPipe(python.executable, LINES)))
       if (want("runner")) rows.runner!.push(rate(await runnerAlone(python.executable, boot, workDir)))
@@ -94,7 +73,7 @@ const main = async () => {
         return { bytes, ms: performance.now() - start }
       })))
       rows.kernel!.push(rate(kernel))
-      cpu.kernel!.push(cpuMs(kernelCpu))
+      cpu.kernel!.push(cpuMsSince(kernelCpu))
       }
       if (want("tool")) {
       let bytes = 0
@@ -102,23 +81,15 @@ const main = async () => {
       const start = performance.now()
       await veyyon.runPromise(runCell({ code, timeout: 600 }, { ...ctx, onEvent: (o) => { if (o._tag === "Stdout") bytes += o.text.length } }))
       rows.tool!.push(rate({ bytes, ms: performance.now() - start }))
-      cpu.tool!.push(cpuMs(toolCpu))
+      cpu.tool!.push(cpuMsSince(toolCpu))
       }
-      console.log(`round ${round}: ` + Object.entries(rows).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${v.at(-1)!.toFixed(1)}`).join("  ") +
-        "  host CPU ms: " + Object.entries(cpu).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${v.at(-1)!.toFixed(0)}`).join("  "))
+      console.log(roundLine(round, rows, cpu))
     }
-    if (session !== undefined) {
-      const { profile: taken } = await session.post("Profiler.stop")
-      fs.writeFileSync(profile!, JSON.stringify(taken))
-    }
-    const pipe = rows.pipe!.length > 0 ? median(rows.pipe!) : NaN
-    console.log("median MB/s (ratio to the raw pipe's median): " +
-      Object.entries(rows).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${median(v).toFixed(1)} (${(median(v) / pipe).toFixed(2)}) [${Math.min(...v).toFixed(0)}-${Math.max(...v).toFixed(0)}]`).join("  "))
-    console.log("median host CPU ms per cell: " + Object.entries(cpu).filter(([, v]) => v.length > 0).map(([k, v]) => `${k} ${median(v).toFixed(0)}`).join("  "))
+    await profiling.stop()
+    for (const line of medianLines(rows, cpu, "pipe", "the raw pipe")) console.log(line)
   } finally {
     await veyyon.dispose().catch(() => undefined)
-    killAll(withEnvironment(`${RUN_MARKER_VARIABLE}=${path.basename(scratch)}`))
-    fs.rmSync(scratch, { recursive: true, force: true })
+    cleanUp()
   }
 }
 main()
