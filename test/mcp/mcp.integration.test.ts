@@ -9,6 +9,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, isAlive, PNG_CELL, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { poll } from "./support.ts"
 
 interface ToolResult {
   readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string; readonly data?: string; readonly mimeType?: string }>
@@ -42,16 +43,6 @@ const pythonRunners = (root: number): Array<number> => {
     }
   }
   return found
-}
-
-const until = async <A>(find: () => A | undefined, timeoutMs: number, what: string): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const found = find()
-    if (found !== undefined) return found
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
 }
 
 describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with the official MCP client", { timeout: 90_000 }, () => {
@@ -110,10 +101,10 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
   })
 
   it("starts a spare Python kernel before any cell, and the first cell runs in it", async () => {
-    const spare = await until(() => pythonRunners(transport.pid!)[0], 60_000, "the server's spare kernel")
+    const spare = await poll(() => pythonRunners(transport.pid!)[0], 60_000, "the server's spare kernel")
     kernels.add(spare)
     expect(await kernelPid()).toBe(spare)
-    const replacement = await until(() => pythonRunners(transport.pid!).find((pid) => pid !== spare), 60_000, "a replacement spare")
+    const replacement = await poll(() => pythonRunners(transport.pid!).find((pid) => pid !== spare), 60_000, "a replacement spare")
     kernels.add(replacement)
     expect(pythonRunners(transport.pid!).sort()).toEqual([spare, replacement].sort())
   })

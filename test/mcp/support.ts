@@ -22,7 +22,8 @@ export interface McpChild {
   readonly kill: () => Promise<void>
 }
 
-const poll = async <A>(find: () => A | undefined, timeoutMs: number, what: string): Promise<A> => {
+/** What `find` returns once it returns something, checked every 25 ms; fails naming `what` after `timeoutMs`. */
+export const poll = async <A>(find: () => A | undefined, timeoutMs: number, what: string): Promise<A> => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const found = find()
