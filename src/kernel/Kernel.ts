@@ -37,8 +37,8 @@ import {
   markDone,
   markStarted,
   RequestTable,
-  stopBecause,
-  stopRequest
+  stopRequest,
+  stopRequestNow
 } from "./RequestTable.ts"
 import { runShutdown, shutdownSteps } from "./Shutdown.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
@@ -134,7 +134,7 @@ const MAILBOX_CAPACITY = 64
 
 /** Stops the cell when `signal` aborts (at once if it has); returns what removes the listener. */
 const watchSignal = (signal: AbortSignal, request: CellRequest): (() => void) | undefined => {
-  const stop = () => Deferred.unsafeDone(request.ended, Exit.succeed(stopBecause("cancel")))
+  const stop = () => stopRequestNow(request, "cancel")
   if (signal.aborted) {
     stop()
     return undefined

@@ -70,9 +70,14 @@ export const failRequest = (request: CellRequest, error: KernelError): Effect.Ef
     wakeUp(request)
   })
 
+/** Ends a request's wait with a stop (timeout, cancel) now, from a callback; no effect once it ended. */
+export const stopRequestNow = (request: CellRequest, reason: InterruptReason): void => {
+  Deferred.unsafeDone(request.ended, Exit.succeed(stopBecause(reason)))
+}
+
 /** Ends a request's wait with a stop (timeout, cancel); no effect once it ended. */
 export const stopRequest = (request: CellRequest, reason: InterruptReason): Effect.Effect<void> =>
-  Effect.sync(() => Deferred.unsafeDone(request.ended, Exit.succeed(stopBecause(reason))))
+  Effect.sync(() => stopRequestNow(request, reason))
 
 /** Ends a request's wait with the failure of its output handler. */
 export const abortRequest = (request: CellRequest, cause: Cause.Cause<never>): Effect.Effect<void> =>
