@@ -410,12 +410,13 @@ const makeRegistry = Effect.gen(function*() {
     invalidate: (key) => held.drop(key),
     label: (key) => key.label
   })
+  const idleTtlMs = (key: KernelKey) => idleTtlMsOf(settings, key.language)
   const kernels = yield* RcMap.make({
     lookup: (key: KernelKey) => Effect.tap(startKernel(key, true), (kernel) => supervisor.watch(key, kernel)),
-    idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMsOf(settings, key.language))
+    idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMs(key))
   })
   const held = yield* RcMapHolds.make(kernels, {
-    idleTtlMs: (key: KernelKey) => idleTtlMsOf(settings, key.language),
+    idleTtlMs,
     usable: (kernel) => kernel.isAlive
   })
 
