@@ -235,36 +235,33 @@ const makeSessionRecord = Effect.gen(function*() {
   }))
 
   /** Queues the cell's line for the session's journal: written (one small write to an open file) right after this turn. */
-  const record = (sessionId: string, cell: RecordedCell) => {
-    const known = journals.get(sessionId)
-    const dir = known?.dir ?? sessionCellsDir(settings.artifactsDir, sessionId)
-    return Effect.try({
-      try: () => {
-        if (!readyDirs.has(dir)) {
-          ensurePrivateDirSync(dir)
-          readyDirs.add(dir)
-        }
-        let journal = journals.get(sessionId)
-        if (journal === undefined) {
-          journal = { dir, fd: undefined, size: 0 }
-          journals.set(sessionId, journal)
-        }
-        lastAt = Math.max(lastAt, Date.now())
-        const entry = { at: lastAt, n: ++recorded, ...cell }
-        const into = journal
-        if (waiting.length === 0) setImmediate(writeWaiting)
-        waiting.push(() => {
-          try {
-            append(into, JSON.stringify(entry) + "\n")
-          } catch (error) {
-            closeJournalFile(into)
-            failures.set(sessionId, error instanceof Error ? error.message : String(error))
+  const record = (sessionId: string, cell: RecordedCell) =>
+    Effect.suspend(() => {
+      const known = journals.get(sessionId)
+      const dir = known?.dir ?? sessionCellsDir(settings.artifactsDir, sessionId)
+      return Effect.try({
+        try: () => {
+          if (!readyDirs.has(dir)) {
+            ensurePrivateDirSync(dir)
+            readyDirs.add(dir)
           }
-        })
-      },
-      catch: failWith(dir)
+          const journal = known ?? { dir, fd: undefined, size: 0 }
+          if (known === undefined) journals.set(sessionId, journal)
+          lastAt = Math.max(lastAt, Date.now())
+          const entry = { at: lastAt, n: ++recorded, ...cell }
+          if (waiting.length === 0) setImmediate(writeWaiting)
+          waiting.push(() => {
+            try {
+              append(journal, JSON.stringify(entry) + "\n")
+            } catch (error) {
+              closeJournalFile(journal)
+              failures.set(sessionId, error instanceof Error ? error.message : String(error))
+            }
+          })
+        },
+        catch: failWith(dir)
+      })
     })
-  }
 
   const cells = (sessionId: string) => {
     const dir = sessionCellsDir(settings.artifactsDir, sessionId)
