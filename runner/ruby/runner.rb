@@ -273,6 +273,7 @@ module VeyyonRunner
       @sigints = Queue.new
       @current_id = nil
       @active = false
+      @active_seq = nil
       @interrupted = false
       @execution_count = 0
       @cell_seq = 0
@@ -572,14 +573,15 @@ module VeyyonRunner
     # ----------------------------------------------------------------------------------------
     # SIGINT: ignored by the process between cells (so a signal sent then is dropped as it is
     # sent, and child processes a cell starts get the default action). While a cell runs the
-    # trap only queues; a thread raises Interrupt in the main thread while the cell is active,
-    # and the main thread accepts it only inside the cell's code.
+    # trap only queues the cell's number; a thread raises Interrupt in the main thread while
+    # that same cell is active (a signal still queued when its cell ended never reaches the
+    # next one), and the main thread accepts it only inside the cell's code.
 
     def deliver_interrupts
       loop do
-        @sigints.pop
+        seq = @sigints.pop
         @state_lock.synchronize do
-          if @active
+          if @active && seq == @active_seq
             @interrupted = true
             @main_thread.raise(Interrupt, INTERRUPT_MESSAGE)
           end
@@ -588,18 +590,22 @@ module VeyyonRunner
     end
 
     def enter_cell(request)
+      seq = @cell_seq
       @state_lock.synchronize do
         @current_id = request.id
         @interrupted = false
+        @active_seq = seq
         @active = true
       end
-      trap("INT") { @sigints << true }
+      trap("INT") { @sigints << seq }
     end
 
     def leave_cell
       @state_lock.synchronize do
         @active = false
-        if Thread.pending_interrupt?
+        # Every Interrupt raised into the cell and not yet taken goes now (a burst of SIGINTs can
+        # leave several), so none is left to fire in the next cell.
+        while Thread.pending_interrupt?
           begin
             Thread.handle_interrupt(Interrupt => :immediate) { Thread.pass }
           rescue Interrupt

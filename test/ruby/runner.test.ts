@@ -235,6 +235,7 @@ describe.skipIf(runner === undefined)("Ruby runner", () => {
       for (let shot = 0; shot < 20; shot++) kernel.interrupt()
       const cell = await kernel.collect(id)
       expect(["ok", "error"]).toContain(cell.done.status)
+      expect((await run("sleep 0.3\n7")).done).toMatchObject({ status: "ok", cancelled: false })
       for (let round = 0; round < 5; round++) {
         const quick = kernel.request("1 + 1")
         kernel.interrupt()
