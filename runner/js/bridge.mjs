@@ -16,6 +16,10 @@ export class BridgeError extends Error {
 
 const bridgeCalls = new Map()
 let nextCallId = 0
+// Set when the host's input has ended (or it sent exit): no bridge call can be answered any more.
+let bridgeEnded = false
+const noHost = (method) =>
+  new BridgeError("BridgeCancelled", `the runner's input has ended, so no host can answer this ${method} call (run without a host, the runner has no bridge)`)
 
 const resumeCall = (call) => {
   if (call.resumed) return
@@ -34,9 +38,10 @@ export const bridgeCall = (method, params = {}) => {
   } catch (error) {
     return Promise.reject(new TypeError(`bridge params must be JSON: ${error.message}`))
   }
+  if (bridgeEnded) return Promise.reject(noHost(method))
   const callId = `c${++nextCallId}`
   return new Promise((resolve, reject) => {
-    bridgeCalls.set(callId, { requestId, resolve, reject, resumed: false })
+    bridgeCalls.set(callId, { requestId, method, resolve, reject, resumed: false })
     emitStatus("timeout", { action: "pause" }, requestId)
     send({ type: "bridge", id: requestId, callId, method, params })
   })
@@ -72,6 +77,16 @@ export const settleBeforeDone = (promise) => {
 
 export const settleCellWrites = async () => {
   while (cellWrites.size > 0) await Promise.allSettled([...cellWrites])
+}
+
+/** The host's input has ended: open bridge calls fail now, and later ones at once. */
+export const endBridge = () => {
+  bridgeEnded = true
+  for (const [callId, call] of bridgeCalls) {
+    bridgeCalls.delete(callId)
+    resumeCall(call)
+    call.reject(noHost(call.method))
+  }
 }
 
 export const abandonBridgeCalls = (requestId) => {

@@ -38,7 +38,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { INTERRUPTED, classifyLine, diagnose, openChannel, protocolError, realExit, send, state } from "./protocol.mjs"
 import { installChildProcess, installOutput } from "./output.mjs"
-import { abandonBridgeCalls, resolveBridge, settleCellWrites } from "./bridge.mjs"
+import { abandonBridgeCalls, endBridge, resolveBridge, settleCellWrites } from "./bridge.mjs"
 import { INTERRUPT_FIELDS, Interrupt, applyContext, clearCellTimers, errorFields, installGlobals, openInspector, report, runCell } from "./execution.mjs"
 import { keepSigintListeners, startSentinel } from "./interrupt.mjs"
 import { introspect } from "./introspect.mjs"
@@ -98,13 +98,23 @@ const enqueue = (item) => {
   wake?.()
 }
 
+let inputEnded = false
+
+/** The host's input has ended, or it sent exit: the queued requests still run, then the runner exits. */
+const endOfInput = () => {
+  if (inputEnded) return
+  inputEnded = true
+  endBridge()
+  enqueue(END)
+}
+
 const routeLine = (line) => {
   const kind = classifyLine(line)
   switch (kind.kind) {
     case "execute":
       return enqueue(kind.request)
     case "exit":
-      return realExit(0)
+      return endOfInput()
     case "bridge_result":
       return resolveBridge(kind.message)
     case "introspect":
@@ -141,9 +151,10 @@ const serve = async () => {
 const readRequests = (input) => {
   let pending = Buffer.alloc(0)
   input.on("data", (chunk) => {
+    if (inputEnded) return
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
     let newline
-    while ((newline = pending.indexOf(10)) >= 0) {
+    while (!inputEnded && (newline = pending.indexOf(10)) >= 0) {
       const line = pending.subarray(0, newline).toString("utf8")
       pending = pending.subarray(newline + 1)
       if (line.trim() === "") continue
@@ -154,8 +165,8 @@ const readRequests = (input) => {
       }
     }
   })
-  input.on("end", () => enqueue(END))
-  input.on("error", () => enqueue(END))
+  input.on("end", endOfInput)
+  input.on("error", endOfInput)
 }
 
 /** Serves the protocol until an exit request, the end of input, or the host's death. */

@@ -118,7 +118,7 @@ module VeyyonRunner
   # A request line that is not valid: its id (or nil) and why.
   Invalid = Struct.new(:id, :text)
   # A bridge call waiting for the host's answer.
-  BridgeCall = Struct.new(:request_id, :answer, :resumed)
+  BridgeCall = Struct.new(:request_id, :method_name, :answer, :resumed)
 
   # JSON-safe copies of values: NaN/Infinity -> nil, odd objects -> inspect, bad UTF-8 scrubbed.
   module Jsonable
@@ -296,6 +296,8 @@ module VeyyonRunner
       Veyyon::Runtime.attach(self)
       Thread.handle_interrupt(Interrupt => :never) do
         trap("INT", "IGNORE")
+        # SIGTERM ends the process as in the other runners, instead of raising SignalException in a cell.
+        trap("TERM", "SYSTEM_DEFAULT")
         start_thread("sigint") { deliver_interrupts }
         start_thread("reader") { read_requests }
         start_thread("parent") { watch_parent(Process.ppid) }
@@ -515,10 +517,10 @@ module VeyyonRunner
       rescue StandardError => e
         raise TypeError, "bridge params must be JSON: #{e.message}"
       end
-      call = BridgeCall.new(request_id, Queue.new, false)
+      call = BridgeCall.new(request_id, method, Queue.new, false)
       Thread.handle_interrupt(Interrupt => :never) do
         call_id = @state_lock.synchronize do
-          raise Veyyon::BridgeError.new("BridgeCancelled", "the host closed the channel; nobody can answer") if @input_closed
+          raise no_host(method) if @input_closed
 
           @call_seq += 1
           "c#{@call_seq}".tap { |id| @bridge_calls[id] = call }
@@ -619,12 +621,13 @@ module VeyyonRunner
     # ----------------------------------------------------------------------------------------
     # Requests
 
+    # Reads host lines until the end of the input or an exit request, which ends it the same way.
     def read_requests
       while (line = @in.gets)
         next if line.strip.empty?
 
         begin
-          route(line)
+          break if route(line) == :exit
         rescue StandardError => e
           diagnose("could not handle a host line: #{e.class}: #{e.message}")
         end
@@ -632,6 +635,10 @@ module VeyyonRunner
       end_of_input
     rescue IOError, SystemCallError
       end_of_input
+    end
+
+    def no_host(method)
+      Veyyon::BridgeError.new("BridgeCancelled", "the runner's input has ended, so no host can answer this #{method} call (run without a host, the runner has no bridge)")
     end
 
     # Nobody can answer a bridge call any more: the calls fail, the queued requests still run.
@@ -643,7 +650,7 @@ module VeyyonRunner
       end
       calls.each do |call|
         resume_call(call)
-        call.answer << [false, Veyyon::BridgeError.new("BridgeCancelled", "the host closed the channel before answering")]
+        call.answer << [false, no_host(call.method_name)]
       end
     end
 
@@ -651,7 +658,7 @@ module VeyyonRunner
       kind, payload = Protocol.classify(line.dup.force_encoding(Encoding::UTF_8))
       case kind
       when :execute then @requests << payload
-      when :exit then shutdown
+      when :exit then :exit
       when :bridge_result then resolve_bridge(payload)
       when :query then start_query(payload)
       when :invalid then payload.id.nil? ? protocol_error(nil, payload.text) : @requests << payload

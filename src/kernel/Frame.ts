@@ -26,7 +26,7 @@ export class ExecuteRequestFrame extends Schema.Class<ExecuteRequestFrame>("Exec
   env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.String) }))
 }) {}
 
-/** Host -> runner: end the process with status 0. */
+/** Host -> runner: end the input; the requests read before it are answered, then the process exits with status 0. */
 export class ExitRequestFrame extends Schema.Class<ExitRequestFrame>("ExitRequestFrame")({
   type: Schema.Literal("exit")
 }) {}

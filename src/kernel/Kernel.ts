@@ -25,7 +25,7 @@ import { KernelClosed, KernelDied, type KernelError, KernelStartError } from "./
 import { type CellOutcome, KernelOutput } from "./KernelOutput.ts"
 import { type FrameChannel, KernelSpawner } from "./KernelProcess.ts"
 import { KernelTimings } from "./KernelTimings.ts"
-import { DeathCause, isTerminal, type LifecycleAction, LifecycleEvent, LifecycleState, transition } from "./Lifecycle.ts"
+import { DeathCause, inFlight, isTerminal, type LifecycleAction, LifecycleEvent, LifecycleState, transition } from "./Lifecycle.ts"
 import { queries } from "./Queries.ts"
 import {
   abortRequest,
@@ -286,8 +286,10 @@ export const spawn = (
     const shutdownOnce = yield* Effect.cached(
       Effect.uninterruptible(
         Effect.gen(function*() {
+          const state = lifecycle
+          const busy = inFlight(state) !== undefined || (state._tag === "ShuttingDown" && state.cause._tag === "Killed")
           yield* dispatch(LifecycleEvent.Shutdown())
-          yield* runShutdown(proc, shutdownSteps(timings.shutdownGrace)).pipe(
+          yield* runShutdown(proc, shutdownSteps(timings.shutdownGrace, busy)).pipe(
             Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false })
           )
           const exit = yield* proc.exitNow

@@ -17,9 +17,13 @@ export interface ShutdownStep {
   readonly grace: Duration.Duration
 }
 
-/** The escalation with `grace` after each step. */
-export const shutdownSteps = (grace: Duration.Duration): ReadonlyArray<ShutdownStep> => [
-  { send: "exit-request", grace },
+/**
+ * The escalation with `grace` after each step. With `busy` (a cell is running) it starts at
+ * SIGTERM: the runner answers the requests before an exit request first, so a running cell
+ * would keep it alive through the exit request's grace.
+ */
+export const shutdownSteps = (grace: Duration.Duration, busy = false): ReadonlyArray<ShutdownStep> => [
+  ...(busy ? [] : [{ send: "exit-request" as const, grace }]),
   { send: "SIGTERM", grace },
   { send: "SIGKILL", grace }
 ]

@@ -32,6 +32,11 @@ export interface Dialect {
   readonly kvPrint: (key: string) => string
   /** An expression whose result identifies the kv object (the same after a second prelude run). */
   readonly kvIdentity: string
+  /**
+   * Writes the lines "0" to `${count - 1}` to stdout, taking turns: the language's print, its
+   * stream's write, a raw write to fd 1, and a child process sharing the cell's stdout.
+   */
+  readonly mixedWrites: (count: number) => string
   /** Whether a trailing `;` suppresses the result (py, rb); in JS every statement ends in one. */
   readonly semicolonSuppresses: boolean
 }
@@ -53,6 +58,10 @@ const python: Dialect = {
   kvSet: (key) => `kv.set(${J(key)}, [1, "ü", {"a": None, "b": True}])`,
   kvPrint: (key) => `import json\nprint(json.dumps(kv.get(${J(key)}), ensure_ascii=False, separators=(",", ":")))`,
   kvIdentity: "id(kv)",
+  mixedWrites: (count) =>
+    `import os, subprocess, sys\nfor i in range(${count}):\n    k = i % 4\n    if k == 0:\n        print(i)\n` +
+    `    elif k == 1:\n        os.write(1, b"%d\\n" % i)\n    elif k == 2:\n        sys.stdout.write("%d\\n" % i)\n` +
+    `    else:\n        subprocess.run(["echo", str(i)])`,
   semicolonSuppresses: true
 }
 
@@ -70,6 +79,11 @@ const javascript: Dialect = {
   kvSet: (key) => `await kv.set(${J(key)}, [1, "ü", {a: null, b: true}])`,
   kvPrint: (key) => `console.log(JSON.stringify(await kv.get(${J(key)})))`,
   kvIdentity: "kv",
+  mixedWrites: (count) =>
+    `const fs = require("node:fs"), cp = require("node:child_process")\nfor (let i = 0; i < ${count}; i++) {\n` +
+    `  const k = i % 4\n  if (k === 0) console.log(i)\n  else if (k === 1) fs.writeSync(1, \`\${i}\\n\`)\n` +
+    `  else if (k === 2) process.stdout.write(\`\${i}\\n\`)\n` +
+    `  else cp.execFileSync("echo", [String(i)], { stdio: "inherit" })\n}`,
   semicolonSuppresses: false
 }
 
@@ -87,6 +101,9 @@ const ruby: Dialect = {
   kvSet: (key) => `kv.set(${J(key)}, [1, "ü", {"a" => nil, "b" => true}])`,
   kvPrint: (key) => `puts JSON.generate(kv.get(${J(key)}))`,
   kvIdentity: "kv.object_id",
+  mixedWrites: (count) =>
+    `fd1 = IO.for_fd(1, autoclose: false)\n${count}.times do |i|\n  case i % 4\n  when 0 then puts i\n` +
+    `  when 1 then fd1.syswrite("#{i}\\n")\n  when 2 then $stdout.write("#{i}\\n")\n  else system("echo", i.to_s)\n  end\nend\nnil`,
   semicolonSuppresses: true
 }
 

@@ -3,6 +3,7 @@
  * each started standalone as the host starts it, each frame they send decoded with the
  * protocol schema of src/kernel/Frame.ts (a frame that does not decode fails the test).
  */
+import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as path from "node:path"
@@ -83,6 +84,10 @@ const expectWellFormed = (cell: Cell): void => {
   expect(cell.done.status).toBe(error === -1 ? "ok" : "error")
   expect(typeof cell.done.cancelled).toBe("boolean")
 }
+
+/** count processes spinning on a CPU each, to load the machine; the caller kills them. */
+const busyProcesses = (count: number): Array<ChildProcess> =>
+  Array.from({ length: count }, () => spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }))
 
 const lines = (text: string): Array<string> => text.split("\n").filter((line) => line.length > 0)
 
@@ -177,6 +182,21 @@ describe.each(candidates.map((c) => [c.runner === undefined ? `${c.language} (sk
       const cell = await run(dialect.childEcho("from-a-child"))
       expect(cell.stdout).toBe("from-a-child\n")
       expect(cell.results).toEqual([])
+    })
+
+    it.skipIf(runner === undefined)("sends a cell's stdout in the order it was written, across print, stream writes, fd 1 and children, under load", async () => {
+      const count = 24
+      const expected = Array.from({ length: count }, (_, i) => `${i}\n`).join("")
+      const hogs = busyProcesses(NodeOs.availableParallelism())
+      try {
+        for (let round = 0; round < 12; round++) {
+          const cell = await run(dialect.mixedWrites(count))
+          expect(cell.error).toBeUndefined()
+          expect({ round, stdout: cell.stdout }).toEqual({ round, stdout: expected })
+        }
+      } finally {
+        for (const hog of hogs) hog.kill("SIGKILL")
+      }
     })
 
     it.skipIf(runner === undefined)("never lets a cell forge a frame", async () => {
@@ -316,6 +336,55 @@ describe.each(candidates.map((c) => [c.runner === undefined ? `${c.language} (sk
         expect(plainResult(await run(dialect.kvIdentity))).toBe(before)
       }
     )
+
+    it.skipIf(runner === undefined)("answers the requests sent before an exit request, then exits with status 0", async () => {
+      const exiting = await startKernel({ runner: runner! })
+      spawned.push(exiting)
+      const line = (message: { readonly id?: string; readonly [field: string]: unknown }) => {
+        if (message.id !== undefined) exiting.sentIds.add(message.id)
+        return JSON.stringify(message) + "\n"
+      }
+      // One write, so the runner reads the exit request together with the requests before it.
+      exiting.sendRaw(
+        line({ id: "before-exit-1", code: dialect.print("first"), silent: false, storeHistory: true }) +
+          line({ id: "before-exit-2", code: "1 + 1", silent: false, storeHistory: true }) +
+          line({ type: "exit" }) +
+          line({ id: "after-exit", code: dialect.print("never"), silent: false, storeHistory: true })
+      )
+      const first = await exiting.collect("before-exit-1")
+      expectWellFormed(first)
+      expect(first.stdout).toBe("first\n")
+      const second = await exiting.collect("before-exit-2")
+      expectWellFormed(second)
+      expect(plainResult(second)).toBe("2")
+      expect(await exiting.exited).toEqual({ code: 0, signal: null })
+      expect(exiting.framesOf("after-exit")).toEqual([])
+    })
+
+    it.skipIf(runner === undefined)("ends on SIGTERM while a cell runs (the host's escalation after the exit request)", async () => {
+      const busy = await startKernel({ runner: runner! })
+      spawned.push(busy)
+      const id = busy.request(dialect.spin("spinning"))
+      await busy.waitForStdout("spinning", id)
+      process.kill(busy.pid, "SIGTERM")
+      expect(await busy.exited).toEqual({ code: null, signal: "SIGTERM" })
+    })
+
+    it.skipIf(runner === undefined)("fails a kv call at once with a clear error when no host can answer (its input has ended)", async () => {
+      for (const pending of [false, true]) {
+        const alone = await startWithPrelude(runner!)
+        spawned.push(alone)
+        // pending: the call is made before the input ends, and must not wait for an answer that cannot come.
+        const id = alone.request(dialect.kvSet("standalone"))
+        if (pending) await alone.waitFor((f) => f.type === "bridge" && f.id === id, 30_000)
+        alone.endInput()
+        const cell = await alone.collect(id, 30_000)
+        expectWellFormed(cell)
+        expect(cell.done.status).toBe("error")
+        expect(String(cell.error?.evalue)).toMatch(/BridgeCancelled: .*input has ended/)
+        expect(await alone.exited).toEqual({ code: 0, signal: null })
+      }
+    })
 
     it.skipIf(runner === undefined)("exits with status 0 on an exit request, and at the end of its input", async () => {
       const exiting = await startKernel({ runner: runner! })

@@ -68,8 +68,10 @@ describe("kernel spans", () => {
       expect(executes[0]!.attributes["kernel.request_id"]).toBeTypeOf("string")
       expect(executes[1]!.attributes).toMatchObject({ "kernel.cancelled": true })
       expect(executes[2]!.attributes).toMatchObject({ "kernel.timed_out": true, "kernel.killed": true })
-      const shutdown = spans.find((s) => s.name === "kernel.shutdown")!
-      expect(shutdown.events.map((e) => e.name)).toEqual(["exit-request", "SIGTERM", "SIGKILL"])
+      const shutdowns = spans.filter((s) => s.name === "kernel.shutdown").map((s) => s.events.map((e) => e.name))
+      // The killed kernel's cell still runs, and the runner answers it before an exit request: no exit request then.
+      expect(shutdowns[0]).toEqual(["SIGTERM", "SIGKILL"])
+      expect(shutdowns).toContainEqual(["exit-request"])
     }).pipe(Effect.provide(layer))
   })
 })

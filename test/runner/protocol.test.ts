@@ -253,11 +253,14 @@ describe.skipIf(!integrationEnabled())("runner process lifetime", () => {
     expect(await kernel.exited).toEqual({ code: 0, signal: null })
   })
 
-  it("exits with status 0 on an exit request while a cell runs", async () => {
+  it("answers the running cell before it exits on an exit request sent while the cell runs", async () => {
     const kernel = await startKernel()
-    const id = kernel.request("import time\nprint('sleeping', flush=True)\ntime.sleep(60)")
+    const id = kernel.request("import time\nprint('sleeping', flush=True)\ntime.sleep(0.5)\nprint('woke')")
     await kernel.waitForStdout("sleeping", id)
     kernel.send({ type: "exit" })
+    const cell = await kernel.collect(id)
+    expect(cell.stdout).toBe("sleeping\nwoke\n")
+    expect(cell.done).toMatchObject({ status: "ok", cancelled: false })
     expect(await kernel.exited).toEqual({ code: 0, signal: null })
   })
 

@@ -20,9 +20,10 @@ class BridgeError(Exception):
 
 
 class _BridgeCall:
-    def __init__(self, call_id, request_id):
+    def __init__(self, call_id, request_id, method):
         self.call_id = call_id
         self.request_id = request_id
+        self.method = method
         self.event = threading.Event()
         self.ok = False
         self.value = None
@@ -40,9 +41,16 @@ def _bridge_status(call, action):
            "bundle": {STATUS_MIME: {"op": "timeout", "action": action}}})
 
 
-def _bridge_open(request_id=None):
-    call = _BridgeCall("c%d" % next(_bridge_ids), _state.current_id)
+# Set when the host's input has ended (or it sent exit): no bridge call can be answered any more.
+_bridge_ended = False
+_NO_HOST = "the runner's input has ended, so no host can answer this %s call (run without a host, the runner has no bridge)"
+
+
+def _bridge_open(method, request_id=None):
+    call = _BridgeCall("c%d" % next(_bridge_ids), _state.current_id, method)
     with _bridge_lock:
+        if _bridge_ended:
+            raise BridgeError("BridgeCancelled", _NO_HOST % method)
         if request_id is not None and (request_id != call.request_id or not _state.cell_active):
             raise BridgeError("BridgeCancelled", "the cell that made this call has ended")
         _bridge_calls[call.call_id] = call
@@ -69,7 +77,7 @@ def bridge_call(method, params=None, request_id=None):
         raise TypeError("bridge method must be a str, not %s" % type(method).__name__)
     payload = {} if params is None else params
     _JSON.encode(payload)
-    call = _bridge_open(request_id)
+    call = _bridge_open(method, request_id)
     _reader_needed()
     try:
         _send({"type": "bridge", "id": call.request_id, "callId": call.call_id,
@@ -99,6 +107,21 @@ def _resolve_bridge(message):
         else:
             call.error = (PROTOCOL_ERROR, "malformed bridge_result: %r" % (error,))
     call.event.set()
+
+
+def end_bridge():
+    """The host's input has ended: open bridge calls fail now, and later ones at once."""
+    global _bridge_ended
+    with _bridge_lock:
+        _bridge_ended = True
+        calls = [c for c in _bridge_calls.values() if not c.resumed]
+        for call in calls:
+            call.resumed = True
+            del _bridge_calls[call.call_id]
+    for call in calls:
+        _bridge_status(call, "resume")
+        call.error = ("BridgeCancelled", _NO_HOST % call.method)
+        call.event.set()
 
 
 def cancel_bridge_calls(request_id, reason="the cell ended before the host answered"):

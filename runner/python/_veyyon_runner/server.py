@@ -49,6 +49,7 @@ from .bridge import (
     _bridge_status,
     _resolve_bridge,
     cancel_bridge_calls,
+    end_bridge,
 )
 from .transform import transform
 from .execution import (
@@ -76,6 +77,7 @@ def _shutdown(status):
 
 
 _END_OF_INPUT = object()
+_EXIT = object()
 _PARENT_POLL_SECONDS = 1.0
 
 
@@ -83,7 +85,9 @@ class _RequestReader:
     """Host lines from the request fd, routed as they arrive. While no cell runs the main thread reads
     them itself, so a cell reaches it with no hand-off between threads; while a cell runs past its
     started deadline or waits on the bridge, a reader thread reads them beside it (exit, bridge
-    results, complete and inspect requests; execute requests queue). Reads are non-blocking and
+    results, complete and inspect requests; execute requests queue). An exit request ends the input
+    as its end does: the requests before it still run, every line after it is left unread, and
+    bridge calls fail at once, for no host will answer them. Reads are non-blocking and
     serialized by a lock; the reader thread only reads while a cell runs, the main thread only while
     none does, so a line is never left unread while the main thread waits for one."""
 
@@ -115,10 +119,13 @@ class _RequestReader:
                 for line in lines:
                     if line.strip():
                         try:
-                            _route_line(line, self.requests)
+                            if _route_line(line, self.requests) is _EXIT:
+                                self.eof = True
+                                break
                         except Exception as exc:
                             _diagnose("could not handle a host line: %s: %s" % (type(exc).__name__, exc))
                 if self.eof:
+                    end_bridge()
                     self.requests.put(_END_OF_INPUT)
 
     def next_request(self):
@@ -163,11 +170,12 @@ class _RequestReader:
 
 
 def _route_line(line, requests):
+    """Act on one host line; _EXIT for an exit request, which ends the input like its end does."""
     kind, payload = classify_line(line)
     if kind == "execute":
-            requests.put(payload)
+        requests.put(payload)
     elif kind == "exit":
-        _shutdown(0)
+        return _EXIT
     elif kind == "bridge_result":
         _resolve_bridge(payload)
     elif kind in ("complete", "inspect"):
