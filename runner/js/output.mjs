@@ -166,3 +166,61 @@ export const installChildProcess = () => {
 }
 
 // ---------------------------------------------------------------------------
+// Writes to fd 1 and 2 through fs: frames in their place among the cell's other output (fd 1
+// itself is a pipe the host reads apart from the frames, so its bytes could pass them)
+
+const streamOfFd = (fd) => (fd === 1 ? stdoutStream : fd === 2 ? stderrStream : undefined)
+
+/** The bytes fs.write(Sync)(fd, data, ...rest) writes, or undefined when the arguments are not ones fs takes. */
+export const bytesToWrite = (data, rest) => {
+  if (typeof data === "string") {
+    const encoding = typeof rest[1] === "string" ? rest[1] : typeof rest[0] === "string" ? rest[0] : "utf8"
+    return Buffer.isEncoding(encoding) ? Buffer.from(data, encoding) : undefined
+  }
+  if (!ArrayBuffer.isView(data)) return undefined
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+  const options = rest[0] !== null && typeof rest[0] === "object" ? rest[0] : { offset: rest[0], length: rest[1] }
+  const offset = options.offset ?? 0
+  const length = options.length ?? bytes.length - offset
+  if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 || offset + length > bytes.length) return undefined
+  return bytes.subarray(offset, offset + length)
+}
+
+export const installFdWrites = () => {
+  const fsExports = createRequire(import.meta.url)("node:fs")
+  const { write, writeSync, writev, writevSync } = fsExports
+  fsExports.writeSync = function writeSync_(fd, data, ...rest) {
+    const stream = streamOfFd(fd)
+    const bytes = stream === undefined ? undefined : bytesToWrite(data, rest)
+    if (bytes === undefined) return writeSync.call(this, fd, data, ...rest)
+    stream.write(bytes)
+    return bytes.length
+  }
+  fsExports.write = function write_(fd, data, ...rest) {
+    const callback = rest.at(-1)
+    const stream = streamOfFd(fd)
+    const bytes = stream === undefined || typeof callback !== "function" ? undefined : bytesToWrite(data, rest.slice(0, -1))
+    if (bytes === undefined) return write.call(this, fd, data, ...rest)
+    stream.write(bytes)
+    process.nextTick(callback, null, bytes.length, data)
+  }
+  const gather = (buffers) => Array.isArray(buffers) && buffers.every((b) => ArrayBuffer.isView(b))
+    ? Buffer.concat(buffers.map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength)))
+    : undefined
+  fsExports.writevSync = function writevSync_(fd, buffers, ...rest) {
+    const stream = streamOfFd(fd)
+    const bytes = stream === undefined ? undefined : gather(buffers)
+    if (bytes === undefined) return writevSync.call(this, fd, buffers, ...rest)
+    stream.write(bytes)
+    return bytes.length
+  }
+  fsExports.writev = function writev_(fd, buffers, ...rest) {
+    const callback = rest.at(-1)
+    const stream = streamOfFd(fd)
+    const bytes = stream === undefined || typeof callback !== "function" ? undefined : gather(buffers)
+    if (bytes === undefined) return writev.call(this, fd, buffers, ...rest)
+    stream.write(bytes)
+    process.nextTick(callback, null, bytes.length, buffers)
+  }
+  syncBuiltinESMExports()
+}

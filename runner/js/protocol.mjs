@@ -11,6 +11,9 @@ export const PROTOCOL_ERROR = "ProtocolError"
 
 export const realExit = process.exit.bind(process)
 
+// fs.writeSync as Node has it: the runner turns a cell's writes to fd 1 and 2 through fs into frames.
+const writeSync = fs.writeSync
+
 let channelFd = -1
 // Whether the channel holds part of a line: an interrupt can end a cell's code anywhere, even
 // inside a write, and the next frame must then start on a line of its own. It is set only
@@ -24,7 +27,7 @@ const writeLine = (line) => {
   let offset = 0
   while (offset < data.length) {
     try {
-      offset += fs.writeSync(channelFd, data, offset)
+      offset += writeSync(channelFd, data, offset)
       tornLine = offset < data.length
     } catch (error) {
       if (error.code === "EAGAIN") {
@@ -45,7 +48,7 @@ export const send = (frame) => {
 
 export const diagnose = (text) => {
   try {
-    fs.writeSync(2, `veyyon runner: ${text}\n`)
+    writeSync(2, `veyyon runner: ${text}\n`)
   } catch {
     // stderr is gone too
   }

@@ -5,9 +5,10 @@
  * Plain ESM, Node 20, no dependencies. Start it as `node runner.mjs` with the protocol on
  * fd 3, a socket the host both writes requests to and reads frames from (spawn with
  * stdio ["ignore", "pipe", "pipe", "pipe"]). Frames never travel on fd 1: console.*,
- * process.stdout/stderr and the stdio of child processes become stdout/stderr frames, and
- * whatever still reaches fd 1 or fd 2 (fs.writeSync(1, ...), native code) is plain output
- * the host shows as such, so nothing a cell prints can pass for a frame. Child processes
+ * process.stdout/stderr, fs.write(Sync)/writev(Sync) to fd 1 or 2 and the stdio of child
+ * processes become stdout/stderr frames, in the order the cell wrote them, and whatever still
+ * reaches fd 1 or fd 2 (native code, a file opened on /dev/stdout) is plain output the host
+ * shows as such, so nothing a cell prints can pass for a frame. Child processes
  * never inherit fd 3. Without an open fd 3 the runner serves stdin/stdout instead, for
  * piping a script of requests by hand. Importing this module does not start the server.
  *
@@ -37,7 +38,7 @@
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { INTERRUPTED, classifyLine, diagnose, openChannel, protocolError, realExit, send, state } from "./protocol.mjs"
-import { installChildProcess, installOutput } from "./output.mjs"
+import { installChildProcess, installFdWrites, installOutput } from "./output.mjs"
 import { abandonBridgeCalls, endBridge, resolveBridge, settleCellWrites } from "./bridge.mjs"
 import { INTERRUPT_FIELDS, Interrupt, applyContext, clearCellTimers, errorFields, installGlobals, openInspector, report, runCell } from "./execution.mjs"
 import { keepSigintListeners, startSentinel } from "./interrupt.mjs"
@@ -173,6 +174,7 @@ const readRequests = (input) => {
 export const main = () => {
   const input = openChannel()
   installOutput()
+  installFdWrites()
   installChildProcess()
   openInspector()
   installGlobals()

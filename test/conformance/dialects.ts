@@ -33,8 +33,8 @@ export interface Dialect {
   /** An expression whose result identifies the kv object (the same after a second prelude run). */
   readonly kvIdentity: string
   /**
-   * Writes the lines "0" to `${count - 1}` to stdout, taking turns: the language's print, its
-   * stream's write, a raw write to fd 1, and a child process sharing the cell's stdout.
+   * Writes the lines "0" to `${count - 1}` to stdout, taking turns: the language's print, a child
+   * process sharing the cell's stdout, its stream's write, and a raw write to fd 1.
    */
   readonly mixedWrites: (count: number) => string
   /** Whether a trailing `;` suppresses the result (py, rb); in JS every statement ends in one. */
@@ -60,8 +60,8 @@ const python: Dialect = {
   kvIdentity: "id(kv)",
   mixedWrites: (count) =>
     `import os, subprocess, sys\nfor i in range(${count}):\n    k = i % 4\n    if k == 0:\n        print(i)\n` +
-    `    elif k == 1:\n        os.write(1, b"%d\\n" % i)\n    elif k == 2:\n        sys.stdout.write("%d\\n" % i)\n` +
-    `    else:\n        subprocess.run(["echo", str(i)])`,
+    `    elif k == 1:\n        subprocess.run(["echo", str(i)])\n    elif k == 2:\n        sys.stdout.write("%d\\n" % i)\n` +
+    `    else:\n        os.write(1, b"%d\\n" % i)`,
   semicolonSuppresses: true
 }
 
@@ -81,9 +81,8 @@ const javascript: Dialect = {
   kvIdentity: "kv",
   mixedWrites: (count) =>
     `const fs = require("node:fs"), cp = require("node:child_process")\nfor (let i = 0; i < ${count}; i++) {\n` +
-    `  const k = i % 4\n  if (k === 0) console.log(i)\n  else if (k === 1) fs.writeSync(1, \`\${i}\\n\`)\n` +
-    `  else if (k === 2) process.stdout.write(\`\${i}\\n\`)\n` +
-    `  else cp.execFileSync("echo", [String(i)], { stdio: "inherit" })\n}`,
+    `  const k = i % 4\n  if (k === 0) console.log(i)\n  else if (k === 1) cp.execFileSync("echo", [String(i)], { stdio: "inherit" })\n` +
+    `  else if (k === 2) process.stdout.write(\`\${i}\\n\`)\n  else fs.writeSync(1, \`\${i}\\n\`)\n}`,
   semicolonSuppresses: false
 }
 
@@ -103,7 +102,7 @@ const ruby: Dialect = {
   kvIdentity: "kv.object_id",
   mixedWrites: (count) =>
     `fd1 = IO.for_fd(1, autoclose: false)\n${count}.times do |i|\n  case i % 4\n  when 0 then puts i\n` +
-    `  when 1 then fd1.syswrite("#{i}\\n")\n  when 2 then $stdout.write("#{i}\\n")\n  else system("echo", i.to_s)\n  end\nend\nnil`,
+    `  when 1 then system("echo", i.to_s)\n  when 2 then $stdout.write("#{i}\\n")\n  else fd1.syswrite("#{i}\\n")\n  end\nend\nnil`,
   semicolonSuppresses: true
 }
 

@@ -123,6 +123,23 @@ describe("JavaScript kernel", () => {
       expect(stderrOf(outputs)).toBe("error\nwarn\nspawnsync-err\n")
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
+  it.live("fs writes to fd 1 and 2 become output in their place among the cell's other writes", () =>
+    Effect.gen(function*() {
+      const kernel = yield* startJsKernel()
+      const code = [
+        "const fs = require('node:fs')",
+        "console.log('a'); fs.writeSync(1, 'b\\n'); process.stdout.write('c\\n')",
+        "fs.writeSync(1, Buffer.from('<d\\n>'), 1, 2); fs.writevSync(1, [Buffer.from('e'), new Uint8Array([10])])",
+        "await new Promise((resolve) => fs.write(1, 'f\\n', resolve))",
+        "const { writeSync } = await import('node:fs')",
+        "console.error('g'); writeSync(2, 'h\\n'); writeSync(1, Buffer.from('é\\n', 'utf8')); console.log('i')"
+      ].join("\n")
+      const outputs = yield* run(kernel, code)
+      expect(errorOf(outputs)).toBeUndefined()
+      expect(stdoutOf(outputs)).toBe("a\nb\nc\nd\ne\nf\né\ni\n")
+      expect(stderrOf(outputs)).toBe("g\nh\n")
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
   it.live("nothing a cell writes can pass for a frame", () =>
     Effect.gen(function*() {
       const kernel = yield* startJsKernel()

@@ -110,6 +110,53 @@ _fd_pump = _FdPump(None, lambda text: _router.stdout(text))
 _fd2_pump = _FdPump(None, lambda text: _router.stderr(text))
 
 
+# Audit events of a new process that shares the cell's fd 1 and 2.
+_CHILD_EVENTS = frozenset(("os.system", "subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.spawn"))
+
+
+def _mark_fd_writes(fd):
+    """After a write to fd 1 or 2, the cell's next stream write reads that fd's pump first."""
+    if fd == 1:
+        _fd_pump.seen = True
+    elif fd == 2:
+        _fd2_pump.seen = True
+
+
+def _audit_children(event, args):
+    if event in _CHILD_EVENTS:
+        _fd_pump.seen = True
+        _fd2_pump.seen = True
+
+
+def watch_fd_writers():
+    """Keep a cell's output in the order it reached the OS: print and sys.stdout queue their text,
+    while os.write and child processes write fd 1 (or 2) directly, and the pump reading that pipe may
+    not run before the next print. So os.write/os.writev to fd 1 or 2 and starting a child process
+    mark the fd's pump as written, and until the cell ends each stream write first reads what its
+    pipes hold (one poll). Cells that do neither pay nothing. Writes by C code straight to fd 1 are
+    ordered once the pump has read one of them in that cell."""
+    write, writev = os.write, getattr(os, "writev", None)
+
+    def os_write(fd, data):
+        written = write(fd, data)
+        if fd == 1 or fd == 2:
+            _mark_fd_writes(fd)
+        return written
+
+    os_write.__doc__, os_write.__name__, os_write.__qualname__ = write.__doc__, "write", "write"
+    os.write = os_write
+    if writev is not None:
+        def os_writev(fd, buffers):
+            written = writev(fd, buffers)
+            if fd == 1 or fd == 2:
+                _mark_fd_writes(fd)
+            return written
+
+        os_writev.__doc__, os_writev.__name__, os_writev.__qualname__ = writev.__doc__, "writev", "writev"
+        os.writev = os_writev
+    sys.addaudithook(_audit_children)
+
+
 def _after_fork_in_child():
     """In a forked child: fresh locks, nothing queued, no timer, and output sent per line (it may _exit any time)."""
     protocol._frame_lock = threading.Lock()

@@ -40,6 +40,7 @@ from .output import (
     _flush_streams,
     _stderr,
     _stdout,
+    watch_fd_writers,
 )
 from .display import _emit_display, _flush_figures, _shown_figures, display, emit_status, mime_bundle
 from .bridge import (
@@ -436,6 +437,7 @@ def main():
     os.environ.setdefault("MPLBACKEND", "Agg")
     warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
     request_fd, wake_read = _install_fds()
+    watch_fd_writers()
     _install_namespace()
     sys.stdout = _stdout
     sys.stderr = _stderr

@@ -355,5 +355,53 @@ class RequestReaderTest(unittest.TestCase):
         self.assertTrue(woken.wait(30))
 
 
+# Run in a child interpreter: watch_fd_writers wraps os.write and adds an audit hook for good.
+_FD_ORDER_SCRIPT = r"""
+import json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import runner_package
+
+runner = runner_package.load(fresh=True)
+if sys.argv[2] == "watch":
+    runner.watch_fd_writers()
+frames_read, frames_write = os.pipe()
+runner._frame_fd = frames_write
+runner._state.current_id = "r1"
+pump_read, pump_write = os.pipe()
+os.set_blocking(pump_read, False)
+runner._fd_pump.fd = pump_read
+saved = os.dup(1)
+os.dup2(pump_write, 1)
+out = runner._stdout
+out.write("a\n")
+subprocess.run(["echo", "b"])
+out.write("c\n")
+runner._flush_all_output()
+os.write(1, b"d\n")
+out.write("e\n")
+runner._flush_all_output()
+os.close(frames_write)
+lines = os.read(frames_read, 1 << 16).decode().splitlines()
+os.write(saved, json.dumps([json.loads(line)["data"] for line in lines]).encode())
+"""
+
+
+class FdWriteOrderTest(unittest.TestCase):
+    """No pump thread runs here, so only the marks of os.write and child processes read fd 1 in time."""
+
+    def order(self, mode):
+        import subprocess
+
+        done = subprocess.run([sys.executable, "-c", _FD_ORDER_SCRIPT, HERE, mode], capture_output=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        return "".join(json.loads(done.stdout))
+
+    def test_a_child_process_and_os_write_keep_their_place_among_stream_writes(self):
+        self.assertEqual(self.order("watch"), "a\nb\nc\nd\ne\n")
+
+    def test_without_the_marks_fd_1_falls_behind(self):
+        self.assertEqual(self.order("plain"), "a\nc\nb\ne\nd\n")
+
+
 if __name__ == "__main__":
     unittest.main()
