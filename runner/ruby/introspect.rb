@@ -204,7 +204,7 @@ module VeyyonRunner
       file, line = meth.source_location
       lines = file && line ? source_lines(file, sources) : nil
       fields = [["Signature", signature(meth)], ["Owner", module_call(:name, meth.owner) || kernel(:to_s, meth.owner)]]
-      fields << ["Defined at", file.start_with?("<cell-") ? "#{file} line #{line}" : "#{file}:#{line}"] if file
+      fields << ["Defined at", cell_file?(file) ? "#{file} line #{line}" : "#{file}:#{line}"] if file
       doc = lines ? comments_above(lines, line) : nil
       fields << ["Docstring", doc || "<no docstring>"]
       fields << ["Source", definition(lines, line)] if detail == 1 && lines
@@ -229,8 +229,13 @@ module VeyyonRunner
       "#{meth.name}(#{params.join(', ')})"
     end
 
+    # Whether file names a cell's source the runner keeps (`<cell-N>` or `<hidden-K>`).
+    def cell_file?(file)
+      file.start_with?("<cell-", "<hidden-")
+    end
+
     def source_lines(file, sources)
-      return sources[file]&.split("\n", -1) if file.start_with?("<cell-")
+      return sources[file]&.split("\n", -1) if cell_file?(file)
       return nil unless File.file?(file)
 
       File.readlines(file, chomp: true)

@@ -769,7 +769,7 @@ module VeyyonRunner
     end
 
     def run_cell(request)
-      filename = request.silent && request.code.start_with?(PRELUDE_MARK) ? PRELUDE_FILE : "<cell-#{@cell_seq}>"
+      filename = request.silent && request.code.start_with?(PRELUDE_MARK) ? PRELUDE_FILE : cell_filename(request)
       remember_source(filename, request.code) unless filename == PRELUDE_FILE
       value = @binding_.eval(request.code, filename, 1)
       return if NilClass === value || request.silent || no_result?(request.code)
@@ -778,6 +778,11 @@ module VeyyonRunner
       bundle = mime_bundle(value)
       flush_output
       send_frame(type: "result", id: request.id, bundle: bundle)
+    end
+
+    # `<cell-N>` for a cell that gets execution count N; `<hidden-K>` (K counts all requests) for the rest.
+    def cell_filename(request)
+      !request.silent && request.store_history ? "<cell-#{@execution_count}>" : "<hidden-#{@cell_seq}>"
     end
 
     # True when the cell ends with `;`, or its last statement is an assignment or a definition.

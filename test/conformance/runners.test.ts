@@ -172,6 +172,25 @@ describe.each(candidates.map((c) => [c.runner === undefined ? `${c.language} (sk
       expect(cell.done).toMatchObject({ status: "error", cancelled: false })
     })
 
+    it.skipIf(runner === undefined)("names a counted cell's source <cell-N> after its execution count, and the rest <hidden-K>", async () => {
+      const counted = await run(dialect.raise("labelled"))
+      const count = counted.done.executionCount as number
+      const text = (cell: Cell) => (cell.error!.traceback as Array<string>).join("\n")
+      expect(text(counted)).toContain(`<cell-${count}>`)
+      for (const options of [{ silent: true }, { storeHistory: false }]) {
+        const hidden = await run(dialect.raise("hidden"), options)
+        expect(text(hidden)).toMatch(/<hidden-\d+>/)
+        expect(text(hidden)).not.toContain("<cell-")
+      }
+      const next = await run(dialect.raise("labelled again"))
+      expect(text(next)).toContain(`<cell-${count + 1}>`)
+      const fresh = await startWithPrelude(runner!)
+      spawned.push(fresh)
+      const first = await fresh.execute(dialect.raise("first"))
+      expect(first.done.executionCount).toBe(1)
+      expect(text(first)).toContain("<cell-1>")
+    })
+
     it.skipIf(runner === undefined)("sends display frames for an explicit MIME bundle", async () => {
       const cell = await run(dialect.displayHtml("<b>conformance</b>"))
       expect(cell.displays).toHaveLength(1)
