@@ -13,14 +13,15 @@
  * Cuts never split a surrogate pair, and prefer a line boundary when one is close.
  *
  * Rich outputs keep their order; those that arrive after the head's last text
- * follow the marker. Images are kept up to `maxImageBytes` of payload per
- * result; later ones are saved as `img-…` artifacts and replaced by a note in
- * `text/plain`. Those saves run behind the cell, one at a time and at most
- * `MAX_PENDING_SAVE_BYTES` of payload behind it, so the cell's next output does not
- * wait for the disk; `finish` and `close` wait for them. After `maxRichOutputs`
+ * follow the marker. Every image is saved as an `img-…` artifact, so each is
+ * readable as `artifact://<id>` (in `artifactIds`, in the order the images came);
+ * images are kept in the result up to `maxImageBytes` of payload, and later ones are
+ * replaced by a note in `text/plain` naming their artifact. The saves run behind the
+ * cell, one at a time and at most `MAX_PENDING_SAVE_BYTES` of payload behind it, so the
+ * cell's next output does not wait for the disk; `finish` and `close` wait for them. After `maxRichOutputs`
  * displays, results and status events, further ones go to an `outputs-….jsonl`
  * artifact behind one `OutputsOmitted` marker.
- * Errors are always kept. Nothing is written when nothing exceeds a budget. Watchdog
+ * Errors are always kept. Besides images, nothing is written when nothing exceeds a budget. Watchdog
  * pause/resume events (a pair per bridge call, e.g. each kv call) have done their work on
  * the cell's timeout by then and are not kept, so they use up no budget.
  *
@@ -447,19 +448,23 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     return scratch.subarray(0, scratch.write(payload, "base64"))
   }
 
-  /** Saves one image as an artifact, filling its reserved place in `artifactIds`; gives the note that replaces it. */
-  const saveImage = (mime: string, payload: string, slot: number) =>
+  /** Saves one image as an `img-…` artifact, filling its reserved place in `artifactIds`; gives its size and where it went. */
+  const writeImage = (mime: string, payload: string, slot: number) =>
     Effect.gen(function*() {
       const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : decodeBase64(payload)
-      const why = `${mime} (${data.length} bytes) not shown: this result already holds ` +
-        `${mebibytes(limits.maxImageBytes)} of images`
       const saved = yield* Effect.either(Effect.scoped(
         Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
           Effect.zipRight(image.append(data), image.close))
       ))
-      if (saved._tag === "Left") return `[${why}; it could not be saved: ${saved.left.message}]`
-      artifactIds[slot] = saved.right.id
-      return `[${why}; saved to ${saved.right.uri}]`
+      if (saved._tag === "Right") artifactIds[slot] = saved.right.id
+      return { bytes: data.length, saved }
+    })
+
+  /** Saves one image past the image budget; gives the note that replaces it. */
+  const saveImage = (mime: string, payload: string, slot: number) =>
+    Effect.map(writeImage(mime, payload, slot), ({ bytes, saved }) => {
+      const why = `${mime} (${bytes} bytes) not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images`
+      return saved._tag === "Left" ? `[${why}; it could not be saved: ${saved.left.message}]` : `[${why}; saved to ${saved.right.uri}]`
     })
 
   /** Runs `save` behind the cell after the saves before it, first waiting for the oldest while too much payload waits. */
@@ -485,21 +490,31 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   })
 
   /**
-   * The output without the images past the image budget, which are saved behind the cell;
-   * its `text/plain` gains a note per image once its save is done.
+   * The output without the images past the image budget. Every image is saved behind the cell
+   * as an `img-…` artifact, so each is readable as `artifact://` like the rest of the result;
+   * an image past the budget is left out, and its `text/plain` gains a note once its save is done.
    */
   const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
     Effect.suspend(() => {
+      const shown: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
       const over: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
       for (const [mime, payload] of Object.entries(output.bundle)) {
         if (!mime.startsWith("image/") || typeof payload !== "string") continue
+        const image = { mime, payload, slot: artifactIds.push("") - 1 }
         if (imageBytes + payload.length <= limits.maxImageBytes) {
           imageBytes += payload.length
-          continue
+          shown.push(image)
+        } else {
+          over.push(image)
         }
-        over.push({ mime, payload, slot: artifactIds.push("") - 1 })
       }
-      if (over.length === 0) return Effect.succeed(output)
+      const saveShown = shown.length === 0
+        ? Effect.void
+        : startSave(
+          Effect.forEach(shown, ({ mime, payload, slot }) => writeImage(mime, payload, slot), { discard: true }),
+          shown.reduce((sum, { payload }) => sum + payload.length, 0)
+        )
+      if (over.length === 0) return Effect.as(saveShown, output)
       const bundle: Record<string, unknown> = { ...output.bundle }
       for (const { mime } of over) delete bundle[mime]
       const plain = bundle["text/plain"]
@@ -508,7 +523,10 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       noted(over.map(({ mime }) => `[${mime} not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images; it could not be saved]`))
       const save = Effect.flatMap(Effect.forEach(over, ({ mime, payload, slot }) => saveImage(mime, payload, slot)), (notes) => Effect.sync(() => noted(notes)))
       const bytes = over.reduce((sum, { payload }) => sum + payload.length, 0)
-      return Effect.as(startSave(save, bytes), output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle }))
+      return Effect.as(
+        Effect.zipRight(saveShown, startSave(save, bytes)),
+        output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
+      )
     })
 
   const drop = (output: KernelOutput) =>
@@ -668,7 +686,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
    * Takes the output at once when nothing is waiting for the lock and taking it writes no
    * artifact file (text that keeps within the budgets before any spill, text after the spill
    * that the artifact writer buffers at once, errors, the outcome, status events and displays
-   * whose images fit); answers false, changing nothing, otherwise.
+   * without images); answers false, changing nothing, otherwise.
    */
   const acceptNow = (output: KernelOutput): boolean => {
     switch (output._tag) {
@@ -720,14 +738,10 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       case "Display":
       case "Result": {
         if (richKept >= limits.maxRichOutputs) return false
-        let images = imageBytes
+        // An image is saved as an artifact (boundImages), which takes an effect.
         for (const mime in output.bundle) {
-          const payload = output.bundle[mime]
-          if (!mime.startsWith("image/") || typeof payload !== "string") continue
-          images += payload.length
-          if (images > limits.maxImageBytes) return false
+          if (mime.startsWith("image/") && typeof output.bundle[mime] === "string") return false
         }
-        imageBytes = images
         richKept++
         addEntry({ kind: "rich", output })
         return true

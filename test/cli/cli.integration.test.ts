@@ -63,7 +63,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
       killed: false,
       executionCount: 1,
       text: expect.stringContaining("sorted [1, 2, 3]"),
-      artifactIds: []
+      artifactIds: [expect.stringMatching(/^img-.*\.png$/)]
     })
     expect(result.outputs).toEqual(expect.arrayContaining([
       expect.objectContaining({ _tag: "Stdout", text: "sorted [1, 2, 3]\n" }),

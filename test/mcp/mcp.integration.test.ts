@@ -148,6 +148,23 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with 
     expect(text(result)).toContain("[image/png 4x4,")
   })
 
+  it("every image of a result is readable as an artifact:// resource, shown ones too", async () => {
+    const svg = "<svg xmlns='http://www.w3.org/2000/svg' width='2' height='2'/>"
+    const result = await call({ language: "py", code: `${PNG_CELL}\ndisplay({"image/svg+xml": ${JSON.stringify(svg)}}, raw=True)` })
+    expect(result.isError).toBe(false)
+    const shown = result.content.filter((block) => block.type === "image")
+    expect(shown).toHaveLength(1)
+    const ids = (result.structuredContent!.artifactIds as Array<string>).filter((id) => id.startsWith("img-"))
+    expect(ids).toHaveLength(2)
+    const png = (await client.readResource({ uri: `artifact://${ids[0]}` })).contents[0] as { mimeType: string; blob: string }
+    expect(png.mimeType).toBe("image/png")
+    expect(png.blob).toBe(shown[0]!.data)
+    const drawing = (await client.readResource({ uri: `artifact://${ids[1]}` })).contents[0] as { mimeType: string; text: string }
+    expect(drawing).toMatchObject({ mimeType: "image/svg+xml", text: svg })
+    const { resources } = await client.listResources()
+    expect(resources.map((resource) => resource.uri)).toEqual(expect.arrayContaining(ids.map((id) => `artifact://${id}`)))
+  })
+
   it("bad params are isError with a sentence to act on", async () => {
     const result = await call({ language: "py", code: "1", timeout: "soon" })
     expect(result.isError).toBe(true)

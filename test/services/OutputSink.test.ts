@@ -427,7 +427,7 @@ describe("OutputSink: bounded memory", () => {
 describe("OutputSink: rich outputs", () => {
   const png = (size: number, fill: number) => Buffer.alloc(size, fill).toString("base64")
 
-  it.effect("keeps images up to the image budget and saves later ones behind a note", () =>
+  it.effect("keeps images up to the image budget and saves later ones behind a note; every image is an artifact", () =>
     Effect.gen(function*() {
       const first = KernelOutput.Display({ bundle: { "image/png": png(45, 1), "text/plain": "<Figure 1>" } })
       const second = KernelOutput.Result({ bundle: { "image/png": png(45, 2), "text/plain": "<Figure 2>" } })
@@ -440,9 +440,11 @@ describe("OutputSink: rich outputs", () => {
       const note = String(replaced.bundle["text/plain"])
       expect(note).toMatch(/^<Figure 2>\n\[image\/png \(45 bytes\) not shown: .*; saved to artifact:\/\/img-.*\.png\]$/)
       expect(result.truncation).toBeUndefined()
-      expect(result.artifactIds).toHaveLength(1)
-      expect(result.artifactIds[0]).toMatch(/^img-.*\.png$/)
-      expect(Buffer.from(yield* store.readBytes(result.artifactIds[0]!))).toEqual(Buffer.alloc(45, 2))
+      expect(result.artifactIds).toHaveLength(2)
+      expect(note).toContain(`artifact://${result.artifactIds[1]}]`)
+      for (const id of result.artifactIds) expect(id).toMatch(/^img-.*\.png$/)
+      expect(Buffer.from(yield* store.readBytes(result.artifactIds[0]!))).toEqual(Buffer.alloc(45, 1))
+      expect(Buffer.from(yield* store.readBytes(result.artifactIds[1]!))).toEqual(Buffer.alloc(45, 2))
     }))
 
   it.effect("saves every image past the budget, behind the cell and in order, however many wait", () =>
@@ -454,10 +456,13 @@ describe("OutputSink: rich outputs", () => {
       const { result, store } = yield* runSink([...outputs, stdout("after\n")], { maxImageBytes: budget })
       expect(result.outputs[0] === outputs[0] && result.outputs[1] === outputs[1]).toBe(true)
       expect(result.outputs.map((output) => output._tag)).toEqual([...outputs.map(() => "Display"), "Stdout"])
-      expect(result.artifactIds).toHaveLength(outputs.length - 2)
+      expect(result.artifactIds).toHaveLength(outputs.length)
+      for (let n = 0; n < 2; n++) {
+        expect(Buffer.from(yield* store.readBytes(result.artifactIds[n]!)).equals(Buffer.alloc(size + n, n))).toBe(true)
+      }
       for (let n = 2; n < outputs.length; n++) {
         const shown = result.outputs[n]!
-        const id = result.artifactIds[n - 2]!
+        const id = result.artifactIds[n]!
         expect(shown._tag === "Display" && shown.bundle).toEqual({
           "text/plain": `<Figure ${n}>\n[image/png (${size + n} bytes) not shown: this result already holds ` +
             `${Math.round((budget / (1024 * 1024)) * 10) / 10} MiB of images; saved to artifact://${id}]`
