@@ -126,8 +126,13 @@ let trigger
 
 export class Interrupt extends Error {}
 
+// An answer that arrives while the trigger still runs is held until it returns: Node 22
+// answers an interrupted evaluation ("Execution was terminated") before the trigger throws
+// ERR_SCRIPT_EXECUTION_INTERRUPTED, and that throw must decide the outcome.
 const evaluate = (source, group) =>
   new Promise((resolve) => {
+    let triggering = true
+    let early
     cellThunk = () =>
       session.post("Runtime.evaluate", {
         expression: source,
@@ -138,15 +143,20 @@ const evaluate = (source, group) =>
         silent: true,
         disableBreaks: true,
         generatePreview: false
-      }, (error, result) => resolve({ error, result }))
+      }, (error, result) => {
+        if (triggering) early = { error, result }
+        else resolve({ error, result })
+      })
     try {
       trigger.runInThisContext({ breakOnSigint: true })
     } catch (error) {
       if (error?.code === "ERR_SCRIPT_EXECUTION_INTERRUPTED") throw new Interrupt()
       throw error
     } finally {
+      triggering = false
       cellThunk = undefined
     }
+    if (early !== undefined) resolve(early)
   })
 
 // ---------------------------------------------------------------------------
