@@ -99,5 +99,31 @@ describe("decideExecute", () => {
     expect(inflightElsewhere(row({ inflightCall: "c1" }), "A", "c1")).toBeUndefined()
     expect(inflightElsewhere(releasedRow(row({ inflightCall: "c1" }), "A"), "B", "c1")).toBeUndefined()
     expect(inflightElsewhere(undefined, "B", "c1")).toBeUndefined()
+    expect(inflightElsewhere(row({ inflightCall: "c1", owner: null }), "B", "c1")).toBeUndefined()
+    expect(inflightElsewhere(row({ inflightCall: "c1", ownerAddress: null }), "B", "c1")).toBeUndefined()
+  })
+})
+
+describe("finishedRow", () => {
+  it("clears the in-flight marker of the call that finished and keeps its result", () => {
+    expect(finishedRow(row({ inflightCall: "c1" }), "c1", "{}")).toEqual(row({ inflightCall: null, doneCall: "c1", doneResult: "{}" }))
+  })
+
+  it("a late finish of an older call keeps the current call in flight, so its loss is still detected", () => {
+    const late = finishedRow(row({ inflightCall: "c2" }), "c1", null)
+    expect(late.inflightCall).toBe("c2")
+    expect(decideExecute(late, "s", "B", "b:1", "c2")).toMatchObject({ _tag: "Answer", notice: LOST_CELL_NOTICE })
+  })
+})
+
+describe("notices", () => {
+  it("say what happened in words a person can act on", () => {
+    expect(LOST_CELL_NOTICE).toBe(
+      "the kernel's host was lost during this cell; it may have partly run; variables are gone, kv is kept. The cell was not run again."
+    )
+    expect(REHOMED_NOTICE).toBe(
+      "this session's kernel was gone (its runner stopped or handed the session off, the cluster rebalanced, or the kernel idled out) and this cell ran in a fresh kernel: variables are gone, kv is kept."
+    )
+    expect(ALREADY_RAN_NOTICE).toBe("this call already ran; its answer was lost on the way and the cell was not run again.")
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, TestClock } from "effect"
+import { Chunk, Duration, Effect, Fiber, TestClock } from "effect"
 import * as CellWatchdog from "../../src/kernel/CellWatchdog.ts"
 
 const isExpired = (watchdog: CellWatchdog.CellWatchdog) =>
@@ -10,6 +10,9 @@ const isExpired = (watchdog: CellWatchdog.CellWatchdog) =>
     yield* Fiber.interrupt(fiber)
     return done
   })
+
+/** How many sleeps wait on the test clock once forked fibers have had their turn. */
+const pendingSleeps = Effect.zipRight(Effect.yieldNow(), Effect.map(TestClock.sleeps(), Chunk.size))
 
 describe("CellWatchdog", () => {
   it.scoped("expires at exactly the budget", () =>
@@ -92,5 +95,46 @@ describe("CellWatchdog", () => {
       yield* Effect.scoped(CellWatchdog.make(Duration.millis(30), Effect.sync(() => rings++)))
       yield* Effect.sleep(Duration.millis(150))
       expect(rings).toBe(0)
+    }))
+
+  it.effect("a stopped watchdog stays disarmed: a resume of a pause taken before the stop arms nothing", () =>
+    Effect.gen(function*() {
+      let rings = 0
+      const watchdog = yield* CellWatchdog.start(Duration.seconds(5), Effect.sync(() => rings++))
+      yield* watchdog.pause
+      yield* watchdog.stop
+      yield* watchdog.resume
+      expect(yield* pendingSleeps).toBe(0)
+      yield* TestClock.adjust(Duration.hours(1))
+      expect(rings).toBe(0)
+      expect(yield* isExpired(watchdog)).toBe(false)
+    }))
+
+  it.effect("stop after a pause, and a second stop, complete (the window is already disarmed)", () =>
+    Effect.gen(function*() {
+      const watchdog = yield* CellWatchdog.start(Duration.seconds(5))
+      yield* watchdog.pause
+      yield* watchdog.stop
+      yield* watchdog.stop
+      expect(yield* pendingSleeps).toBe(0)
+    }))
+
+  it.live("under the live clock a window is a host timer: an armed watchdog holds no fiber", () =>
+    Effect.gen(function*() {
+      const before = new Set(yield* Fiber.roots)
+      const watchdog = yield* CellWatchdog.start(Duration.seconds(30))
+      yield* watchdog.pause
+      yield* watchdog.resume
+      yield* Effect.yieldNow()
+      const added = (yield* Fiber.roots).filter((fiber) => !before.has(fiber))
+      yield* watchdog.stop
+      expect(added).toEqual([])
+    }))
+
+  it.effect("under a test clock a window is a fiber sleeping on that clock", () =>
+    Effect.gen(function*() {
+      const watchdog = yield* CellWatchdog.start(Duration.seconds(5))
+      expect(yield* pendingSleeps).toBe(1)
+      yield* watchdog.stop
     }))
 })
