@@ -105,7 +105,7 @@ export const searchPath = (
   if (isBlank(value)) return undefined
   const names = platform === "win32" && p.extname(name) === "" ? [name + ".exe", name] : [name]
   for (const entry of value.split(p.delimiter)) {
-    if (entry.length === 0 || !p.isAbsolute(entry)) continue
+    if (!p.isAbsolute(entry)) continue
     for (const candidateName of names) {
       const file = p.join(entry, candidateName)
       if (probe.isExecutable(file)) return file
@@ -115,7 +115,7 @@ export const searchPath = (
 }
 
 const looksLikePath = (value: string): boolean =>
-  value.includes("/") || value.includes("\\") || value === "~" || value.startsWith("~")
+  value.includes("/") || value.includes("\\") || value.startsWith("~")
 
 const fromSetting = (input: ResolutionInput, interpreter: string): Either.Either<PythonCandidate, ResolutionAttempt> => {
   const p = pathApi(input.platform)
@@ -193,7 +193,7 @@ export const describeAttempt = (attempt: ResolutionAttempt): string => {
   const label = RULE_LABELS[attempt.rule]
   switch (attempt.outcome) {
     case "unset":
-      return attempt.rule === "PATH" ? "PATH: not set" : `${label}: not set`
+      return `${label}: not set`
     case "missing":
       return attempt.target !== undefined && !looksLikePath(attempt.target)
         ? `${label}: no ${attempt.target} on PATH`

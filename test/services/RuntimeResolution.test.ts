@@ -4,6 +4,8 @@ import {
   describeAttempt,
   envInterpreter,
   type FileProbe,
+  pathCommandNames,
+  RESOLUTION_RULES,
   type PythonCandidate,
   type ResolutionAttempt,
   type ResolutionInput,
@@ -195,5 +197,81 @@ describe("Windows layouts", () => {
   it("adds .exe to a bare configured name", () => {
     const c = found(win({ interpreter: "py", probe: memoryProbe(["C:\\Python312\\py.exe"]) }))
     expect(c.executable).toBe("C:\\Python312\\py.exe")
+  })
+
+  it("walks each env rule with the Windows layout of its kind", () => {
+    const env = { Path: "C:\\Python312", VIRTUAL_ENV: "C:\\venvs\\a", CONDA_PREFIX: "C:\\conda" }
+    const layouts: ReadonlyArray<readonly [string, string, string]> = [
+      ["VIRTUAL_ENV", "C:\\venvs\\a\\Scripts\\python.exe", "C:\\venvs\\a\\Scripts"],
+      ["CONDA_PREFIX", "C:\\conda\\python.exe", "C:\\conda"],
+      [".venv", "C:\\proj\\.venv\\Scripts\\python.exe", "C:\\proj\\.venv\\Scripts"],
+      ["venv", "C:\\proj\\venv\\Scripts\\python.exe", "C:\\proj\\venv\\Scripts"],
+      ["managed", "C:\\Users\\u\\.veyyon\\python-env\\Scripts\\python.exe", "C:\\Users\\u\\.veyyon\\python-env\\Scripts"]
+    ]
+    for (const [rule, executable, bin] of layouts) {
+      expect(found(win({ env, probe: memoryProbe([executable]) }))).toMatchObject({ rule, executable, venvBin: bin })
+    }
+  })
+
+  it("looks for python.exe before python3.exe, and a name with an extension as it is", () => {
+    expect(pathCommandNames("win32")).toEqual(["python.exe", "python3.exe"])
+    expect(found(win({ probe: memoryProbe(["C:\\Python312\\python3.exe", "C:\\Python312\\python.exe"]) })).executable).toBe(
+      "C:\\Python312\\python.exe"
+    )
+    expect(searchPath("py.exe", { Path: "C:\\Python312" }, "win32", memoryProbe(["C:\\Python312\\py.exe.exe"]))).toBeUndefined()
+    expect(searchPath("py", { Path: "C:\\Python312" }, "win32", memoryProbe(["C:\\Python312\\py"]))).toBe("C:\\Python312\\py")
+  })
+
+  it("expands ~\\ in a configured path to the home directory", () => {
+    const c = found(win({ interpreter: "~\\py\\python.exe", probe: memoryProbe(["C:\\Users\\u\\py\\python.exe"]) }))
+    expect(c.executable).toBe("C:\\Users\\u\\py\\python.exe")
+  })
+})
+
+describe("rules as reported", () => {
+  it("lists every rule in the order they are tried", () => {
+    expect(RESOLUTION_RULES).toEqual(["setting", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "venv", "managed", "PATH"])
+  })
+
+  it("looks for python3 before python on POSIX, never with .exe", () => {
+    expect(pathCommandNames("linux")).toEqual(["python3", "python"])
+    expect(searchPath("python3", { PATH: "/usr/bin" }, "linux", memoryProbe(["/usr/bin/python3.exe"]))).toBeUndefined()
+  })
+
+  it("describes each rule's unset, missing and non-executable outcome in one line", () => {
+    const unset = RESOLUTION_RULES.map((rule) => describeAttempt({ rule, target: undefined, outcome: "unset" }))
+    expect(unset).toEqual([
+      "python.interpreter setting: not set",
+      "VIRTUAL_ENV: not set",
+      "CONDA_PREFIX: not set",
+      "<cwd>/.venv: not set",
+      "<cwd>/venv: not set",
+      "managed venv ~/.veyyon/python-env: not set",
+      "PATH: not set"
+    ])
+    expect(describeAttempt({ rule: "CONDA_PREFIX", target: "/c/bin/python", outcome: "missing" })).toBe("CONDA_PREFIX: /c/bin/python does not exist")
+    expect(describeAttempt({ rule: "managed", target: "/h/bin/python", outcome: "not-executable" })).toBe(
+      "managed venv ~/.veyyon/python-env: /h/bin/python is not an executable file"
+    )
+  })
+
+  it("a configured command name with no PATH at all is missing, not an error", () => {
+    const tried = notFound(input({ interpreter: "python3.12", env: {} }))
+    expect(tried).toEqual([{ rule: "setting", target: "python3.12", outcome: "missing" }])
+    expect(searchPath("python3", {}, "linux", memoryProbe(["/usr/bin/python3"]))).toBeUndefined()
+  })
+
+  it("a configured command name found on PATH is the setting's pick, with nothing skipped", () => {
+    expect(found(input({ interpreter: "python3.12", probe: memoryProbe(["/bin/python3.12"]) }))).toEqual({
+      executable: "/bin/python3.12",
+      rule: "setting",
+      skipped: []
+    })
+  })
+
+  it("trims the configured value and expands a bare ~", () => {
+    expect(found(input({ interpreter: "  /opt/py/bin/python  ", probe: memoryProbe(["/opt/py/bin/python"]) })).executable).toBe("/opt/py/bin/python")
+    expect(notFound(input({ interpreter: "~" }))).toEqual([{ rule: "setting", target: "/home/u", outcome: "missing" }])
+    expect(notFound(input({ interpreter: "~py" }))).toEqual([{ rule: "setting", target: "/proj/~py", outcome: "missing" }])
   })
 })
