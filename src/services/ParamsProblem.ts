@@ -8,11 +8,12 @@ import { ParseResult } from "effect"
 export type FieldHints = Readonly<Record<string, string>>
 
 const EXPECTED = /^Expected (.+?), actual (.+)$/s
+const ARRAY_TYPE = /^(ReadonlyArray<|Array<|readonly \[|\[)/
 
 const shortExpected = (expected: string): string => {
   if (expected.startsWith("{")) return "an object"
-  if (expected.startsWith("ReadonlyArray") || expected.startsWith("[")) return "an array"
-  return expected.length > 60 ? "a different type" : expected.replace(/ \| undefined$/, "")
+  if (ARRAY_TYPE.test(expected)) return "an array"
+  return expected.length > 60 ? "a different type" : expected
 }
 
 const clip = (text: string): string => (text.length > 60 ? `${text.slice(0, 60)}…` : text)
@@ -25,15 +26,10 @@ export const paramsProblem = (error: ParseResult.ParseError, subject: string, hi
   const name = field === "" ? `the ${subject} params` : `\`${field}\``
   const hint = hints[String(issue.path[0] ?? "")]
   const fix = hint === undefined ? "" : `: ${hint}`
-  switch (issue._tag) {
-    case "Missing":
-      return `${name} is missing${fix}`
-    case "Unexpected":
-      return `${name} is not a parameter of ${subject}; the parameters are ${Object.keys(hints).join(", ")}`
-    default: {
-      const match = EXPECTED.exec(issue.message)
-      if (match === null) return `${name} ${clip(issue.message)}${fix}`
-      return `${name} must be ${shortExpected(match[1]!)}, got ${clip(match[2]!)}${fix}`
-    }
+  if (issue._tag === "Unexpected") {
+    return `${name} is not a parameter of ${subject}; the parameters are ${Object.keys(hints).join(", ")}`
   }
+  const match = EXPECTED.exec(issue.message)
+  if (match === null) return `${name} ${clip(issue.message)}${fix}`
+  return `${name} must be ${shortExpected(match[1]!)}, got ${clip(match[2]!)}${fix}`
 }

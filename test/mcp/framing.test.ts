@@ -51,6 +51,60 @@ describe("paramsProblem", () => {
     expect(problem({ name: "x", arguments: {}, extra: 1 })).toBe("`extra` is not a parameter of tools/call; the parameters are name, arguments")
     expect(problem(5)).toBe("the tools/call params must be an object, got 5")
   })
+
+  const sentence = (schema: Schema.Schema<any, any>, value: unknown, hints: Record<string, string> = {}) =>
+    Either.match(Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })(value), {
+      onLeft: (error) => paramsProblem(error, "eval", hints),
+      onRight: () => "fits"
+    })
+
+  it("joins a nested field's path with dots and takes the hint of its top-level field", () => {
+    const nested = Schema.Struct({ options: Schema.Struct({ depth: Schema.Number }) })
+    expect(sentence(nested, { options: { depth: "deep" } }, { options: "pass { depth: number }" })).toBe(
+      "`options.depth` must be number, got \"deep\": pass { depth: number }"
+    )
+    expect(sentence(nested, { options: {} })).toBe("`options.depth` is missing")
+  })
+
+  it("says an array or an object for a container type, and a different type for a long one", () => {
+    const s = Schema.Struct({
+      items: Schema.Array(Schema.String),
+      list: Schema.mutable(Schema.Array(Schema.String)),
+      pair: Schema.Tuple(Schema.Number, Schema.Number),
+      point: Schema.mutable(Schema.Tuple(Schema.Number, Schema.Number)),
+      where: Schema.Struct({ x: Schema.Number })
+    })
+    const fine = { items: [], list: [], pair: [1, 2], point: [1, 2], where: { x: 1 } }
+    for (const field of ["items", "list", "pair", "point"]) {
+      expect(sentence(s, { ...fine, [field]: 3 })).toBe(`\`${field}\` must be an array, got 3`)
+    }
+    expect(sentence(s, { ...fine, where: 4 })).toBe("`where` must be an object, got 4")
+    const named = (length: number) => Schema.Struct({ mode: Schema.Number.annotations({ identifier: "N".repeat(length) }) })
+    expect(sentence(named(61), { mode: "z" })).toBe("`mode` must be a different type, got \"z\"")
+    expect(sentence(named(60), { mode: "z" })).toBe(`\`mode\` must be ${"N".repeat(60)}, got "z"`)
+  })
+
+  it("names an optional field's own type", () => {
+    expect(sentence(Schema.Struct({ timeout: Schema.optional(Schema.Number) }), { timeout: "1" })).toBe("`timeout` must be number, got \"1\"")
+  })
+
+  it("reads the expected type only from a message that starts with it, and only a leading bracket as an array", () => {
+    const s = Schema.Struct({ n: Schema.Number.pipe(Schema.filter(() => false, { message: () => "is not Expected x, actual y" })) })
+    expect(sentence(s, { n: 1 })).toBe("`n` is not Expected x, actual y")
+    const map = Schema.Struct({ m: Schema.Number.annotations({ identifier: "Map[string]" }) })
+    expect(sentence(map, { m: "z" })).toBe("`m` must be Map[string], got \"z\"")
+  })
+
+  it("clips what was sent past 60 characters", () => {
+    const s = Schema.Struct({ n: Schema.Number })
+    expect(sentence(s, { n: "x".repeat(58) })).toBe(`\`n\` must be number, got "${"x".repeat(58)}"`)
+    expect(sentence(s, { n: "x".repeat(59) })).toBe(`\`n\` must be number, got "${"x".repeat(59)}…`)
+  })
+
+  it("keeps a refinement's own message with the field's hint", () => {
+    const s = Schema.Struct({ timeout: Schema.Number.pipe(Schema.between(1, 3600, { message: () => "is out of range" })) })
+    expect(sentence(s, { timeout: 9000 }, { timeout: "seconds, 1 to 3600" })).toBe("`timeout` is out of range: seconds, 1 to 3600")
+  })
 })
 
 describe("progress", () => {
