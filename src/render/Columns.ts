@@ -56,7 +56,7 @@ const prefixWithin = (tokens: ReadonlyArray<AnsiToken>, budget: number): Prefix 
     }
     if (PRINTABLE_ASCII.test(token.text)) {
       const room = budget - columns
-      if (token.text.length > room) return { text: text + token.text.slice(0, room), columns: budget, style }
+      if (token.text.length >= room) return { text: text + token.text.slice(0, room), columns: budget, style }
       text += token.text
       columns += token.text.length
       continue

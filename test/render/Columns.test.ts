@@ -187,6 +187,25 @@ describe("clampLine", () => {
     expect(clampLine("a".repeat(60) + "\u001b[31mb\u001b[0m", 40)).toBe("a".repeat(10) + omittedSuffix(51))
   })
 
+  it("leaves out an escape right at the cut, when the text before it fills the room exactly", () => {
+    expect(clampLine("a".repeat(10) + "\u001b[31m" + "b".repeat(50), 40)).toBe("a".repeat(10) + omittedSuffix(50))
+  })
+
+  it("leaves a line of wide characters that fills the limit exactly as it is", () => {
+    expect(clampLine("日".repeat(20), 40)).toBe("日".repeat(20))
+    expect(clampLine("\u001b[31m" + "x".repeat(40) + "\u001b[0m", 40)).toBe("\u001b[31m" + "x".repeat(40) + "\u001b[0m")
+  })
+
+  it("leaves out stray introducers before the cut", () => {
+    expect(clampLine("ab\u001b\u00e9" + "c".repeat(60), 40)).toBe("ab\u00e9" + "c".repeat(7) + omittedSuffix(53))
+  })
+
+  it("uses the whole limit for the suffix when it fits exactly, and the ellipsis one column below", () => {
+    const suffix = omittedSuffix(60)
+    expect(clampLine("x".repeat(60), suffix.length)).toBe(suffix)
+    expect(clampLine("x".repeat(60), suffix.length - 1)).toBe("x".repeat(suffix.length - 2) + "…")
+  })
+
   it("falls back to a bare ellipsis when the limit is narrower than the suffix", () => {
     expect(clampLine("abcdefghij", 5)).toBe("abcd…")
     expect(clampLine("abcdefghij", 0)).toBe("")
