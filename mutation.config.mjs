@@ -1,0 +1,129 @@
+/**
+ * The modules `npm run test:mutation` mutates, each with its own test files, and the
+ * survivors that are truly equivalent (the mutated program behaves the same), each with
+ * why. An entry matches a survivor by mutator, a piece of the replaced source and,
+ * when given, the replacement.
+ */
+const FAST_PATH = "the ASCII fast path: the general path gives the same answer, only slower"
+
+export default {
+  threshold: 90,
+  modules: [
+    {
+      module: "src/kernel/Lifecycle.ts",
+      tests: ["test/kernel/Lifecycle.test.ts", "test/kernel/Lifecycle.model.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: 'state._tag === "Busy" || state._tag === "Interrupting"',
+          replacement: "true",
+          reason: "the other states carry no requestId, so reading it from them gives undefined as the else branch does"
+        }
+      ]
+    },
+    {
+      module: "src/kernel/CellWatchdog.ts",
+      tests: ["test/kernel/CellWatchdog.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: "handle !== undefined",
+          replacement: "true",
+          reason: "clearTimeout(undefined) does nothing, so clearing without the check behaves the same"
+        }
+      ]
+    },
+    { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
+    { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts"] },
+    {
+      module: "src/render/Columns.ts",
+      tests: ["test/render/Columns.test.ts"],
+      equivalent: [
+        { mutator: "ConditionalExpression", original: "PRINTABLE_ASCII.test(text)", replacement: "false", reason: FAST_PATH },
+        { mutator: "ConditionalExpression", original: "PRINTABLE_ASCII.test(line) && line.length <= limit", replacement: "false", reason: FAST_PATH },
+        { mutator: "EqualityOperator", original: "line.length <= limit", replacement: "line.length < limit", reason: FAST_PATH },
+        {
+          mutator: "BooleanLiteral",
+          original: "true",
+          replacement: "false",
+          reason: "textColumns measures text tokens, which hold no escape sequence, so string-width's escape handling never applies"
+        },
+        {
+          mutator: "ObjectLiteral",
+          original: "{ countAnsiEscapeCodes: true }",
+          reason: "textColumns measures text tokens, which hold no escape sequence, so string-width's escape handling never applies"
+        },
+        {
+          mutator: "ObjectLiteral",
+          original: '{ granularity: "grapheme" }',
+          reason: "grapheme is Intl.Segmenter's default granularity"
+        },
+        {
+          mutator: "ObjectLiteral",
+          original: "{ text, columns, style }",
+          replacement: "{}",
+          reason: "prefixWithin's last return: clampLine asks for a prefix only of lines wider than the budget, so the loop always returns first"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: "digitCount(first.omitted) < digitCount(total)",
+          replacement: "true",
+          reason: "a second cut with the same suffix width is the first cut again"
+        },
+        {
+          mutator: "EqualityOperator",
+          original: "digitCount(first.omitted) < digitCount(total)",
+          replacement: "digitCount(first.omitted) <= digitCount(total)",
+          reason: "a second cut with the same suffix width is the first cut again"
+        }
+      ]
+    },
+    {
+      module: "src/services/RuntimeResolution.ts",
+      tests: ["test/services/RuntimeResolution.test.ts"],
+      equivalent: [
+        {
+          mutator: "StringLiteral",
+          original: '"venv"',
+          replacement: '""',
+          reason: "envInterpreter asks only whether the kind is conda, so any other kind is a venv"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: "attempt.target !== undefined",
+          replacement: "true",
+          reason: "a missing outcome always names its target; only unset attempts have none"
+        }
+      ]
+    },
+    {
+      module: "src/services/ParamsProblem.ts",
+      tests: ["test/mcp/framing.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: "issue === undefined",
+          replacement: "false",
+          reason: "a ParseError always formats to at least one issue; the guard only keeps a broken schema library from crashing the door"
+        },
+        {
+          mutator: "StringLiteral",
+          original: "params do not fit the schema",
+          reason: "the sentence of that unreachable guard"
+        },
+        {
+          mutator: "Regex",
+          original: "/^Expected (.+?), actual (.+)$/s",
+          replacement: "/^Expected (.+?), actual (.+)/s",
+          reason: "the last group is greedy and the s flag lets it take every character, so it always reaches the end"
+        },
+        {
+          mutator: "StringLiteral",
+          original: '""',
+          replacement: '"Stryker was here!"',
+          reason: "the hint key of an issue at the top level (empty path): hints have no key for it under either name"
+        }
+      ]
+    }
+  ]
+}
