@@ -59,18 +59,24 @@ const writeStdout = (line: string) =>
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
 /** The cluster client's layer, its modules loaded only when asked for (they are most of the CLI's start-up otherwise). */
-const clusterToolLayer = (settings: SettingsInput) =>
-  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) => cluster.evalClusterLayer({ settings })))
+const clusterToolLayer = (settings: SettingsInput, insecureNoAuth: boolean) =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) =>
+    cluster.evalClusterLayer({ settings, cluster: { insecureNoAuth } })))
+
+/** How the tool runs: in this process, or on a cluster's runners (`insecureNoAuth`: without the cluster secret). */
+type Placement = { readonly _tag: "Local" } | { readonly _tag: "Cluster"; readonly insecureNoAuth: boolean }
 
 /** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
-const toolLayer = (door: "stdio" | "http", cluster: boolean) =>
-  (cluster ? clusterToolLayer(doorSettings(door)) : evalLayer({ settings: doorSettings(door) })).pipe(Layer.mapError(failureOf))
+const toolLayer = (door: "stdio" | "http", placement: Placement) =>
+  (placement._tag === "Cluster" ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth) : evalLayer({ settings: doorSettings(door) })).pipe(
+    Layer.mapError(failureOf)
+  )
 
 /** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: boolean) =>
+const stdioServer = (cluster: Placement) =>
   prepareSpares.pipe(
     Effect.zipRight(serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout))),
     Effect.provide(toolLayer("stdio", cluster))
@@ -83,7 +89,7 @@ const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
     : { token: randomBytes(32).toString("base64url"), generated: true }
 }
 
-const httpServer = (host: string, port: number, cluster: boolean) =>
+const httpServer = (host: string, port: number, cluster: Placement) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf()
     const settings = yield* Settings
@@ -116,7 +122,10 @@ const serve = (server: Effect.Effect<void, CliFailure>) =>
   })
 
 const cluster = Options.boolean("cluster").pipe(
-  Options.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL).`)
+  Options.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL, its secret from VEYYON_CLUSTER_SECRET_FILE).`)
+)
+const insecureNoAuth = Options.boolean("insecure-no-auth").pipe(
+  Options.withDescription("With --cluster: talk to runners started with --insecure-no-auth, without the cluster secret (VEYYON_CLUSTER_SECRET_FILE).")
 )
 const http = Options.boolean("http").pipe(
   Options.withDescription(`Serve streamable HTTP at ${MCP_PATH} instead of stdio (bearer token required).`)
@@ -133,13 +142,15 @@ const port = Options.integer("port").pipe(
 )
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", { http, host, port, cluster }, (options) => {
+export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth }, (options) => {
   if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
   if (options.port < 0 || options.port > 65535) return Effect.fail(usageError("--port must be between 0 and 65535"))
   const asClient = options.cluster || process.env[MCP_CLUSTER_ENV]?.trim() === "1"
-  return serve(options.http ? httpServer(options.host, options.port, asClient) : stdioServer(asClient))
+  if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
+  const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
+  return serve(options.http ? httpServer(options.host, options.port, placement) : stdioServer(placement))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )
