@@ -67,8 +67,14 @@ const waitForLine = (runner: { readonly log: () => string; readonly exited: Prom
     })
   })
 
+/** How a test cluster runs. */
+export interface TestClusterOptions {
+  /** Runners and client without the cluster secret (`--insecure-no-auth`), as a control for the attacks the secret stops. */
+  readonly insecure?: boolean
+}
+
 /** Starts PostgreSQL, `count` runners and a client; always call `stop`. */
-export const startCluster = async (count: number): Promise<TestCluster> => {
+export const startCluster = async (count: number, options: TestClusterOptions = {}): Promise<TestCluster> => {
   const pg = await startPostgres()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-cluster-"))
   fs.chmodSync(dir, 0o700)
@@ -80,14 +86,15 @@ export const startCluster = async (count: number): Promise<TestCluster> => {
   const runners: Array<TestRunner> = []
   const env = childEnv(artifactsDir, {
     VEYYON_CLUSTER_POSTGRES_URL: pg.url,
-    VEYYON_CLUSTER_SECRET_FILE: secretFile,
+    ...(options.insecure === true ? {} : { VEYYON_CLUSTER_SECRET_FILE: secretFile }),
     VEYYON_RUNNER_WORKSPACE: path.join(dir, "workspaces"),
     VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: String(LOCK_EXPIRATION_MS),
     VEYYON_SANDBOX: "off"
   })
   const addRunner = async (): Promise<TestRunner> => {
     const port = await freePort()
-    const child = spawn(cliEntry.command, [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`], { env, stdio: ["ignore", "ignore", "pipe"] })
+    const args = [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`, ...(options.insecure === true ? ["--insecure-no-auth"] : [])]
+    const child = spawn(cliEntry.command, args, { env, stdio: ["ignore", "ignore", "pipe"] })
     let log = ""
     child.stderr?.on("data", (chunk: Buffer) => (log = (log + chunk.toString("utf8")).slice(-20_000)))
     const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "?")))
@@ -98,7 +105,7 @@ export const startCluster = async (count: number): Promise<TestCluster> => {
   }
   const sql = ManagedRuntime.make(PgClient.layer({ url: Redacted.make(pg.url) }))
   const client = ManagedRuntime.make(evalClusterLayer({
-    cluster: { postgresUrl: pg.url, secret, shardLockExpirationMs: LOCK_EXPIRATION_MS },
+    cluster: { postgresUrl: pg.url, ...(options.insecure === true ? { insecureNoAuth: true } : { secret }), shardLockExpirationMs: LOCK_EXPIRATION_MS },
     settings: { artifactsDir },
     env: false
   }))
