@@ -5,7 +5,9 @@
  * go to stderr. With `--http`: streamable HTTP at `/mcp` on `--host` (default 127.0.0.1)
  * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, or one
  * generated and printed once on stderr), one kernel session per MCP session.
- * Cells run in the directory the server started in. With `--cluster` (or `VEYYON_CLUSTER=1`)
+ * On stdio cells run in the directory the server started in; over HTTP each session runs
+ * in its own private directory (under `VEYYON_MCP_WORKSPACE`), removed when it ends.
+ * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
@@ -20,7 +22,8 @@ import { evalLayer } from "../../layers/EvalLive.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
-import { serveStdio } from "../../mcp/StdioDoor.ts"
+import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
+import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/SessionWorkspace.ts"
 import { KernelRegistry } from "../../services/KernelRegistry.ts"
 import { Settings, type SettingsInput } from "../../services/Settings.ts"
 import { type CliFailure, failureOf, usageError } from "../exitCodes.ts"
@@ -47,7 +50,20 @@ export const doorSettings = (door: "stdio" | "http"): SettingsInput => {
   return door === "http" ? { ...base, sandbox: { mode: defaultSandboxMode("mcp-http") } } : base
 }
 
-const serveOptions = () => ({ version: VERSION, progressIntervalMs: progressIntervalMs(process.env.VEYYON_MCP_PROGRESS_INTERVAL_MS) })
+const serveOptions = (sessionDirs?: SessionWorkspace) => ({
+  version: VERSION,
+  progressIntervalMs: progressIntervalMs(process.env.VEYYON_MCP_PROGRESS_INTERVAL_MS),
+  sessionDirs
+})
+
+/** The variable naming the root of the HTTP door's per-session directories (default `<state dir>/workspaces/mcp-http`). */
+export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
+
+/** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
+const httpSessionDirs = (): SessionWorkspace => {
+  const given = process.env[MCP_WORKSPACE_ENV]?.trim()
+  return makeSessionWorkspace(given !== undefined && given !== "" ? given : defaultWorkspaceRoot("mcp-http"))
+}
 
 const writeStdout = (line: string) =>
   Effect.async<void>((resume) => {
@@ -78,7 +94,9 @@ const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (regi
 
 const stdioServer = (cluster: Placement) =>
   prepareSpares.pipe(
-    Effect.zipRight(serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout))),
+    // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
+    Effect.zipRight(serveMcp(serveOptions(), (door, sessions) =>
+      serveStdio(door, NodeStream.stdin, writeStdout).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
     Effect.provide(toolLayer("stdio", cluster))
   )
 
@@ -94,7 +112,7 @@ const httpServer = (host: string, port: number, cluster: Placement) =>
     const { token, generated } = tokenOf()
     const settings = yield* Settings
     yield* prepareSpares
-    yield* serveMcp(serveOptions(), (door, sessions) =>
+    yield* serveMcp(serveOptions(cluster._tag === "Local" ? httpSessionDirs() : undefined), (door, sessions) =>
       Effect.gen(function*() {
         const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer

@@ -7,8 +7,9 @@
  * it owns, until SIGTERM or SIGINT: then it hands its sessions off and exits.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Exit, Layer, Option, Scope } from "effect"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
+import { KernelRegistry, type KernelRegistryService } from "../../services/KernelRegistry.ts"
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 
@@ -37,6 +38,27 @@ export const INSECURE_WARNING =
   "veyyon runner: WARNING: --insecure-no-auth: this runner does not authenticate its peers. Anyone who can reach its port " +
   "(any local user, any cell of its kernels) can run code as this user and read every session's state. Set VEYYON_CLUSTER_SECRET_FILE instead.\n"
 
+/** How long a stopping runner spends handing its sessions off before it ends its kernels and exits anyway. */
+export const STOP_GRACE_MS = 6000
+
+/** How long ending the kernels may take after that (each is SIGKILLed within it). */
+const KERNEL_STOP_MS = 2500
+
+/**
+ * Closes the runner: hands its shards off (bounded by `STOP_GRACE_MS`: with its Postgres
+ * gone that never finishes), then ends every kernel still alive, so the process exits
+ * within about 10 s of SIGTERM with nothing left running.
+ */
+const stopRunner = (scope: Scope.CloseableScope, registry: KernelRegistryService) =>
+  Scope.close(scope, Exit.void).pipe(
+    Effect.disconnect,
+    Effect.timeout(STOP_GRACE_MS),
+    Effect.catchTag("TimeoutException", () =>
+      Effect.sync(() => process.stderr.write(`veyyon runner: the hand-off did not finish within ${STOP_GRACE_MS} ms (is Postgres reachable?); ending the kernels and exiting\n`)).pipe(
+        Effect.zipRight(registry.shutdownAll.pipe(Effect.disconnect, Effect.timeout(KERNEL_STOP_MS), Effect.ignore))
+      ))
+  )
+
 /** The `runner` command. */
 export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, shards, insecureNoAuth }, (options) => {
   const given: ClusterSettingsInput = {
@@ -53,16 +75,15 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
     onRight: (cluster) =>
       Effect.gen(function*() {
         if (cluster.auth._tag === "Insecure") process.stderr.write(INSECURE_WARNING)
-        process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
-        return yield* Effect.never
-      }).pipe(
-        Effect.provide(Layer.unwrapEffect(Effect.map(
-          Effect.promise(() => import("../../cluster/RunnerLayer.ts")),
-          (runner) => runner.runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } })
-        )).pipe(
+        const runner = yield* Effect.promise(() => import("../../cluster/RunnerLayer.ts"))
+        const layer = runner.runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } }).pipe(
           Layer.mapError((error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` }))
-        ))
-      )
+        )
+        const scope = yield* Scope.make()
+        const context = yield* Effect.onError(Layer.buildWithScope(layer, scope), (cause) => Scope.close(scope, Exit.failCause(cause)))
+        process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
+        return yield* Effect.never.pipe(Effect.onInterrupt(() => stopRunner(scope, Context.get(context, KernelRegistry))))
+      })
   })
 }).pipe(
   Command.withDescription("Serve kernel sessions as a runner of a veyyon cluster (Postgres-backed); stops on SIGTERM, handing its sessions off.")
