@@ -71,6 +71,8 @@ const waitForLine = (runner: { readonly log: () => string; readonly exited: Prom
 export interface TestClusterOptions {
   /** Runners and client without the cluster secret (`--insecure-no-auth`), as a control for the attacks the secret stops. */
   readonly insecure?: boolean
+  /** More environment for the runners (`VEYYON_RUNNER_ALLOWED_ROOTS`, say). */
+  readonly runnerEnv?: Readonly<Record<string, string>>
 }
 
 /** Starts PostgreSQL, `count` runners and a client; always call `stop`. */
@@ -89,7 +91,8 @@ export const startCluster = async (count: number, options: TestClusterOptions = 
     ...(options.insecure === true ? {} : { VEYYON_CLUSTER_SECRET_FILE: secretFile }),
     VEYYON_RUNNER_WORKSPACE: path.join(dir, "workspaces"),
     VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: String(LOCK_EXPIRATION_MS),
-    VEYYON_SANDBOX: "off"
+    VEYYON_SANDBOX: "off",
+    ...options.runnerEnv
   })
   const addRunner = async (): Promise<TestRunner> => {
     const port = await freePort()
