@@ -1,6 +1,7 @@
 /**
  * `EvalTool` as a cluster client: every call goes to the `KernelSession` entity of its
- * session, wherever the cluster placed it. Params are checked here first (the same errors
+ * session, wherever the cluster placed it, in the session's own directory there unless the
+ * policy forwards the caller's cwd. Params are checked here first (the same errors
  * as in-process); outputs reach `onEvent` as the runner streams them; aborting `signal`
  * cancels the cell on its runner (SIGINT, and the cancelled result still comes back);
  * interrupting the call interrupts the cell remotely, as in-process. A call that loses its
@@ -9,7 +10,7 @@
  */
 import type { Sharding } from "@effect/cluster/Sharding"
 import { Cause, Data, Duration, Effect, Either, Runtime, Schedule, Stream } from "effect"
-import { randomUUID } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
 import { KernelClosed, KernelStartError } from "../kernel/KernelError.ts"
 import {
@@ -76,6 +77,8 @@ export interface ClusterCallPolicy {
   readonly retryWindowMs: number
   /** Wait between two sends. */
   readonly retryIntervalMs: number
+  /** Send the caller's cwd (the runner runs the cell there only under its allowed roots); false runs every session in its own directory on its runner. */
+  readonly forwardCwd?: boolean
 }
 
 const withRetries = <A>(effect: Effect.Effect<A, SessionCallFailed | CallInTransit>, policy: ClusterCallPolicy) =>
@@ -90,6 +93,7 @@ export const makeClusterEvalTool = (policy: ClusterCallPolicy): Effect.Effect<Ev
     const settings = yield* Settings
     const clientOf = yield* KernelSession.client
     const runtime = yield* Effect.runtime<never>()
+    const cwdOf = (cwd: string): string | undefined => (policy.forwardCwd === true ? cwd : undefined)
 
     const run: EvalToolService["run"] = (raw, context) =>
       Effect.gen(function*() {
@@ -98,7 +102,7 @@ export const makeClusterEvalTool = (policy: ClusterCallPolicy): Effect.Effect<Ev
           const error = checked.left
           return yield* Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
         }
-        const callId = randomUUID()
+        const callId = randomBytes(16).toString("hex")
         const session = clientOf(context.sessionId)
         const signal = context.signal
         const onAbort = () => {
@@ -108,7 +112,7 @@ export const makeClusterEvalTool = (policy: ClusterCallPolicy): Effect.Effect<Ev
         const onEvent = context.onEvent
         const once = Effect.suspend(() => {
           let result: EvalResult | undefined
-          return session.Execute({ params: raw, cwd: context.cwd, callId }).pipe(
+          return session.Execute({ params: raw, cwd: cwdOf(context.cwd), callId }).pipe(
             Stream.runForEach((event) =>
               Effect.sync(() => {
                 if (event._tag === "Result") result = event.result
@@ -143,8 +147,8 @@ export const makeClusterEvalTool = (policy: ClusterCallPolicy): Effect.Effect<Ev
     return {
       definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
       run,
-      complete: (params, context) => introspect(clientOf(context.sessionId).Complete({ params, cwd: context.cwd })),
-      inspect: (params, context) => introspect(clientOf(context.sessionId).Inspect({ params, cwd: context.cwd })),
+      complete: (params, context) => introspect(clientOf(context.sessionId).Complete({ params, cwd: cwdOf(context.cwd) })),
+      inspect: (params, context) => introspect(clientOf(context.sessionId).Inspect({ params, cwd: cwdOf(context.cwd) })),
       endSession: (sessionId) =>
         withRetries(inTransit(clientOf(sessionId).Shutdown()), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) }).pipe(
           Effect.catchAll((error) => Effect.logWarning(`session ${sessionId} was not shut down on its runner: ${error.message}`))

@@ -1,11 +1,13 @@
 /**
- * How a process joins the cluster: the Postgres URL, this runner's listen and advertised
- * addresses, and the shard and lock timings. From an object with the `VEYYON_CLUSTER_*`
- * environment on top (a runner's flags are applied as the object). Pure apart from
- * reading the environment it is given.
+ * How a process joins the cluster: the Postgres URL, the cluster secret, this runner's
+ * listen and advertised addresses, and the shard and lock timings. From an object with the
+ * `VEYYON_CLUSTER_*` environment on top (a runner's flags are applied as the object). Pure
+ * apart from reading the environment it is given and the secret's file.
  */
 import { Data, Either } from "effect"
 import * as os from "node:os"
+import { resolveSecret, SECRET_ENV, SECRET_FILE_ENV } from "./ClusterSecret.ts"
+import type { MeshAuth } from "./MeshSockets.ts"
 
 /** The default port runners listen on for each other and for clients. */
 export const DEFAULT_RUNNER_PORT = 34431
@@ -29,6 +31,8 @@ export interface HostPort {
 export interface ClusterSettings {
   /** `postgres://` URL of the database holding shard locks, runners, messages and the session ledger. */
   readonly postgresUrl: string
+  /** How connections to and from runner ports authenticate. */
+  readonly auth: MeshAuth
   /** Where this runner listens for other runners and clients. */
   readonly listen: HostPort
   /** The address other processes reach this runner at. */
@@ -41,6 +45,10 @@ export interface ClusterSettings {
 /** Cluster settings as given (every field optional). */
 export interface ClusterSettingsInput {
   readonly postgresUrl?: string | undefined
+  /** The cluster secret (an embedder's own); else `VEYYON_CLUSTER_SECRET_FILE` or `VEYYON_CLUSTER_SECRET`. */
+  readonly secret?: string | undefined
+  /** Run without the mesh handshake (`--insecure-no-auth`): anyone reaching a runner's port runs code on it. */
+  readonly insecureNoAuth?: boolean | undefined
   /** `host:port`, `host` or `:port`. */
   readonly listen?: string | undefined
   /** `host:port`, `host` or `:port`. */
@@ -113,6 +121,14 @@ export const resolveClusterSettings = (
     if (!/^postgres(ql)?:\/\//.test(postgresUrl)) {
       return yield* Either.left(new InvalidClusterSettings({ problem: `the Postgres URL must start with postgres:// (got a value starting ${JSON.stringify(postgresUrl.slice(0, 12))})` }))
     }
+    const secret = yield* Either.mapLeft(resolveSecret(given.secret, env), (problem) => new InvalidClusterSettings({ problem }))
+    if (secret === undefined && given.insecureNoAuth !== true) {
+      return yield* Either.left(new InvalidClusterSettings({
+        problem: `no cluster secret: set ${SECRET_FILE_ENV} to a file only you can read holding one (make it with: openssl rand -hex 32), ` +
+          `or ${SECRET_ENV}; every runner and client of the cluster needs the same one`
+      }))
+    }
+    const auth: MeshAuth = secret === undefined ? { _tag: "Insecure" } : { _tag: "Secret", secret }
     const listenRaw = given.listen ?? envText(env, "VEYYON_CLUSTER_LISTEN")
     const listen = listenRaw === undefined
       ? { host: "127.0.0.1", port: DEFAULT_RUNNER_PORT }
@@ -133,7 +149,7 @@ export const resolveClusterSettings = (
       return yield* Either.left(new InvalidClusterSettings({ problem: `the shard lock refresh interval (${refresh} ms) must be shorter than its expiration (${expiration} ms)` }))
     }
     const shards = (yield* positiveMs(given.shards, "the shard count")) ?? (yield* envNumber(env, "VEYYON_CLUSTER_SHARDS")) ?? DEFAULT_SHARDS
-    return { postgresUrl, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards }
+    return { postgresUrl, auth, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards }
   })
 
 /** `host:port` of an address, with an IPv6 host bracketed. */

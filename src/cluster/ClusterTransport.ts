@@ -1,7 +1,8 @@
 /**
  * `@effect/cluster` on Node sockets with its storage in Postgres (tables prefixed
  * `veyyon_cluster_`): the sharding of a runner (serves entities, pings its peers) and of a
- * client (sends to entities only). The sharding config is built from our settings alone,
+ * client (sends to entities only), every connection to a runner's port authenticated by
+ * the mesh handshake first. The sharding config is built from our settings alone,
  * never from the library's own environment variables (`HOST`, `PORT`, ...).
  */
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
@@ -12,8 +13,6 @@ import * as SocketRunner from "@effect/cluster/SocketRunner"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
-import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import { Socket } from "@effect/platform/Socket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
@@ -23,6 +22,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { ClusterSettings } from "./ClusterSettings.ts"
+import { connectMesh, layerMeshServer } from "./MeshSockets.ts"
 
 /** The prefix of the tables `@effect/cluster` keeps in Postgres. */
 export const CLUSTER_TABLE_PREFIX = "veyyon_cluster"
@@ -43,27 +43,24 @@ export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): Sh
 export const postgresLayer = (settings: ClusterSettings): Layer.Layer<SqlClient, SqlError> =>
   PgClient.layer({ url: Redacted.make(settings.postgresUrl), applicationName: "veyyon", maxConnections: 10 })
 
-/**
- * The sockets between clients and runners, as `@effect/platform-node`'s cluster sockets
- * but with Nagle's algorithm off on both ends: a stream's small chunk and ack frames
- * otherwise wait out the peer's delayed ACK (about 90 ms a chunk measured on loopback).
- */
-const layerClientProtocol: Layer.Layer<Runners.RpcClientProtocol, never, RpcSerialization.RpcSerialization> = Layer.effect(
-  Runners.RpcClientProtocol,
-  Effect.gen(function*() {
-    const serialization = yield* RpcSerialization.RpcSerialization
-    return Effect.fnUntraced(function*(address: RunnerAddress) {
-      const socket = yield* NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port, noDelay: true })
-      return yield* RpcClient.makeProtocolSocket().pipe(
-        Effect.provideService(Socket, socket),
-        Effect.provideService(RpcSerialization.RpcSerialization, serialization)
-      )
-    }, Effect.orDie)
-  })
-)
+/** The sockets from this process to runners, each authenticated before the RPC client uses it. */
+const layerClientProtocol = (settings: ClusterSettings): Layer.Layer<Runners.RpcClientProtocol, never, RpcSerialization.RpcSerialization> =>
+  Layer.effect(
+    Runners.RpcClientProtocol,
+    Effect.gen(function*() {
+      const serialization = yield* RpcSerialization.RpcSerialization
+      return Effect.fnUntraced(function*(address: RunnerAddress) {
+        const socket = yield* connectMesh({ host: address.host, port: address.port }, settings.auth, 1000)
+        return yield* RpcClient.makeProtocolSocket().pipe(
+          Effect.provideService(Socket, socket),
+          Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+        )
+      }, Effect.orDie)
+    })
+  )
 
 const layerSocketServer = (settings: ClusterSettings) =>
-  NodeSocketServer.layer({ host: settings.listen.host, port: settings.listen.port, noDelay: true })
+  layerMeshServer({ host: settings.listen.host, port: settings.listen.port, auth: settings.auth })
 
 const storage = Layer.mergeAll(
   Layer.orDie(SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX })),
@@ -72,8 +69,8 @@ const storage = Layer.mergeAll(
 
 /** The sharding of a runner: listens on its address, serves its shards' entities, sends to the others. */
 export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners, SocketServerError, SqlClient> =>
-  Layer.provide(SocketRunner.layer, [layerSocketServer(settings), layerClientProtocol]).pipe(
-    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol))),
+  Layer.provide(SocketRunner.layer, [layerSocketServer(settings), layerClientProtocol(settings)]).pipe(
+    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol(settings)))),
     Layer.provide(storage),
     Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, true))),
     Layer.provide(RpcSerialization.layerMsgPack)
@@ -81,7 +78,7 @@ export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Shar
 
 /** The sharding of a client: no entities of its own, sends every call to the runner owning the session's shard. */
 export const clientShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners, never, SqlClient> =>
-  Layer.provide(SocketRunner.layerClientOnly, layerClientProtocol).pipe(
+  Layer.provide(SocketRunner.layerClientOnly, layerClientProtocol(settings)).pipe(
     Layer.provide(storage),
     Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, false))),
     Layer.provide(RpcSerialization.layerMsgPack)

@@ -10,7 +10,7 @@ import type { ArtifactDirUnavailable, ArtifactStore } from "../services/Artifact
 import { EvalTool } from "../services/EvalTool.ts"
 import { type InvalidSettings, Settings, type SettingsInput } from "../services/Settings.ts"
 import { makeClusterEvalTool } from "./ClusterEvalTool.ts"
-import { type ClusterSettings, type ClusterSettingsInput, type InvalidClusterSettings, resolveClusterSettings } from "./ClusterSettings.ts"
+import { type ClusterSettings, type ClusterSettingsInput, InvalidClusterSettings, resolveClusterSettings } from "./ClusterSettings.ts"
 import { clientShardingLayer, postgresLayer } from "./ClusterTransport.ts"
 import { PgArtifactStoreLive } from "./PgArtifactStore.ts"
 
@@ -22,7 +22,17 @@ export interface EvalClusterLayerOptions {
   readonly settings?: SettingsInput
   /** Read `VEYYON_*` variables from this environment (default: the process's); false to ignore it. */
   readonly env?: Readonly<Record<string, string | undefined>> | false
+  /**
+   * Where cells run on their runner: "session" (default, or `VEYYON_CLUSTER_CWD=session`) in
+   * the session's own directory there, whatever cwd a call names; "caller"
+   * (`VEYYON_CLUSTER_CWD=caller`) in the cwd each call names, which the runner allows only
+   * under its `VEYYON_RUNNER_ALLOWED_ROOTS`.
+   */
+  readonly cwd?: "session" | "caller"
 }
+
+/** The variable choosing where cells run on their runner (`session` or `caller`). */
+export const CLUSTER_CWD_ENV = "VEYYON_CLUSTER_CWD"
 
 /** What the cluster client layer provides. */
 export type EvalClusterServices = EvalTool | Settings | ArtifactStore
@@ -39,7 +49,12 @@ export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.L
   const settings = options.env === false ? Settings.layer(options.settings) : Settings.fromEnv(options.settings, env)
   return Layer.unwrapEffect(Effect.gen(function*() {
     const cluster = yield* Either.match(resolveClusterSettings(options.cluster ?? {}, env), { onLeft: Effect.fail, onRight: Effect.succeed })
-    const tool = Layer.effect(EvalTool, makeClusterEvalTool({ retryWindowMs: retryWindowMsOf(cluster), retryIntervalMs: 250 })).pipe(
+    const cwdMode = options.cwd ?? env[CLUSTER_CWD_ENV]?.trim() ?? "session"
+    if (cwdMode !== "session" && cwdMode !== "caller") {
+      return yield* new InvalidClusterSettings({ problem: `${CLUSTER_CWD_ENV} must be session or caller, got ${JSON.stringify(cwdMode)}` })
+    }
+    const policy = { retryWindowMs: retryWindowMsOf(cluster), retryIntervalMs: 250, forwardCwd: cwdMode === "caller" }
+    const tool = Layer.effect(EvalTool, makeClusterEvalTool(policy)).pipe(
       Layer.provide(clientShardingLayer(cluster))
     )
     // Artifacts the runners published are read from Postgres (and cached in this process's private directory).

@@ -34,10 +34,14 @@ export class SessionCallFailed extends Schema.TaggedError<SessionCallFailed>()("
   }
 }
 
-/** `Execute`'s params: the tool's raw params, the cell's cwd and the caller's id for this call (the same on every retry). */
+/**
+ * `Execute`'s params: the tool's raw params, the cwd the caller asks for (absent: the
+ * session's own directory on its runner; the runner decides which it allows) and the
+ * caller's id for this call (the same on every retry).
+ */
 export const ExecutePayload = Schema.Struct({
   params: Schema.Unknown,
-  cwd: Schema.String,
+  cwd: Schema.optional(Schema.String),
   callId: Schema.String
 })
 
@@ -49,7 +53,7 @@ const IntrospectPayload = Schema.Struct({
     cursorPos: Schema.optional(Schema.Number),
     detailLevel: Schema.optional(Schema.Literal(0, 1))
   }),
-  cwd: Schema.String
+  cwd: Schema.optional(Schema.String)
 })
 
 /** What `Status` answers. */

@@ -1,6 +1,7 @@
 /**
  * The runner side of `KernelSession`: each entity drives this runner's local `EvalTool`
- * with the entity id as the session id. One cell at a time (a second `Execute` is
+ * with the entity id as the session id, in the cwd the runner's workspace decides (the
+ * session's own directory, removed on `Shutdown`, unless the call names an allowed one). One cell at a time (a second `Execute` is
  * answered "busy"), the ledger consulted before a cell runs (no silent re-runs, a notice
  * on a re-homed session), and the session's kernels ended when the entity leaves this
  * runner (idle time, hand-off, shutdown).
@@ -15,6 +16,7 @@ import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { inflightElsewhere } from "./LedgerDecision.ts"
 import { answersAt } from "./OwnerProbe.ts"
+import { RunnerWorkspace } from "./RunnerWorkspace.ts"
 import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
 
 /** How long a new owner waits for a live old owner to finish a call it had in flight (the library's entity termination grace, plus a margin). */
@@ -44,6 +46,8 @@ const makeHandlers = (advertised: string) =>
     const tool = yield* EvalTool
     const ledger = yield* SessionLedger
     const publisher = yield* ArtifactPublisher
+    const workspace = yield* RunnerWorkspace
+    const cwdFor = (requested: string | undefined) => Effect.mapError(workspace.cwdFor(sessionId, requested), sessionCallFailed)
     let running: RunningCell | undefined
 
     yield* Effect.addFinalizer(() =>
@@ -111,27 +115,34 @@ const makeHandlers = (advertised: string) =>
         return Mailbox.toStream(events)
       })
 
+    /** After the cwd was decided: the ledger's word on the call, then the cell (or its answer without running). */
+    const startCell = (callId: string, params: unknown, cwd: string, cell: RunningCell, release: Effect.Effect<void>) =>
+      awaitHandOff(callId).pipe(
+        Effect.zipRight(ledger.beginExecute(sessionId, callId)),
+        Effect.tapErrorCause(() => release),
+        Effect.mapError(ledgerFailure),
+        Effect.flatMap((decision) =>
+          decision._tag === "Answer"
+            ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
+            : decision._tag === "Replay"
+            ? Effect.as(release, only({ _tag: "Result", result: JSON.parse(decision.result) as EvalResult }))
+            : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
+        )
+      )
+
     return KernelSession.of({
       Execute: (request) =>
         Stream.unwrapScoped(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallFailed>, SessionCallFailed, Scope.Scope> => {
-          const { callId, cwd, params } = request.payload
+          const { callId, params } = request.payload
           if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
           const cell: RunningCell = { callId, controller: new AbortController() }
           running = cell
           const release = Effect.sync(() => {
             if (running === cell) running = undefined
           })
-          return awaitHandOff(callId).pipe(
-            Effect.zipRight(ledger.beginExecute(sessionId, callId)),
+          return cwdFor(request.payload.cwd).pipe(
             Effect.tapErrorCause(() => release),
-            Effect.mapError(ledgerFailure),
-            Effect.flatMap((decision) =>
-              decision._tag === "Answer"
-                ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
-                : decision._tag === "Replay"
-                ? Effect.as(release, only({ _tag: "Result", result: JSON.parse(decision.result) as EvalResult }))
-                : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
-            )
+            Effect.flatMap((cwd) => startCell(callId, params, cwd, cell, release))
           )
         })),
       Cancel: (request) =>
@@ -141,17 +152,21 @@ const makeHandlers = (advertised: string) =>
           return true
         }),
       Reset: () => Effect.zipRight(tool.endSession(sessionId), Effect.ignoreLogged(ledger.end(sessionId))),
-      Shutdown: () => Effect.zipRight(tool.endSession(sessionId), Effect.ignoreLogged(ledger.end(sessionId))),
+      Shutdown: () => Effect.zipRight(tool.endSession(sessionId), Effect.zipRight(Effect.ignoreLogged(ledger.end(sessionId)), workspace.endSession(sessionId))),
       Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: running?.callId ?? null }),
       Complete: (request) =>
-        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd: request.payload.cwd }).pipe(Effect.mapError(sessionCallFailed)),
+        Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
+          tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed))),
       Inspect: (request) =>
-        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd: request.payload.cwd }).pipe(Effect.mapError(sessionCallFailed))
+        Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
+          tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed)))
     })
   })
 
 /** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
-export const kernelSessionServer = (advertised: string): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings> =>
+export const kernelSessionServer = (
+  advertised: string
+): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings | RunnerWorkspace> =>
   Layer.unwrapEffect(Effect.map(Settings, (settings) =>
     KernelSession.toLayer(makeHandlers(advertised), {
       concurrency: "unbounded",

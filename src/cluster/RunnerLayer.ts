@@ -1,29 +1,43 @@
 /**
  * A cluster runner as a layer: this process's eval layer (registry, sandbox, every
  * backend) serving `KernelSession` entities for the shards it owns, with the session
- * ledger under a random incarnation id; kv in Postgres, each cell's artifacts published there. Closing its scope hands the shards off (the
+ * ledger under a random incarnation id, its kernels in the directories its workspace decides; kv in Postgres, each cell's artifacts published there. Closing its scope hands the shards off (the
  * sessions' kernels end here; their next cells run elsewhere with a notice).
  */
 import type { Sharding } from "@effect/cluster/Sharding"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Layer } from "effect"
+import { Effect, Either, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
 import type { ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
+import type { KernelRegistry } from "../services/KernelRegistry.ts"
 import type { InvalidSettings } from "../services/Settings.ts"
 import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { kernelSessionServer } from "./KernelSessionServer.ts"
 import { PgKvStoreLive } from "./PgKvStore.ts"
+import { type InvalidWorkspaceSettings, resolveWorkspaceSettings, RunnerWorkspace, type RunnerWorkspaceSettings } from "./RunnerWorkspace.ts"
 import { SessionLedger } from "./SessionLedger.ts"
 
 /** Anything starting a runner can fail with. */
-export type RunnerLayerError = InvalidSettings | ArtifactDirUnavailable | SqlError | SocketServerError
+export type RunnerLayerError = InvalidSettings | ArtifactDirUnavailable | SqlError | SocketServerError | InvalidWorkspaceSettings
+
+/** How to build a runner: the eval layer's options, and where its kernels live (default: from `VEYYON_RUNNER_*` of the environment). */
+export interface RunnerLayerOptions extends EvalLayerOptions {
+  readonly workspace?: RunnerWorkspaceSettings
+}
 
 /** A runner of the cluster `cluster` describes, running kernels with the eval layer `options` builds. */
-export const runnerLayer = (cluster: ClusterSettings, options: EvalLayerOptions = {}): Layer.Layer<Sharding, RunnerLayerError> => {
+export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOptions = {}): Layer.Layer<Sharding | KernelRegistry, RunnerLayerError> => {
+  const workspaceSettings = options.workspace !== undefined
+    ? Either.right(options.workspace)
+    : resolveWorkspaceSettings(options.env === false ? {} : options.env ?? process.env)
+  const workspace = Layer.unwrapEffect(Either.match(workspaceSettings, {
+    onLeft: Effect.fail,
+    onRight: (settings) => Effect.succeed(RunnerWorkspace.layer(settings))
+  }))
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)
   const ledger = SessionLedger.layer(randomUUID(), advertised)
@@ -32,7 +46,8 @@ export const runnerLayer = (cluster: ClusterSettings, options: EvalLayerOptions 
   return kernelSessionServer(advertised).pipe(
     Layer.provideMerge(sharding),
     Layer.provide(ledger),
-    Layer.provide(kernels),
+    Layer.provide(workspace),
+    Layer.provideMerge(kernels),
     Layer.provide(postgresLayer(cluster))
   )
 }

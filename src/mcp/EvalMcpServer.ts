@@ -16,6 +16,8 @@ import { cellToolResult, EVAL_OUTPUT_SCHEMA, failureToolResult } from "../cli/mc
 import { ArtifactStore } from "../services/ArtifactStore.ts"
 import { clampTimeoutSeconds, DEFAULT_TIMEOUT_SECONDS } from "../services/CellTimeout.ts"
 import { EvalTool, type EvalToolService } from "../services/EvalTool.ts"
+import type { PrivateDirRefused } from "../services/PrivateDir.ts"
+import type { SessionWorkspace } from "../services/SessionWorkspace.ts"
 import { listResult, readArtifact } from "./ArtifactResources.ts"
 import { ErrorCode } from "./JsonRpc.ts"
 import { McpCall, type McpDoor, McpFailure, makeMcpDoor } from "./McpDoor.ts"
@@ -44,17 +46,25 @@ export interface McpServeOptions {
   readonly version: string
   /** Milliseconds between progress notifications (at most 5000). */
   readonly progressIntervalMs: number
+  /** Each session's cells run in its own directory here (removed when it ends); without it, in the server's directory. */
+  readonly sessionDirs?: SessionWorkspace | undefined
 }
 
 const toolTotalSeconds = (payload: unknown): number =>
   Either.getOrElse(clampTimeoutSeconds((payload as { readonly timeout?: unknown } | undefined)?.timeout), () => DEFAULT_TIMEOUT_SECONDS)
 
-const evalHandler = (tool: EvalToolService, sessions: McpSessions, cwd: string, progressIntervalMs: number) => (payload: unknown) =>
+const evalHandler = (
+  tool: EvalToolService,
+  sessions: McpSessions,
+  cwdOf: (sessionId: string) => Effect.Effect<string, PrivateDirRefused>,
+  progressIntervalMs: number
+) => (payload: unknown) =>
   Effect.gen(function*() {
     const client = yield* McpServerClient
     const call = yield* Effect.serviceOption(McpCall)
     const token = Option.flatMap(call, (info) => Option.fromNullable(info.progressToken))
     const sessionId = sessionIds(sessions, client.clientId)
+    const cwd = yield* cwdOf(sessionId)
     if (Option.isNone(call) || Option.isNone(token)) return yield* tool.run(payload, { sessionId, cwd })
     const tracker = makeLineTracker()
     return yield* withProgress(tool.run(payload, { sessionId, cwd, onEvent: tracker.onEvent }), {
@@ -96,9 +106,25 @@ export const serveMcp = <E, R>(
     const tool = yield* EvalTool
     const artifacts = yield* ArtifactStore
     const server = yield* McpServer.McpServer
-    const cwd = process.cwd()
-    const serverToken = randomBytes(4).toString("hex")
-    const sessionIdOf = (clientId: number) => `mcp-${serverToken}-${clientId}`
+    const serverCwd = process.cwd()
+    const sessionDirs = options.sessionDirs
+    const cwdOf = (sessionId: string) => (sessionDirs === undefined ? Effect.succeed(serverCwd) : sessionDirs.dirOf(sessionId))
+    // 128 random bits per client: another client cannot guess a session's id (and so its kv, artifacts or kernels).
+    const ids = new Map<number, string>()
+    const sessionIdOf = (clientId: number) => {
+      let id = ids.get(clientId)
+      if (id === undefined) {
+        id = `mcp-${randomBytes(16).toString("hex")}`
+        ids.set(clientId, id)
+      }
+      return id
+    }
+    const forget = (clientId: number) =>
+      Effect.suspend(() => {
+        const id = ids.get(clientId)
+        ids.delete(clientId)
+        return id === undefined || sessionDirs === undefined ? Effect.void : sessionDirs.remove(id)
+      })
     const storeOf = (clientId: number) =>
       Effect.mapError(artifacts.forSession(sessionIdOf(clientId)), (error) =>
         new McpFailure({ code: ErrorCode.InternalError, message: error.message }))
@@ -118,7 +144,7 @@ export const serveMcp = <E, R>(
     })
     const sessions: McpSessions = {
       sessionIdOf,
-      end: (clientId) => Effect.zipRight(door.disconnect(clientId), tool.endSession(sessionIdOf(clientId)))
+      end: (clientId) => Effect.zipRight(door.disconnect(clientId), Effect.zipRight(tool.endSession(sessionIdOf(clientId)), forget(clientId)))
     }
 
     yield* server.addTool({
@@ -135,7 +161,7 @@ export const serveMcp = <E, R>(
           openWorldHint: true
         })
       }),
-      handle: evalHandler(tool, sessions, cwd, options.progressIntervalMs)
+      handle: evalHandler(tool, sessions, cwdOf, options.progressIntervalMs)
     })
     yield* server.addResourceTemplate({
       template: new ResourceTemplate({

@@ -15,7 +15,7 @@
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
-import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { ErrorCode, errorReply, type Frame, type JsonRpcOut, MAX_MESSAGE_BYTES, parseFrame, tooLargeReply } from "./JsonRpc.ts"
 import type { McpDoor, Reply } from "./McpDoor.ts"
 import type { McpSessions } from "./EvalMcpServer.ts"
@@ -157,7 +157,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       const header = request.headers[SESSION_HEADER]
       if (header === undefined) {
         if (frame._tag === "Request" && frame.method === "initialize") {
-          const session: Session = { id: randomUUID(), clientId: nextClientId++, lastSeen: Date.now(), running: 0 }
+          const session: Session = { id: randomBytes(16).toString("hex"), clientId: nextClientId++, lastSeen: Date.now(), running: 0 }
           open.set(session.id, session)
           return Effect.as(door.connect(session.clientId), { _tag: "Session" as const, session })
         }

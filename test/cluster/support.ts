@@ -1,10 +1,12 @@
 /**
- * A cluster on loopback for multi-process tests: a private PostgreSQL, `veyyon runner`
+ * A cluster on loopback for multi-process tests: a private PostgreSQL, a random cluster
+ * secret (in a 0600 file the runners read), `veyyon runner`
  * processes as users start them (`bin/veyyon.mjs`), a client layer in the test process,
  * and the session ledger read straight from the database. `stop` kills every runner and
  * the database and removes every directory, also after a failure.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -33,6 +35,10 @@ export interface TestRunner {
 export interface TestCluster {
   readonly pg: TestPostgres
   readonly dir: string
+  /** The cluster secret (also in the file the runners read, `VEYYON_CLUSTER_SECRET_FILE` of `env`). */
+  readonly secret: string
+  /** The environment runners start with. */
+  readonly env: Record<string, string>
   readonly runners: Array<TestRunner>
   readonly client: ManagedRuntime.ManagedRuntime<EvalClusterServices, unknown>
   /** Starts one more runner and waits until it serves. */
@@ -61,22 +67,37 @@ const waitForLine = (runner: { readonly log: () => string; readonly exited: Prom
     })
   })
 
+/** How a test cluster runs. */
+export interface TestClusterOptions {
+  /** Runners and client without the cluster secret (`--insecure-no-auth`), as a control for the attacks the secret stops. */
+  readonly insecure?: boolean
+  /** More environment for the runners (`VEYYON_RUNNER_ALLOWED_ROOTS`, say). */
+  readonly runnerEnv?: Readonly<Record<string, string>>
+}
+
 /** Starts PostgreSQL, `count` runners and a client; always call `stop`. */
-export const startCluster = async (count: number): Promise<TestCluster> => {
+export const startCluster = async (count: number, options: TestClusterOptions = {}): Promise<TestCluster> => {
   const pg = await startPostgres()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-cluster-"))
   fs.chmodSync(dir, 0o700)
   const artifactsDir = path.join(dir, "sessions")
   fs.mkdirSync(artifactsDir, { mode: 0o700 })
+  const secret = randomBytes(32).toString("hex")
+  const secretFile = path.join(dir, "cluster-secret")
+  fs.writeFileSync(secretFile, `${secret}\n`, { mode: 0o600, flag: "wx" })
   const runners: Array<TestRunner> = []
   const env = childEnv(artifactsDir, {
     VEYYON_CLUSTER_POSTGRES_URL: pg.url,
+    ...(options.insecure === true ? {} : { VEYYON_CLUSTER_SECRET_FILE: secretFile }),
+    VEYYON_RUNNER_WORKSPACE: path.join(dir, "workspaces"),
     VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: String(LOCK_EXPIRATION_MS),
-    VEYYON_SANDBOX: "off"
+    VEYYON_SANDBOX: "off",
+    ...options.runnerEnv
   })
   const addRunner = async (): Promise<TestRunner> => {
     const port = await freePort()
-    const child = spawn(cliEntry.command, [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`], { env, stdio: ["ignore", "ignore", "pipe"] })
+    const args = [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`, ...(options.insecure === true ? ["--insecure-no-auth"] : [])]
+    const child = spawn(cliEntry.command, args, { env, stdio: ["ignore", "ignore", "pipe"] })
     let log = ""
     child.stderr?.on("data", (chunk: Buffer) => (log = (log + chunk.toString("utf8")).slice(-20_000)))
     const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "?")))
@@ -87,7 +108,7 @@ export const startCluster = async (count: number): Promise<TestCluster> => {
   }
   const sql = ManagedRuntime.make(PgClient.layer({ url: Redacted.make(pg.url) }))
   const client = ManagedRuntime.make(evalClusterLayer({
-    cluster: { postgresUrl: pg.url, shardLockExpirationMs: LOCK_EXPIRATION_MS },
+    cluster: { postgresUrl: pg.url, ...(options.insecure === true ? { insecureNoAuth: true } : { secret }), shardLockExpirationMs: LOCK_EXPIRATION_MS },
     settings: { artifactsDir },
     env: false
   }))
@@ -131,5 +152,5 @@ export const startCluster = async (count: number): Promise<TestCluster> => {
       const rows = yield* db<{ session_id: string; owner_address: string | null }>`SELECT session_id, owner_address FROM ${db(LEDGER_TABLE)}`
       return new Map(rows.map((row) => [row.session_id, row.owner_address]))
     }))
-  return { pg, dir, runners, client, addRunner, owners, settled, stop }
+  return { pg, dir, secret, env, runners, client, addRunner, owners, settled, stop }
 }

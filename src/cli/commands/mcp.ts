@@ -5,7 +5,9 @@
  * go to stderr. With `--http`: streamable HTTP at `/mcp` on `--host` (default 127.0.0.1)
  * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, or one
  * generated and printed once on stderr), one kernel session per MCP session.
- * Cells run in the directory the server started in. With `--cluster` (or `VEYYON_CLUSTER=1`)
+ * On stdio cells run in the directory the server started in; over HTTP each session runs
+ * in its own private directory (under `VEYYON_MCP_WORKSPACE`), removed when it ends.
+ * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
@@ -20,7 +22,8 @@ import { evalLayer } from "../../layers/EvalLive.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
-import { serveStdio } from "../../mcp/StdioDoor.ts"
+import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
+import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/SessionWorkspace.ts"
 import { KernelRegistry } from "../../services/KernelRegistry.ts"
 import { Settings, type SettingsInput } from "../../services/Settings.ts"
 import { type CliFailure, failureOf, usageError } from "../exitCodes.ts"
@@ -47,7 +50,20 @@ export const doorSettings = (door: "stdio" | "http"): SettingsInput => {
   return door === "http" ? { ...base, sandbox: { mode: defaultSandboxMode("mcp-http") } } : base
 }
 
-const serveOptions = () => ({ version: VERSION, progressIntervalMs: progressIntervalMs(process.env.VEYYON_MCP_PROGRESS_INTERVAL_MS) })
+const serveOptions = (sessionDirs?: SessionWorkspace) => ({
+  version: VERSION,
+  progressIntervalMs: progressIntervalMs(process.env.VEYYON_MCP_PROGRESS_INTERVAL_MS),
+  sessionDirs
+})
+
+/** The variable naming the root of the HTTP door's per-session directories (default `<state dir>/workspaces/mcp-http`). */
+export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
+
+/** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
+const httpSessionDirs = (): SessionWorkspace => {
+  const given = process.env[MCP_WORKSPACE_ENV]?.trim()
+  return makeSessionWorkspace(given !== undefined && given !== "" ? given : defaultWorkspaceRoot("mcp-http"))
+}
 
 const writeStdout = (line: string) =>
   Effect.async<void>((resume) => {
@@ -59,20 +75,28 @@ const writeStdout = (line: string) =>
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
 /** The cluster client's layer, its modules loaded only when asked for (they are most of the CLI's start-up otherwise). */
-const clusterToolLayer = (settings: SettingsInput) =>
-  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) => cluster.evalClusterLayer({ settings })))
+const clusterToolLayer = (settings: SettingsInput, insecureNoAuth: boolean) =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) =>
+    cluster.evalClusterLayer({ settings, cluster: { insecureNoAuth } })))
+
+/** How the tool runs: in this process, or on a cluster's runners (`insecureNoAuth`: without the cluster secret). */
+type Placement = { readonly _tag: "Local" } | { readonly _tag: "Cluster"; readonly insecureNoAuth: boolean }
 
 /** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
-const toolLayer = (door: "stdio" | "http", cluster: boolean) =>
-  (cluster ? clusterToolLayer(doorSettings(door)) : evalLayer({ settings: doorSettings(door) })).pipe(Layer.mapError(failureOf))
+const toolLayer = (door: "stdio" | "http", placement: Placement) =>
+  (placement._tag === "Cluster" ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth) : evalLayer({ settings: doorSettings(door) })).pipe(
+    Layer.mapError(failureOf)
+  )
 
 /** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: boolean) =>
+const stdioServer = (cluster: Placement) =>
   prepareSpares.pipe(
-    Effect.zipRight(serveMcp(serveOptions(), (door) => serveStdio(door, NodeStream.stdin, writeStdout))),
+    // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
+    Effect.zipRight(serveMcp(serveOptions(), (door, sessions) =>
+      serveStdio(door, NodeStream.stdin, writeStdout).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
     Effect.provide(toolLayer("stdio", cluster))
   )
 
@@ -83,12 +107,12 @@ const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
     : { token: randomBytes(32).toString("base64url"), generated: true }
 }
 
-const httpServer = (host: string, port: number, cluster: boolean) =>
+const httpServer = (host: string, port: number, cluster: Placement) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf()
     const settings = yield* Settings
     yield* prepareSpares
-    yield* serveMcp(serveOptions(), (door, sessions) =>
+    yield* serveMcp(serveOptions(cluster._tag === "Local" ? httpSessionDirs() : undefined), (door, sessions) =>
       Effect.gen(function*() {
         const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
@@ -116,7 +140,10 @@ const serve = (server: Effect.Effect<void, CliFailure>) =>
   })
 
 const cluster = Options.boolean("cluster").pipe(
-  Options.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL).`)
+  Options.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL, its secret from VEYYON_CLUSTER_SECRET_FILE).`)
+)
+const insecureNoAuth = Options.boolean("insecure-no-auth").pipe(
+  Options.withDescription("With --cluster: talk to runners started with --insecure-no-auth, without the cluster secret (VEYYON_CLUSTER_SECRET_FILE).")
 )
 const http = Options.boolean("http").pipe(
   Options.withDescription(`Serve streamable HTTP at ${MCP_PATH} instead of stdio (bearer token required).`)
@@ -133,13 +160,15 @@ const port = Options.integer("port").pipe(
 )
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", { http, host, port, cluster }, (options) => {
+export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth }, (options) => {
   if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
   if (options.port < 0 || options.port > 65535) return Effect.fail(usageError("--port must be between 0 and 65535"))
   const asClient = options.cluster || process.env[MCP_CLUSTER_ENV]?.trim() === "1"
-  return serve(options.http ? httpServer(options.host, options.port, asClient) : stdioServer(asClient))
+  if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
+  const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
+  return serve(options.http ? httpServer(options.host, options.port, placement) : stdioServer(placement))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )

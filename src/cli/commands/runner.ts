@@ -1,12 +1,15 @@
 /**
  * `veyyon runner`: a cluster runner. Joins the cluster in Postgres (`--postgres-url` or
  * `VEYYON_CLUSTER_POSTGRES_URL`), listens for peers and clients on `--listen`, tells
- * them to reach it at `--advertise`, and runs the kernels of the sessions whose shards
+ * them to reach it at `--advertise`, authenticates every connection with the cluster secret
+ * (`VEYYON_CLUSTER_SECRET_FILE` or `VEYYON_CLUSTER_SECRET`; without one it refuses to start
+ * unless `--insecure-no-auth` says so), and runs the kernels of the sessions whose shards
  * it owns, until SIGTERM or SIGINT: then it hands its sessions off and exits.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Exit, Layer, Option, Scope } from "effect"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
+import { KernelRegistry, type KernelRegistryService } from "../../services/KernelRegistry.ts"
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 
@@ -21,36 +24,66 @@ const listen = optionalText("listen", "HOST:PORT", "Where to listen for peers an
 const advertise = optionalText("advertise", "HOST:PORT", "The address peers and clients reach this runner at (default VEYYON_CLUSTER_ADVERTISE, else the listen address).")
 const lockExpiration = optionalInteger("shard-lock-expiration-ms", "How long a dead runner's shards stay locked (default VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS, else 35000).")
 const lockRefresh = optionalInteger("shard-lock-refresh-ms", "How often a runner refreshes its shard locks (default VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS, else 10000 or a third of the expiration).")
+const insecureNoAuth = Options.boolean("insecure-no-auth").pipe(
+  Options.withDescription("Listen without the cluster secret: ANYONE who can reach the port runs code as this user. Only for a throwaway cluster on a machine you alone use.")
+)
 const shards = Options.integer("shards").pipe(
   Options.withPseudoName("N"),
   Options.withDescription("The number of shards; every runner and client must agree (default VEYYON_CLUSTER_SHARDS, else 300)."),
   Options.optional
 )
 
+/** What a runner started with `--insecure-no-auth` prints first. */
+export const INSECURE_WARNING =
+  "veyyon runner: WARNING: --insecure-no-auth: this runner does not authenticate its peers. Anyone who can reach its port " +
+  "(any local user, any cell of its kernels) can run code as this user and read every session's state. Set VEYYON_CLUSTER_SECRET_FILE instead.\n"
+
+/** How long a stopping runner spends handing its sessions off before it ends its kernels and exits anyway. */
+export const STOP_GRACE_MS = 6000
+
+/** How long ending the kernels may take after that (each is SIGKILLed within it). */
+const KERNEL_STOP_MS = 2500
+
+/**
+ * Closes the runner: hands its shards off (bounded by `STOP_GRACE_MS`: with its Postgres
+ * gone that never finishes), then ends every kernel still alive, so the process exits
+ * within about 10 s of SIGTERM with nothing left running.
+ */
+const stopRunner = (scope: Scope.CloseableScope, registry: KernelRegistryService) =>
+  Scope.close(scope, Exit.void).pipe(
+    Effect.disconnect,
+    Effect.timeout(STOP_GRACE_MS),
+    Effect.catchTag("TimeoutException", () =>
+      Effect.sync(() => process.stderr.write(`veyyon runner: the hand-off did not finish within ${STOP_GRACE_MS} ms (is Postgres reachable?); ending the kernels and exiting\n`)).pipe(
+        Effect.zipRight(registry.shutdownAll.pipe(Effect.disconnect, Effect.timeout(KERNEL_STOP_MS), Effect.ignore))
+      ))
+  )
+
 /** The `runner` command. */
-export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, shards }, (options) => {
+export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, shards, insecureNoAuth }, (options) => {
   const given: ClusterSettingsInput = {
     postgresUrl: Option.getOrUndefined(options.postgresUrl),
     listen: Option.getOrUndefined(options.listen),
     advertise: Option.getOrUndefined(options.advertise),
     shardLockExpirationMs: Option.getOrUndefined(options.lockExpiration),
     shardLockRefreshMs: Option.getOrUndefined(options.lockRefresh),
-    shards: Option.getOrUndefined(options.shards)
+    shards: Option.getOrUndefined(options.shards),
+    insecureNoAuth: options.insecureNoAuth
   }
   return Either.match(resolveClusterSettings(given, process.env), {
     onLeft: (problem) => Effect.fail(usageError(problem.message)),
     onRight: (cluster) =>
       Effect.gen(function*() {
-        process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
-        return yield* Effect.never
-      }).pipe(
-        Effect.provide(Layer.unwrapEffect(Effect.map(
-          Effect.promise(() => import("../../cluster/RunnerLayer.ts")),
-          (runner) => runner.runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } })
-        )).pipe(
+        if (cluster.auth._tag === "Insecure") process.stderr.write(INSECURE_WARNING)
+        const runner = yield* Effect.promise(() => import("../../cluster/RunnerLayer.ts"))
+        const layer = runner.runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } }).pipe(
           Layer.mapError((error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` }))
-        ))
-      )
+        )
+        const scope = yield* Scope.make()
+        const context = yield* Effect.onError(Layer.buildWithScope(layer, scope), (cause) => Scope.close(scope, Exit.failCause(cause)))
+        process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
+        return yield* Effect.never.pipe(Effect.onInterrupt(() => stopRunner(scope, Context.get(context, KernelRegistry))))
+      })
   })
 }).pipe(
   Command.withDescription("Serve kernel sessions as a runner of a veyyon cluster (Postgres-backed); stops on SIGTERM, handing its sessions off.")
