@@ -33,6 +33,7 @@ export default {
         }
       ]
     },
+    { module: "src/services/EnvPolicy.ts", tests: ["test/services/EnvPolicy.test.ts", "test/services/EnvPolicy.rules.test.ts"] },
     { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
     { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts"] },
     {

@@ -3,7 +3,7 @@
  *
  * A variable passes when its name is on the allowlist or starts with an allowed
  * prefix, and is not a secret: neither named like one (`*_API_KEY`, `*_TOKEN`, `*_KEY`,
- * `*_PAT`, `*_PASSWORD`, `*_CREDENTIALS`, `*_AUTH`, ...) nor holding a credential-shaped
+ * `*_PAT`, `*_PASSWORD`, `*_PWD`, `*_JWT`, `*_CREDENTIALS`, `*_AUTH`, ...) nor holding a credential-shaped
  * value (`sk-...`, `ghp_...`, `github_pat_...`, `xoxb-...`, `AKIA...`, a PEM private key, a
  * JWT, `Bearer ...`, a URL with credentials in it). The secret rule wins over everything,
  * the allowed prefixes and the caller's own extra entries included: a kernel never sees
@@ -63,12 +63,13 @@ export const DENIED_ENV_NAMES: ReadonlySet<string> = new Set([
 ])
 
 const SECRET_SEGMENT =
-  /(^|_)(API_?KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|(ACCESS|SECRET|PRIVATE|AUTH)_KEY)(_|$)/
+  /(^|_)(API_?KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|JWTS?|(ACCESS|SECRET|PRIVATE|AUTH)_KEY)(_|$)/
 
-const SECRET_ENDING = /(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)S?$|_(KEY|PAT|AUTH|CREDENTIALS?)S?$/
+const SECRET_ENDING = /(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)S?$|_(KEY|PAT|AUTH|PWD)S?$/
 
+/** A vendor's KEY or PAT followed by more words (at the end of a name, SECRET_ENDING has it already). */
 const VENDOR_KEY =
-  /^(OPENAI|AZURE_OPENAI|AZURE|ANTHROPIC|CLAUDE|GEMINI|GOOGLE|MISTRAL|COHERE|GROQ|XAI|DEEPSEEK|OPENROUTER|HF|HUGGINGFACE|HUGGING_FACE|GITHUB|GH|GITLAB|GL|AWS)_(.*_)?(KEY|PAT)(_|$)/
+  /(^|_)(OPENAI|AZURE_OPENAI|AZURE|ANTHROPIC|CLAUDE|GEMINI|GOOGLE|MISTRAL|COHERE|GROQ|XAI|DEEPSEEK|OPENROUTER|HF|HUGGINGFACE|HUGGING_FACE|GITHUB|GH|GITLAB|GL|AWS)_(.*_)?(KEY|PAT)_/
 
 /** Whether a name looks like a credential; such a variable never reaches the runner. */
 export const isSecretEnvName = (name: string): boolean => {
@@ -78,26 +79,26 @@ export const isSecretEnvName = (name: string): boolean => {
   )
 }
 
-const URL_WITH_CREDENTIALS = /[a-z][a-z0-9+.-]*:\/\/[^/\s@]+@/i
+const URL_WITH_CREDENTIALS = /:\/\/[^/\s@]+@/
 
 /** Whether a value embeds credentials in a URL, as a private package index or a proxy may. */
 export const hasUrlCredentials = (value: string): boolean => URL_WITH_CREDENTIALS.test(value)
 
-/** Shapes of credentials by value, each named for the error-free reading of the list. */
-export const SECRET_VALUE_PATTERNS: ReadonlyArray<readonly [name: string, pattern: RegExp]> = [
-  ["OpenAI-style key (sk-...)", /(^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}/],
-  ["GitHub token (ghp_, gho_, ghu_, ghs_, ghr_)", /(^|[^A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}/],
-  ["GitHub fine-grained token (github_pat_...)", /(^|[^A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}/],
-  ["Slack token (xox?-...)", /(^|[^A-Za-z0-9])xox[a-z]-[A-Za-z0-9-]{10,}/],
-  ["AWS access key id (AKIA..., ASIA...)", /(^|[^A-Z0-9])(AKIA|ASIA)[A-Z0-9]{16}([^A-Z0-9]|$)/],
-  ["PEM private key", /-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/],
-  ["JWT", /(^|[^A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/],
-  ["HTTP authorization (Bearer/Basic ...)", /(^|[^A-Za-z])(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}/i]
+/** Shapes of credentials by value. */
+export const SECRET_VALUE_PATTERNS: ReadonlyArray<RegExp> = [
+  /(^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}/, // OpenAI-style key (sk-...)
+  /(^|[^A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}/, // GitHub token (ghp_, gho_, ghu_, ghs_, ghr_)
+  /(^|[^A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}/, // GitHub fine-grained token
+  /(^|[^A-Za-z0-9])xox[a-z]-[A-Za-z0-9-]{10,}/, // Slack token (xox?-...)
+  /(^|[^A-Z0-9])(AKIA|ASIA)[A-Z0-9]{16}([^A-Z0-9]|$)/, // AWS access key id
+  /-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/, // PEM private key
+  /(^|[^A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\./, // JWT (signed or not)
+  /(^|[^A-Za-z])(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}/i // HTTP authorization
 ]
 
 /** Whether a value looks like a credential (see `SECRET_VALUE_PATTERNS`) or embeds one in a URL. */
 export const isSecretEnvValue = (value: string): boolean =>
-  hasUrlCredentials(value) || SECRET_VALUE_PATTERNS.some(([, pattern]) => pattern.test(value))
+  hasUrlCredentials(value) || SECRET_VALUE_PATTERNS.some((pattern) => pattern.test(value))
 
 /** Whether a host variable may be passed to the runner: allowlisted (by name or prefix) and not a secret. */
 export const isAllowedEnvName = (name: string): boolean => {
