@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest"
 
 const root = path.resolve(import.meta.dirname, "..")
 const packageJson = JSON.parse(NodeFs.readFileSync(path.join(root, "package.json"), "utf8")) as {
-  readonly exports: Record<string, string | { readonly types: string; readonly import: string }>
+  readonly exports: Record<string, string | { readonly types: string; readonly default: string }>
 }
 
 /** The runtime names each entry exports (type-only exports are checked by the doc test below). */
@@ -63,11 +63,12 @@ describe("package entries", () => {
     expect(entries.map((e) => e.subpath).sort()).toEqual(Object.keys(expected).sort())
   })
 
-  it.each(entries)("$subpath is built from a barrel of its own name, with matching types", ({ subpath, target }) => {
+  it.each(entries)("$subpath is built from a barrel of its own name, with matching types, for import and require alike", ({ subpath, target }) => {
     const name = subpath === "." ? "index" : subpath.slice(2)
-    expect(target.import).toBe(`./dist/${name}.js`)
+    expect(Object.keys(target)).toEqual(["types", "default"])
+    expect(target.default).toBe(`./dist/${name}.js`)
     expect(target.types).toBe(`./dist/${name}.d.ts`)
-    expect(NodeFs.existsSync(sourceOf(target.import))).toBe(true)
+    expect(NodeFs.existsSync(sourceOf(target.default))).toBe(true)
   })
 
   it.each(entries)("$subpath exports exactly its listed names", async ({ subpath }) => {
@@ -77,7 +78,7 @@ describe("package entries", () => {
   })
 
   it.each(entries)("$subpath gives every export a one-line doc comment", ({ target }) => {
-    const lines = NodeFs.readFileSync(sourceOf(target.import), "utf8").split("\n")
+    const lines = NodeFs.readFileSync(sourceOf(target.default), "utf8").split("\n")
     const undocumented = lines.flatMap((line, index) =>
       line.startsWith("export ") && !/^\/\*\* .+ \*\/$/.test(lines[index - 1] ?? "") ? [line] : []
     )
