@@ -17,7 +17,6 @@ const expected: Record<string, ReadonlyArray<string>> = {
   ".": [
     "AgentBridge", "AgentBridgeError", "AgentBridgeNotConfigured", "ArtifactDirUnavailable", "ArtifactStore",
     "BackendUnavailable", "EVAL_TOOL_NAME", "EvalLive", "EvalTool", "INTERRUPT_ESCALATION_MS", "IntrospectionFailed", "Kernel",
-    "InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer",
     "InvalidCwd", "InvalidEvalParams", "InvalidSettings", "InvalidTimeout", "KernelClosed", "KernelDied", "KernelKey",
     "KernelOutput", "KernelRegistry", "KernelSpawner", "KernelStartError", "KernelTimings", "KvRefused", "KvStore",
     "LimitsUnavailable", "NodeKernelSpawnerLive", "OutputSink", "PrivateDirRefused", "PythonRuntime",
@@ -26,6 +25,7 @@ const expected: Record<string, ReadonlyArray<string>> = {
     "enabledLanguages", "evalDescription", "evalLayer", "evalParametersSchema", "notebookOf", "notebookOutputs",
     "registeredBackends"
   ],
+  "./cluster": ["InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer"],
   "./render": [
     "EXECUTION_MAX_DISPLAY_COLUMNS", "EXECUTION_PREVIEW_LINES", "EXECUTION_STREAMING_LINE_CAP", "TOOL_PREVIEW_LINES",
     "clampLine", "displayColumns", "finishExecution", "htmlToMarkdown", "pushExecutionOutput", "renderBundle",
@@ -47,6 +47,8 @@ const importEntry = (subpath: string): Promise<Record<string, unknown>> => {
   switch (subpath) {
     case ".":
       return import("veyyon-eval")
+    case "./cluster":
+      return import("veyyon-eval/cluster")
     case "./render":
       return import("veyyon-eval/render")
     case "./testing":
@@ -86,9 +88,9 @@ describe("package entries", () => {
     expect(lines.filter((line) => line.startsWith("export ")).every((line) => line.includes(" from \"./"))).toBe(true)
   })
 
-  it("keeps renderers and fakes out of the root entry", async () => {
+  it("keeps cluster mode, renderers and fakes out of the root entry", async () => {
     const rootNames = new Set(Object.keys(await importEntry(".")))
-    for (const subpath of ["./render", "./testing"]) {
+    for (const subpath of ["./cluster", "./render", "./testing"]) {
       for (const name of expected[subpath]!) expect({ subpath, name, inRoot: rootNames.has(name) }).toEqual({ subpath, name, inRoot: false })
     }
   })
