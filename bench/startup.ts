@@ -4,10 +4,11 @@
  * directory so all see the same load. A PACKAGE_DIR holds a veyyon-eval package.json with
  * its dependencies reachable (the repository after `npm run build`, or an app's
  * `node_modules/veyyon-eval` installed from a tarball). Per directory it prints the median
- * (and min-max) wall milliseconds, spawn to exit, of `node -e "await import('veyyon-eval')"`
- * (run in the package directory, so the name resolves to the package itself) and of
+ * (and min-max) wall milliseconds, spawn to exit, of `node -e "await import('effect')"` (the
+ * floor any embedder pays), of `node -e "await import('veyyon-eval')"` (run in the package
+ * directory, so the name resolves to the package itself) and of
  * `veyyon --version`, and from spawn to the answer of an MCP `initialize` sent to
- * `veyyon mcp` on stdin; then the modules each of the three resolved, and how many of them
+ * `veyyon mcp` on stdin; then the modules each resolved, and how many of them
  * are cluster, SQL or Postgres code.
  */
 import { spawn } from "node:child_process"
@@ -73,6 +74,7 @@ const timed = (cwd: string, argv: ReadonlyArray<string>, extraEnv: Record<string
   })
 
 const probes: ReadonlyArray<{ readonly name: string; readonly argv: (dir: string) => ReadonlyArray<string>; readonly mcp?: boolean }> = [
+  { name: "import('effect') (the yardstick)", argv: () => ["--input-type=module", "-e", "await import('effect')"] },
   { name: "import('veyyon-eval')", argv: () => ["--input-type=module", "-e", "await import('veyyon-eval')"] },
   { name: "veyyon --version", argv: (dir) => [path.join(dir, "bin", "veyyon.mjs"), "--version"] },
   { name: "veyyon mcp: initialize answered", argv: (dir) => [path.join(dir, "bin", "veyyon.mjs"), "mcp"], mcp: true }
