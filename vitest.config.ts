@@ -5,14 +5,14 @@ import { defineConfig } from "vitest/config"
 /** The package's own entries (`veyyon-eval`, `veyyon-eval/render`...) resolved to their sources, as package.json exports them. */
 const packageExports = JSON.parse(NodeFs.readFileSync(new URL("./package.json", import.meta.url), "utf8")).exports as Record<
   string,
-  string | { readonly import: string }
+  string | { readonly default: string }
 >
 const entryAliases = Object.entries(packageExports).flatMap(([subpath, target]) =>
   typeof target === "string"
     ? []
     : [{
       find: new RegExp(`^veyyon-eval${subpath.slice(1).replace(/[/.]/g, "\\$&")}$`),
-      replacement: fileURLToPath(new URL(target.import.replace(/^\.\/dist\//, "./src/").replace(/\.js$/, ".ts"), import.meta.url))
+      replacement: fileURLToPath(new URL(target.default.replace(/^\.\/dist\//, "./src/").replace(/\.js$/, ".ts"), import.meta.url))
     }]
 )
 

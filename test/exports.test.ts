@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest"
 
 const root = path.resolve(import.meta.dirname, "..")
 const packageJson = JSON.parse(NodeFs.readFileSync(path.join(root, "package.json"), "utf8")) as {
-  readonly exports: Record<string, string | { readonly types: string; readonly import: string }>
+  readonly exports: Record<string, string | { readonly types: string; readonly default: string }>
 }
 
 /** The runtime names each entry exports (type-only exports are checked by the doc test below). */
@@ -17,7 +17,6 @@ const expected: Record<string, ReadonlyArray<string>> = {
   ".": [
     "AgentBridge", "AgentBridgeError", "AgentBridgeNotConfigured", "ArtifactDirUnavailable", "ArtifactStore",
     "BackendUnavailable", "EVAL_TOOL_NAME", "EvalLive", "EvalTool", "INTERRUPT_ESCALATION_MS", "IntrospectionFailed", "Kernel",
-    "InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer",
     "InvalidCwd", "InvalidEvalParams", "InvalidSettings", "InvalidTimeout", "KernelClosed", "KernelDied", "KernelKey",
     "KernelOutput", "KernelRegistry", "KernelSpawner", "KernelStartError", "KernelTimings", "KvRefused", "KvStore",
     "LimitsUnavailable", "NodeKernelSpawnerLive", "OutputSink", "PrivateDirRefused", "PythonRuntime",
@@ -26,6 +25,7 @@ const expected: Record<string, ReadonlyArray<string>> = {
     "enabledLanguages", "evalDescription", "evalLayer", "evalParametersSchema", "notebookOf", "notebookOutputs",
     "registeredBackends"
   ],
+  "./cluster": ["InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer"],
   "./render": [
     "EXECUTION_MAX_DISPLAY_COLUMNS", "EXECUTION_PREVIEW_LINES", "EXECUTION_STREAMING_LINE_CAP", "TOOL_PREVIEW_LINES",
     "clampLine", "displayColumns", "finishExecution", "htmlToMarkdown", "pushExecutionOutput", "renderBundle",
@@ -47,6 +47,8 @@ const importEntry = (subpath: string): Promise<Record<string, unknown>> => {
   switch (subpath) {
     case ".":
       return import("veyyon-eval")
+    case "./cluster":
+      return import("veyyon-eval/cluster")
     case "./render":
       return import("veyyon-eval/render")
     case "./testing":
@@ -63,11 +65,12 @@ describe("package entries", () => {
     expect(entries.map((e) => e.subpath).sort()).toEqual(Object.keys(expected).sort())
   })
 
-  it.each(entries)("$subpath is built from a barrel of its own name, with matching types", ({ subpath, target }) => {
+  it.each(entries)("$subpath is built from a barrel of its own name, with matching types, for import and require alike", ({ subpath, target }) => {
     const name = subpath === "." ? "index" : subpath.slice(2)
-    expect(target.import).toBe(`./dist/${name}.js`)
+    expect(Object.keys(target)).toEqual(["types", "default"])
+    expect(target.default).toBe(`./dist/${name}.js`)
     expect(target.types).toBe(`./dist/${name}.d.ts`)
-    expect(NodeFs.existsSync(sourceOf(target.import))).toBe(true)
+    expect(NodeFs.existsSync(sourceOf(target.default))).toBe(true)
   })
 
   it.each(entries)("$subpath exports exactly its listed names", async ({ subpath }) => {
@@ -77,7 +80,7 @@ describe("package entries", () => {
   })
 
   it.each(entries)("$subpath gives every export a one-line doc comment", ({ target }) => {
-    const lines = NodeFs.readFileSync(sourceOf(target.import), "utf8").split("\n")
+    const lines = NodeFs.readFileSync(sourceOf(target.default), "utf8").split("\n")
     const undocumented = lines.flatMap((line, index) =>
       line.startsWith("export ") && !/^\/\*\* .+ \*\/$/.test(lines[index - 1] ?? "") ? [line] : []
     )
@@ -85,9 +88,9 @@ describe("package entries", () => {
     expect(lines.filter((line) => line.startsWith("export ")).every((line) => line.includes(" from \"./"))).toBe(true)
   })
 
-  it("keeps renderers and fakes out of the root entry", async () => {
+  it("keeps cluster mode, renderers and fakes out of the root entry", async () => {
     const rootNames = new Set(Object.keys(await importEntry(".")))
-    for (const subpath of ["./render", "./testing"]) {
+    for (const subpath of ["./cluster", "./render", "./testing"]) {
       for (const name of expected[subpath]!) expect({ subpath, name, inRoot: rootNames.has(name) }).toEqual({ subpath, name, inRoot: false })
     }
   })

@@ -12,7 +12,9 @@
  * header, when sent, must name a version the server speaks (400 otherwise). A session idle for longer
  * than `idleTtlMs` with nothing running is ended like a DELETE.
  */
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"

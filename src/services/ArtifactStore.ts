@@ -24,7 +24,7 @@
  * until the rest fit the size budget; a root store prunes every session below it by age
  * when it opens, and removes session directories left with nothing in them.
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import type { PlatformError } from "@effect/platform/Error"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Clock, Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Schema, Scope } from "effect"

@@ -14,7 +14,8 @@
  * `python.skipCheck` (`VEYYON_PYTHON_SKIP_CHECK=1`) nothing is run and the path
  * found is used as is.
  */
-import { Command, CommandExecutor } from "@effect/platform"
+import * as Command from "@effect/platform/Command"
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Cache, Context, Data, Duration, Effect, Either, Layer, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"

@@ -22,7 +22,7 @@
  * same directory and renamed into place, so a reader never sees a partial file and two
  * hosts racing on the same hash both end up with the same, complete content.
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"

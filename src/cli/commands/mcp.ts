@@ -12,8 +12,7 @@
  */
 import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
 import { Command, Options } from "@effect/cli"
-import { HttpServer } from "@effect/platform"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
@@ -107,6 +106,10 @@ const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
     : { token: randomBytes(32).toString("base64url"), generated: true }
 }
 
+/** Node's HTTP server as a layer, its module (with undici and ws) loaded only for `--http`: it is a third of the CLI's start-up otherwise. */
+const nodeHttpServer = (host: string, port: number) =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
+
 const httpServer = (host: string, port: number, cluster: Placement) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf()
@@ -125,7 +128,7 @@ const httpServer = (host: string, port: number, cluster: Placement) =>
         return yield* Effect.never
       }).pipe(Effect.scoped))
   }).pipe(
-    Effect.provide(NodeHttpServer.layer(createServer, { host, port })),
+    Effect.provide(nodeHttpServer(host, port)),
     Effect.provide(toolLayer("http", cluster)),
     Effect.catchTag("ServeError", (error) =>
       Effect.fail(usageError(`cannot listen on ${host}:${port} (${String(error.cause)}); choose another --host or --port`)))
