@@ -34,6 +34,17 @@ export default {
       ]
     },
     { module: "src/services/EnvPolicy.ts", tests: ["test/services/EnvPolicy.test.ts", "test/services/EnvPolicy.rules.test.ts"] },
+    {
+      module: "src/services/SandboxArgs.ts",
+      tests: ["test/services/Sandbox.test.ts"],
+      equivalent: [
+        {
+          mutator: "BlockStatement",
+          original: "return undefined",
+          reason: "an empty catch block returns undefined too"
+        }
+      ]
+    },
     { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
     { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts"] },
     {

@@ -23,6 +23,7 @@ import { Context, Effect, Layer, Schema } from "effect"
 import type { MemoryLimitKind } from "../backends/Backend.ts"
 import type { SpawnSpec } from "../kernel/KernelProcess.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
+import { bwrapArgs, NAMESPACE_FLAGS, realHost, sandboxEnv, sandboxHome, withHeapLimit, withRlimits } from "./SandboxArgs.ts"
 import { Settings } from "./Settings.ts"
 
 /** The kernel cannot start because `sandbox.mode` is `required` and the sandbox does not work here. */
@@ -88,107 +89,6 @@ export interface SandboxService {
   readonly confine: (request: SandboxRequest) => Effect.Effect<Confinement, SandboxUnavailable | LimitsUnavailable>
 }
 
-/** System directories visible read-only inside the sandbox (those that exist; symlinks stay symlinks). */
-export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"] as const
-
-/** Files and directories under /etc hidden inside the sandbox. */
-export const HIDDEN_SYSTEM_PATHS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh", "/etc/sudoers", "/etc/sudoers.d"] as const
-
-/** HOME inside the sandbox when the host's HOME path cannot be used for it. */
-export const FALLBACK_SANDBOX_HOME = "/run/veyyon-home"
-
-const NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
-
-const isWithin = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
-
-const underSystemDir = (path: string): boolean => SYSTEM_DIRS.some((dir) => isWithin(path, dir))
-
-/** Facts of the host the bwrap arguments depend on, injectable for tests. */
-export interface HostView {
-  /** The symlink target of `path`, `"dir"`, `"file"`, or undefined when it does not exist. */
-  readonly kind: (path: string) => string | "dir" | "file" | undefined
-}
-
-/** The host as it is. */
-export const realHost: HostView = {
-  kind: (path) => {
-    try {
-      const stat = NodeFs.lstatSync(path)
-      if (stat.isSymbolicLink()) return NodeFs.readlinkSync(path)
-      return stat.isDirectory() ? "dir" : "file"
-    } catch {
-      return undefined
-    }
-  }
-}
-
-/** HOME inside the sandbox: an empty tmpfs at the host's HOME path, unless a bound path holds it. */
-export const sandboxHome = (hostHome: string | undefined, bound: ReadonlyArray<string>): string =>
-  hostHome !== undefined && hostHome.startsWith("/") && hostHome !== "/" && !underSystemDir(hostHome) &&
-    !bound.some((path) => isWithin(hostHome, path))
-    ? NodePath.resolve(hostHome)
-    : FALLBACK_SANDBOX_HOME
-
-/** The bwrap arguments (before the command) for a kernel with `cwd`, `home` and the request's paths. */
-export const bwrapArgs = (options: {
-  readonly network: SandboxSettings["network"]
-  readonly cwd: string
-  readonly home: string
-  readonly readOnly: ReadonlyArray<string>
-  readonly readWrite: ReadonlyArray<string>
-  readonly host: HostView
-}): ReadonlyArray<string> => {
-  const args = [...NAMESPACES, ...(options.network === "none" ? ["--unshare-net"] : [])]
-  for (const dir of SYSTEM_DIRS) {
-    const kind = options.host.kind(dir)
-    if (kind === "dir") args.push("--ro-bind", dir, dir)
-    else if (kind !== undefined && kind !== "file") args.push("--symlink", kind, dir)
-  }
-  for (const path of HIDDEN_SYSTEM_PATHS) {
-    const kind = options.host.kind(path)
-    if (kind === "dir") args.push("--tmpfs", path)
-    else if (kind !== undefined) args.push("--ro-bind", "/dev/null", path)
-  }
-  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", options.home)
-  const binds = [
-    ...options.readOnly.filter((path) => !underSystemDir(path)).map((path) => ["--ro-bind", path] as const),
-    ...options.readWrite.map((path) => ["--bind", path] as const)
-  ].filter(([, path]) => options.host.kind(path) !== undefined)
-  binds.sort((a, b) => a[1].split("/").length - b[1].split("/").length)
-  for (const [flag, path] of binds) args.push(flag, path, path)
-  args.push("--chdir", options.cwd)
-  return args
-}
-
-/** The environment a sandboxed kernel gets: the host's filtered one with HOME and TMPDIR inside. */
-export const sandboxEnv = (env: Readonly<Record<string, string>>, home: string): Record<string, string> => {
-  const { TMP: _tmp, TEMP: _temp, ...rest } = env
-  return { ...rest, HOME: home, TMPDIR: "/tmp" }
-}
-
-const MIB = 1024 * 1024
-
-/** A spec whose backend takes a V8 heap cap, capped at `limits.memoryMb` (applied before sandboxing). */
-export const withHeapLimit = (spec: SpawnSpec, memoryLimit: MemoryLimitKind, limits: KernelLimits): SpawnSpec =>
-  memoryLimit === "heap" && limits.memoryMb !== undefined
-    ? { ...spec, args: [`--max-old-space-size=${limits.memoryMb}`, ...spec.args] }
-    : spec
-
-/** `spec` started by `prlimit` with the resource limits its kernel gets, and its pids cap for the spawner. */
-export const withRlimits = (
-  spec: SpawnSpec,
-  memoryLimit: MemoryLimitKind,
-  limits: KernelLimits,
-  prlimit: string
-): SpawnSpec => {
-  const rlimits = [
-    ...(memoryLimit === "address-space" && limits.memoryMb !== undefined ? [`--as=${limits.memoryMb * MIB}`] : []),
-    ...(limits.fileSizeMb !== undefined ? [`--fsize=${limits.fileSizeMb * MIB}`] : [])
-  ]
-  const limited = rlimits.length === 0 ? spec : { ...spec, command: prlimit, args: [...rlimits, "--", spec.command, ...spec.args] }
-  return limits.pids === undefined ? limited : { ...limited, pidsMax: limits.pids }
-}
-
 /** The first executable called `name` on `PATH` (or `name` itself when it holds a slash). */
 export const findExecutable = (name: string, path: string | undefined): string | undefined => {
   const candidates = name.includes("/") ? [name] : (path ?? "").split(":").filter(Boolean).map((dir) => NodePath.join(dir, name))
@@ -205,7 +105,7 @@ export const findExecutable = (name: string, path: string | undefined): string |
 /** Runs bwrap once in every namespace the sandbox uses; the reason when that fails. */
 export const probeBwrap = (bwrap: string): Effect.Effect<string | undefined> =>
   Effect.async<string | undefined>((resume) => {
-    const args = [...NAMESPACES, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
+    const args = [...NAMESPACE_FLAGS, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
     execFile(bwrap, args, { timeout: 30_000 }, (error, _stdout, stderr) => {
       resume(Effect.succeed(error === null ? undefined : (String(stderr).trim() || error.message).split("\n")[0]))
     })

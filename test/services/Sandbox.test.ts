@@ -1,16 +1,20 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, Logger } from "effect"
 import type { SpawnSpec } from "../../src/kernel/KernelProcess.ts"
+import { makeSandbox } from "../../src/services/Sandbox.ts"
+import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
+import * as NodePath from "node:path"
 import {
   bwrapArgs,
   FALLBACK_SANDBOX_HOME,
   type HostView,
-  makeSandbox,
+  realHost,
   sandboxEnv,
   sandboxHome,
   withHeapLimit,
   withRlimits
-} from "../../src/services/Sandbox.ts"
+} from "../../src/services/SandboxArgs.ts"
 import { defaultSandboxMode, resolveLimits, resolveSandbox } from "../../src/services/SandboxSettings.ts"
 import { testSettings } from "../support/settings.ts"
 
@@ -72,6 +76,88 @@ describe("bwrap arguments", () => {
     expect(sandboxHome(undefined, [])).toBe(FALLBACK_SANDBOX_HOME)
     expect(sandboxHome("/usr/lib", [])).toBe(FALLBACK_SANDBOX_HOME)
     expect(sandboxEnv(spec.env, "/root")).toEqual({ HOME: "/root", TMPDIR: "/tmp", PATH: "/usr/bin" })
+  })
+})
+
+describe("bwrap arguments, exactly", () => {
+  /** A merged-/usr Debian host: /bin, /sbin, /lib and /lib64 are symlinks, no /lib32 or /libx32. */
+  const debian: HostView = {
+    kind: (path) =>
+      ({
+        "/usr": "dir", "/bin": "usr/bin", "/sbin": "usr/sbin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/etc": "dir",
+        "/etc/shadow": "file", "/etc/shadow-": "file", "/etc/gshadow": "file", "/etc/ssh": "dir", "/etc/sudoers": "file",
+        "/etc/sudoers.d": "dir", "/usr/lib/python3": "dir", "/usrx": "dir", "/usrx/venv": "dir", "/home/u/p": "dir",
+        "/home/u/p/.venv": "dir", "/srv/cache": "dir", "/etcetera": "dir"
+      } as Record<string, string>)[path]
+  }
+
+  it("is this list for a kernel on a merged-/usr host, pair by pair", () => {
+    expect(bwrapArgs({
+      network: "none",
+      cwd: "/home/u/p",
+      home: "/home/u",
+      readOnly: ["/home/u/p/.venv", "/usr/lib/python3", "/usrx/venv", "/srv/cache", "/etcetera", "/missing"],
+      readWrite: ["/home/u/p"],
+      host: debian
+    })).toEqual([
+      "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--unshare-net",
+      "--ro-bind", "/usr", "/usr",
+      "--symlink", "usr/bin", "/bin",
+      "--symlink", "usr/sbin", "/sbin",
+      "--symlink", "usr/lib", "/lib",
+      "--symlink", "usr/lib64", "/lib64",
+      "--ro-bind", "/etc", "/etc",
+      "--ro-bind", "/dev/null", "/etc/shadow",
+      "--ro-bind", "/dev/null", "/etc/shadow-",
+      "--ro-bind", "/dev/null", "/etc/gshadow",
+      "--tmpfs", "/etc/ssh",
+      "--ro-bind", "/dev/null", "/etc/sudoers",
+      "--tmpfs", "/etc/sudoers.d",
+      "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/u",
+      "--ro-bind", "/etcetera", "/etcetera",
+      "--ro-bind", "/usrx/venv", "/usrx/venv",
+      "--ro-bind", "/srv/cache", "/srv/cache",
+      "--bind", "/home/u/p", "/home/u/p",
+      "--ro-bind", "/home/u/p/.venv", "/home/u/p/.venv",
+      "--chdir", "/home/u/p"
+    ])
+  })
+
+  it("a system directory that is a plain file is left out, like a missing one", () => {
+    const odd: HostView = { kind: (path) => ({ "/usr": "dir", "/lib32": "file" } as Record<string, string>)[path] }
+    const args = bwrapArgs({ network: "allow", cwd: "/w", home: "/h", readOnly: [], readWrite: [], host: odd })
+    expect(args.slice(6, 9)).toEqual(["--ro-bind", "/usr", "/usr"])
+    expect(args).not.toContain("/lib32")
+  })
+
+  it("the real host view tells directories, files, symlinks (by target) and missing paths apart", () => {
+    const dir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "veyyon-hostview-"))
+    try {
+      NodeFs.writeFileSync(NodePath.join(dir, "f"), "")
+      NodeFs.symlinkSync("f", NodePath.join(dir, "l"))
+      expect(["", "/f", "/l", "/none"].map((name) => realHost.kind(dir + name))).toEqual(["dir", "file", "f", undefined])
+    } finally {
+      NodeFs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("HOME falls back to its own path for / and relative paths", () => {
+    expect(FALLBACK_SANDBOX_HOME).toBe("/run/veyyon-home")
+    expect(sandboxHome("/", [])).toBe(FALLBACK_SANDBOX_HOME)
+    expect(sandboxHome("home/u", [])).toBe(FALLBACK_SANDBOX_HOME)
+  })
+
+  it("a V8 heap cap only for a heap-limited backend with a memory limit", () => {
+    const limits = { memoryMb: 64, pids: undefined, fileSizeMb: undefined }
+    expect(withHeapLimit(spec, "address-space", limits)).toBe(spec)
+    expect(withHeapLimit(spec, "heap", noLimits)).toBe(spec)
+    expect(withHeapLimit(spec, "heap", limits).args).toEqual(["--max-old-space-size=64", "-u", "boot.py"])
+  })
+
+  it("a HOME beside a bound path, not inside it, stays the host's path", () => {
+    expect(sandboxHome("/home/user2", ["/home/u"])).toBe("/home/user2")
+    expect(sandboxHome("/usrx/home", [])).toBe("/usrx/home")
+    expect(sandboxHome("/home/u/", ["/home/u/"])).toBe(FALLBACK_SANDBOX_HOME)
   })
 })
 
