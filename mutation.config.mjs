@@ -46,7 +46,7 @@ export default {
       ]
     },
     { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
-    { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts"] },
+    { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts", "test/cluster/LedgerDecision.model.test.ts"] },
     {
       module: "src/render/Columns.ts",
       tests: ["test/render/Columns.test.ts"],

@@ -1,0 +1,132 @@
+/**
+ * The ledger's decisions as a cluster lives them: one session, a client that sends calls
+ * one after another and resends the current one until it is answered, three runners that
+ * run, finish, release, crash and come back, in random order. What must hold whatever
+ * happens: no call's cell runs twice; a call is answered "lost" only when its cell ran on
+ * a runner that is gone without finishing it; "already ran" or a replayed result only for
+ * a call that finished; and the first cell on a new runner carries the re-home notice
+ * unless the session was never run, was ended on purpose, or the client was just told
+ * its variables are gone (the lost-cell notice).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { FastCheck as fc } from "effect"
+import {
+  ALREADY_RAN_NOTICE,
+  decideExecute,
+  endedRow,
+  finishedRow,
+  type LedgerRow,
+  LOST_CELL_NOTICE,
+  REHOMED_NOTICE,
+  releasedRow
+} from "../../src/cluster/LedgerDecision.ts"
+
+type Runner = "A" | "B" | "C"
+type Step =
+  | { readonly _tag: "deliver"; readonly runner: Runner }
+  | { readonly _tag: "finish"; readonly runner: Runner; readonly keep: boolean }
+  | { readonly _tag: "crash"; readonly runner: Runner }
+  | { readonly _tag: "release"; readonly runner: Runner }
+  | { readonly _tag: "end" }
+
+const runners = fc.constantFrom<Runner>("A", "B", "C")
+const steps: fc.Arbitrary<Array<Step>> = fc.array(
+  fc.oneof(
+    { weight: 5, arbitrary: runners.map((runner): Step => ({ _tag: "deliver", runner })) },
+    { weight: 4, arbitrary: fc.tuple(runners, fc.boolean()).map(([runner, keep]): Step => ({ _tag: "finish", runner, keep })) },
+    { weight: 1, arbitrary: runners.map((runner): Step => ({ _tag: "crash", runner })) },
+    { weight: 1, arbitrary: runners.map((runner): Step => ({ _tag: "release", runner })) },
+    { weight: 1, arbitrary: fc.constant<Step>({ _tag: "end" }) }
+  ),
+  { maxLength: 80 }
+)
+
+describe("the ledger over a session's life", () => {
+  it.prop("no cell runs twice, and every notice tells the truth", [steps], ([life]) => {
+    let row: LedgerRow | undefined
+    let incarnation = { A: 0, B: 0, C: 0 }
+    const me = (runner: Runner) => `${runner}#${incarnation[runner]}`
+    /** The call each live runner is running, if any. */
+    const running = new Map<Runner, string>()
+    const runs = new Map<string, number>()
+    const finished = new Set<string>()
+    /** Calls whose cell ran on an incarnation that is gone without finishing it. */
+    const orphaned = new Set<string>()
+    let current = 1
+    const call = () => `c${current}`
+    let everRan = false
+    let endedSinceLastRun = false
+    /** The incarnation holding the session's variables, as far as the client knows. */
+    let lastRunner: string | undefined
+
+    for (const step of life) {
+      switch (step._tag) {
+        case "deliver": {
+          if (running.has(step.runner)) break // the entity answers "busy": nothing is decided
+          const id = call()
+          const decision = decideExecute(row, "s", me(step.runner), `${step.runner}:1`, id)
+          if (decision._tag === "Run") {
+            runs.set(id, (runs.get(id) ?? 0) + 1)
+            expect(runs.get(id), `${id} ran twice`).toBe(1)
+            const moved = everRan && lastRunner !== me(step.runner)
+            if (decision.notice !== undefined) {
+              expect(decision.notice).toBe(REHOMED_NOTICE)
+              expect(moved).toBe(true)
+            } else if (moved) {
+              expect(endedSinceLastRun).toBe(true)
+            }
+            everRan = true
+            endedSinceLastRun = false
+            lastRunner = me(step.runner)
+            running.set(step.runner, id)
+            row = decision.next
+          } else if (decision._tag === "Answer") {
+            if (decision.notice === LOST_CELL_NOTICE) {
+              expect(runs.get(id) ?? 0, `${id} called lost without having run`).toBe(1)
+              expect(finished.has(id)).toBe(false)
+              expect(orphaned.has(id) || [...running.values()].includes(id)).toBe(true)
+              lastRunner = me(step.runner) // the notice told the client its variables are gone
+            } else {
+              expect(decision.notice).toBe(ALREADY_RAN_NOTICE)
+              expect(finished.has(id)).toBe(true)
+            }
+            row = decision.next ?? row
+            current++
+          } else {
+            expect(finished.has(id)).toBe(true)
+            current++
+          }
+          break
+        }
+        case "finish": {
+          const id = running.get(step.runner)
+          if (id === undefined) break
+          running.delete(step.runner)
+          finished.add(id)
+          if (row !== undefined && row.owner === me(step.runner)) row = finishedRow(row, id, step.keep ? `{"id":"${id}"}` : null)
+          if (id === call()) current++
+          break
+        }
+        case "crash": {
+          const id = running.get(step.runner)
+          if (id !== undefined) orphaned.add(id)
+          running.delete(step.runner)
+          incarnation = { ...incarnation, [step.runner]: incarnation[step.runner] + 1 }
+          break
+        }
+        case "release": {
+          if (running.has(step.runner) || row === undefined) break
+          if (row.owner === me(step.runner) && lastRunner === me(step.runner)) lastRunner = undefined // its kernels are gone
+          row = releasedRow(row, me(step.runner))
+          break
+        }
+        case "end": {
+          if (running.size > 0 || row === undefined) break
+          row = endedRow(row)
+          endedSinceLastRun = true
+          break
+        }
+      }
+    }
+  }, { fastCheck: { numRuns: 1000 } })
+})
