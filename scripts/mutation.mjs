@@ -6,6 +6,10 @@
  * equivalent (with a reason) as neither killed nor survived, reaches the threshold. An
  * equivalent entry that no longer matches a survivor fails the run too, so the list
  * cannot go stale. `node scripts/mutation.mjs <module-path>...` runs only those modules.
+ *
+ * Runs are incremental: each module's last report is kept in `test/mutation/` (committed),
+ * and Stryker re-runs only the mutants whose code or covering tests changed since, so CI
+ * checks every change without repeating the unchanged work. `--force` runs every mutant.
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -15,7 +19,8 @@ import { fileURLToPath } from "node:url"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const { default: config } = await import(path.join(root, "mutation.config.mjs"))
-const only = process.argv.slice(2)
+const force = process.argv.includes("--force")
+const only = process.argv.slice(2).filter((arg) => arg !== "--force")
 const modules = only.length === 0 ? config.modules : config.modules.filter((entry) => only.includes(entry.module))
 if (modules.length === 0) {
   console.error(`mutation: no module of mutation.config.mjs matches ${only.join(", ")}`)
@@ -49,6 +54,9 @@ const runModule = (entry) => {
     coverageAnalysis: "perTest",
     concurrency: 2,
     timeoutMS: 10_000,
+    incremental: true,
+    incrementalFile: path.join(root, "test", "mutation", `${entry.module.replace(/^src\//, "").replace(/[/.]/g, "-")}.json`),
+    force,
     tempDirName: path.join(work, "sandbox"),
     cleanTempDir: "always",
     // TypeScript 7 has no JavaScript API for Stryker's tsconfig rewriting; the tests run sources through vitest.
