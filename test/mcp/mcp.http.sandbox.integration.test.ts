@@ -3,14 +3,16 @@
  * bearer token: a cell reaches no host network, a fork bomb and a big allocation are stopped
  * by the default limits with an error naming the limit and its setting, the session goes
  * on, and no cell reads the door's token (its own environment, argv, or the host's /proc).
+ * The local doors (`veyyon eval`, `veyyon mcp` on stdio) keep the host's network.
  */
+import { execFile, spawnSync } from "node:child_process"
 import * as net from "node:net"
-import { spawnSync } from "node:child_process"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { childEnv, cliEntry, tempDir } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { type McpChild, startMcp } from "./support.ts"
+import { initializeRequest, type McpChild, startMcp } from "./support.ts"
 
 const python = findPython()
 const TOKEN = "door-token-5f0c1e9a7b3d4c2e8a6f"
@@ -111,5 +113,38 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
     expect(text(seen)).toBe("[] []")
     const host = await call(`import os\ntry:\n    open('/proc/${server.child.pid}/environ', 'rb').read(); print('readable')\nexcept OSError:\n    print('unreachable')`)
     expect(text(host)).toBe("unreachable")
+  })
+})
+
+const connectCell = (port: number) =>
+  `import socket\ntry:\n    print(socket.create_connection(('127.0.0.1', ${port}), 5).recv(5).decode())\nexcept OSError as e:\n    print(type(e).__name__)`
+
+describe.skipIf(!integrationEnabled() || python === undefined)("the local doors keep the host's network", { timeout: 120_000 }, () => {
+  const listener = net.createServer((socket) => socket.end("hello"))
+  const listening = new Promise<number>((resolve) => listener.listen(0, "127.0.0.1", () => resolve((listener.address() as net.AddressInfo).port)))
+  afterAll(() => listener.close())
+
+  it("veyyon eval: a cell reaches a listener on the host's loopback", async () => {
+    const port = await listening
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(cliEntry.command, [...cliEntry.args, "eval", connectCell(port)], { env: childEnv(tempDir("veyyon-eval-net-")), timeout: 90_000 }, (error, out, err) =>
+        error === null ? resolve(out) : reject(new Error(`${error.message}\n${err}`))))
+    expect(stdout.trim()).toBe("hello")
+  })
+
+  it("veyyon mcp on stdio: a cell reaches a listener on the host's loopback", async () => {
+    const port = await listening
+    const server = startMcp(["mcp"])
+    try {
+      const line = (message: unknown) => server.write(`${JSON.stringify(message)}\n`)
+      line(initializeRequest(0))
+      await server.next((message) => message.id === 0)
+      line({ jsonrpc: "2.0", method: "notifications/initialized" })
+      line({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "eval", arguments: { language: "py", code: connectCell(port) } } })
+      const reply = await server.next((message) => message.id === 1 && "result" in message, 90_000)
+      expect((reply.result as { content: Array<{ text: string }> }).content[0]!.text).toBe("hello")
+    } finally {
+      await server.kill()
+    }
   })
 })
