@@ -12,6 +12,10 @@
  * request gets a fresh kernel that is shut down after it. The mode and the idle time-to-live
  * are `kernel.mode` and `kernel.idleTtlMs`, or the backend's own override.
  *
+ * A cell that runs into one of its kernel's limits (`limits.memoryMb`, `limits.pids`) gets
+ * an error naming the limit and its setting (see `LimitBreach`); after a full process table
+ * the kernel is replaced, and a kernel that died of its memory limit is not run again.
+ *
  * Kernels' `kv` calls are answered by the `KvStore` in context (the file store on the
  * session's directory when there is none); every other bridge call goes to the embedder's
  * `AgentBridge`.

@@ -32,7 +32,7 @@ describe.skipIf(skipReason !== undefined)("a runner's default sandbox", { timeou
   }, 60_000)
 
   const run = async (code: string) => {
-    const exit = await cluster.client.runPromiseExit(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", code }, { sessionId: "sandboxed" })))
+    const exit = await cluster.client.runPromiseExit(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", code }, { sessionId: "sandboxed", cwd: cluster.dir })))
     if (Exit.isFailure(exit)) throw new Error(`the cell failed: ${JSON.stringify(exit.cause)}`)
     return exit.value
   }
