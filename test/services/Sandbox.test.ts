@@ -209,6 +209,7 @@ describe("limits", () => {
       pidsMax: 64
     })
     expect(withRlimits(spec, "address-space", limits, "/usr/bin/prlimit")).toEqual({ ...spec, pidsMax: 64 })
+    expect(withRlimits(spec, "address-space", noLimits, "/usr/bin/prlimit", { nproc: true })).toBe(spec)
   })
 
   it.effect("a sandboxed spawn runs bwrap, then prlimit inside it, then the kernel", () =>
