@@ -30,7 +30,7 @@ export interface SpawnSpec {
   readonly channel?: FrameChannel
   /** The command is a sandbox launcher whose grandchild is the runner: SIGINT goes to the runner alone. */
   readonly sandboxed?: boolean
-  /** Cap the processes of the kernel's whole tree, where the spawner's containment can. */
+  /** Cap the processes of the kernel's whole tree, where the spawner's containment can (a sandboxed command caps itself inside too). */
   readonly pidsMax?: number
 }
 

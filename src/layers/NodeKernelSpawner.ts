@@ -55,9 +55,13 @@ const sandboxedRunner = (launcher: number): number | undefined => {
   return init === undefined ? undefined : childrenOf(init)[0]
 }
 
-/** The launch: the spec's command, inside a fresh tree group when there is one, and `RLIMIT_NPROC` when the group cannot cap pids. */
+/**
+ * The launch: the spec's command, inside a fresh tree group when there is one, and
+ * `RLIMIT_NPROC` when the group cannot cap pids and the spec is not sandboxed (a sandboxed
+ * spec sets it inside its user namespace, where it counts that namespace alone).
+ */
 const launchOf = (spec: SpawnSpec, group: TreeGroup | undefined): { readonly command: string; readonly args: ReadonlyArray<string> } => {
-  const limited = spec.pidsMax !== undefined && group?.pidsLimited !== true
+  const limited = spec.pidsMax !== undefined && group?.pidsLimited !== true && spec.sandboxed !== true
     ? { command: "prlimit", args: [`--nproc=${spec.pidsMax}`, "--", spec.command, ...spec.args] }
     : spec
   return group === undefined ? limited : joinGroupLauncher(group.procsFiles, limited.command, limited.args)

@@ -5,7 +5,7 @@
  * prefix, and is not a secret: neither named like one (`*_API_KEY`, `*_TOKEN`, `*_KEY`,
  * `*_PAT`, `*_PASSWORD`, `*_PWD`, `*_JWT`, `*_CREDENTIALS`, `*_AUTH`, ...) nor holding a credential-shaped
  * value (`sk-...`, `ghp_...`, `github_pat_...`, `xoxb-...`, `AKIA...`, a PEM private key, a
- * JWT, `Bearer ...`, a URL with credentials in it). The secret rule wins over everything,
+ * JWT, `Bearer ...`, a URL with credentials in it, a `password=` parameter). The secret rule wins over everything,
  * the allowed prefixes and the caller's own extra entries included: a kernel never sees
  * an API key or token from the host through its environment. (Outside a sandbox a kernel
  * running as the same user can still read the host's own `/proc/<pid>/environ`.) Names are compared case-insensitively (Windows spells `Path`).
@@ -58,8 +58,9 @@ export const DENIED_ENV_NAMES: ReadonlySet<string> = new Set([
   "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
   "HUGGINGFACE_TOKEN", "HUGGINGFACEHUB_API_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "GITHUB_PAT",
   "GITLAB_TOKEN", "GL_TOKEN", "GITLAB_PRIVATE_TOKEN", "CI_JOB_TOKEN", "NPM_TOKEN", "PIP_PASSWORD",
-  // the cluster secret and where it is kept
-  "VEYYON_CLUSTER_SECRET", "VEYYON_CLUSTER_SECRET_FILE"
+  // the cluster secret and where it is kept, the cluster's Postgres (its URL may hold the
+  // password in any form), and the HTTP door's bearer token
+  "VEYYON_CLUSTER_SECRET", "VEYYON_CLUSTER_SECRET_FILE", "VEYYON_CLUSTER_POSTGRES_URL", "VEYYON_MCP_TOKEN"
 ])
 
 const SECRET_SEGMENT =
@@ -93,7 +94,8 @@ export const SECRET_VALUE_PATTERNS: ReadonlyArray<RegExp> = [
   /(^|[^A-Z0-9])(AKIA|ASIA)[A-Z0-9]{16}([^A-Z0-9]|$)/, // AWS access key id
   /-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/, // PEM private key
   /(^|[^A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\./, // JWT (signed or not)
-  /(^|[^A-Za-z])(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}/i // HTTP authorization
+  /(^|[^A-Za-z])(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // HTTP authorization
+  /(^|[?&;\s])(password|passwd|sslpassword)=[^&;\s]/i // a password in a URL's query or a libpq connection string
 ]
 
 /** Whether a value looks like a credential (see `SECRET_VALUE_PATTERNS`) or embeds one in a URL. */

@@ -12,6 +12,10 @@
  * request gets a fresh kernel that is shut down after it. The mode and the idle time-to-live
  * are `kernel.mode` and `kernel.idleTtlMs`, or the backend's own override.
  *
+ * A cell that runs into one of its kernel's limits (`limits.memoryMb`, `limits.pids`) gets
+ * an error naming the limit and its setting (see `LimitBreach`); after a full process table
+ * the kernel is replaced, and a kernel that died of its memory limit is not run again.
+ *
  * Kernels' `kv` calls are answered by the `KvStore` in context (the file store on the
  * session's directory when there is none); every other bridge call goes to the embedder's
  * `AgentBridge`.
@@ -36,6 +40,7 @@ import { type BackendId, registeredBackends } from "../backends/index.ts"
 import { AgentBridge } from "./AgentBridge.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { KvStore, makeKvStore, withKvWrites } from "./KvStore.ts"
+import { type BreachedLimit, breachNotice, breachOfDeath, explainBreach, limitSentence } from "./LimitBreach.ts"
 import * as KernelSupervisor from "./KernelSupervisor.ts"
 import * as RcMapHolds from "./RcMapHolds.ts"
 import { ensurePrivateDir } from "./PrivateDir.ts"
@@ -175,12 +180,15 @@ const joinNotices = (first: string, second: string | undefined): string =>
 
 const STDERR_LINES_KEPT = 20
 
-/** The error output of a kernel death: the exit, and its last stderr lines as the traceback. */
-const diedError = (died: KernelDied): KernelOutput =>
+/** The error output of a kernel death: the exit (and the limit it ran into, when known), and its last stderr lines as the traceback. */
+const diedError = (died: KernelDied, limit?: string): KernelOutput =>
   KernelOutput.Error({
     ename: "KernelDied",
-    evalue: `the kernel exited unexpectedly (${describeExit(died.exit)})`,
-    traceback: died.stderr.trimEnd().split("\n").filter((line) => line.length > 0).slice(-STDERR_LINES_KEPT)
+    evalue: `the kernel exited unexpectedly (${describeExit(died.exit)})${limit === undefined ? "" : `: ${limit}`}`,
+    traceback: [
+      ...died.stderr.trimEnd().split("\n").filter((line) => line.length > 0).slice(-STDERR_LINES_KEPT),
+      ...(limit === undefined ? [] : [limit])
+    ]
   })
 
 const diedTwiceOutcome = (first: KernelDied, second: KernelDied): CellOutcome => ({
@@ -445,29 +453,77 @@ const makeRegistry = Effect.gen(function*() {
   const attempt = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     held.use(key, (kernel) => kernel.run(request, onOutput))
 
-  const retryOnceAfterDeath = (
-    run: Effect.Effect<CellOutcome, RegistryError>,
+  /**
+   * Runs a cell watching for a breach of the kernel's limits: a breaching error output
+   * names the limit and its setting; after a breach of `limits.pids` (the tree is full of
+   * the cell's processes) the kernel is replaced and the outcome says so.
+   */
+  const watchLimits = (
+    run: (onOutput: Kernel.OutputHandler) => Effect.Effect<CellOutcome, RegistryError>,
     replace: Effect.Effect<void>,
     onOutput: Kernel.OutputHandler
   ): Effect.Effect<CellOutcome, RegistryError> =>
-    Effect.catchTag(run, "KernelDied", (first) =>
-      replace.pipe(
+    Effect.suspend(() => {
+      let breach: BreachedLimit | undefined
+      const watched: Kernel.OutputHandler = Object.assign((output: KernelOutput) => {
+        const explained = explainBreach(output, settings.limits)
+        breach ??= explained.breach
+        return onOutput(explained.output)
+      }, onOutput.now === undefined ? {} : { now: onOutput.now })
+      return Effect.flatMap(run(watched), (outcome) => {
+        if (breach === undefined) return Effect.succeed(outcome)
+        const replaced = breach === "pids"
+        const notice = breachNotice(breach, settings.limits, replaced)
+        return Effect.as(replaced ? replace : Effect.void, { ...outcome, notice: joinNotices(notice, outcome.notice) })
+      })
+    })
+
+  /** A kernel that died of its memory limit is replaced without running the cell again: it would die the same way. */
+  const diedOfLimit = (died: KernelDied, replace: Effect.Effect<void>, onOutput: Kernel.OutputHandler, limit: BreachedLimit) =>
+    Effect.zipRight(
+      replace,
+      Effect.as(onOutput(diedError(died, limitSentence(limit, settings.limits))), {
+        status: "error",
+        executionCount: 0,
+        cancelled: false,
+        timedOut: false,
+        killed: false,
+        kernelExit: died.exit,
+        notice: breachNotice(limit, settings.limits, true)
+      } satisfies CellOutcome)
+    )
+
+  const retryOnceAfterDeath = (
+    run: (onOutput: Kernel.OutputHandler) => Effect.Effect<CellOutcome, RegistryError>,
+    replace: Effect.Effect<void>,
+    onOutput: Kernel.OutputHandler
+  ): Effect.Effect<CellOutcome, RegistryError> =>
+    Effect.catchTag(watchLimits(run, replace, onOutput), "KernelDied", (first) => {
+      const limit = breachOfDeath(first.stderr, settings.limits)
+      if (limit !== undefined) return diedOfLimit(first, replace, onOutput, limit)
+      return replace.pipe(
         Effect.zipRight(onOutput(KernelOutput.Status({
           op: RESTART_STATUS_OP,
           fields: { reason: first.message, exit: describeExit(first.exit) }
         }))),
-        Effect.zipRight(run),
+        Effect.zipRight(watchLimits(run, replace, onOutput)),
         Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first), outcome.notice) })),
-        Effect.catchTag("KernelDied", (second) =>
-          Effect.zipRight(replace, Effect.as(onOutput(diedError(second)), diedTwiceOutcome(first, second))))
-      ))
+        Effect.catchTag("KernelDied", (second) => {
+          const limit = breachOfDeath(second.stderr, settings.limits)
+          return Effect.zipRight(
+            replace,
+            Effect.as(onOutput(diedError(second, limit && limitSentence(limit, settings.limits))), diedTwiceOutcome(first, second))
+          )
+        })
+      )
+    })
 
   const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
-    retryOnceAfterDeath(attempt(key, request, onOutput), supervisor.evict(key), onOutput)
+    retryOnceAfterDeath((handler) => attempt(key, request, handler), supervisor.evict(key), onOutput)
 
   const perCallRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     retryOnceAfterDeath(
-      Effect.scoped(Effect.flatMap(startKernel(key), (kernel) => kernel.run(request, onOutput))),
+      (handler) => Effect.scoped(Effect.flatMap(startKernel(key), (kernel) => kernel.run(request, handler))),
       Effect.void,
       onOutput
     )

@@ -13,8 +13,10 @@
  * Limits: `limits.memoryMb` is a Python kernel's address space (RLIMIT_AS: an allocation
  * past it raises MemoryError and the kernel lives) and a JavaScript kernel's V8 heap
  * (`--max-old-space-size`; V8 cannot run under RLIMIT_AS); `limits.fileSizeMb` is
- * RLIMIT_FSIZE, both set by `prlimit` before the kernel starts; `limits.pids` is passed
- * to the spawner, which caps the kernel's cgroup (or sets RLIMIT_NPROC without one).
+ * RLIMIT_FSIZE, both set by `prlimit` before the kernel starts (inside the sandbox when
+ * there is one); `limits.pids` is passed to the spawner, which caps the kernel's cgroup where
+ * it can, and in the sandbox is also RLIMIT_NPROC set inside its user namespace, where it
+ * counts only that namespace's processes (root is exempt from it: root needs the cgroup).
  */
 import { execFile } from "node:child_process"
 import * as NodeFs from "node:fs"
@@ -151,7 +153,8 @@ export const makeSandbox = (
         readWrite: [...request.readWrite, ...settings.writePaths],
         host: realHost
       })
-      return { ...spec, command: bwrap, args: [...args, "--", spec.command, ...spec.args], env: sandboxEnv(spec.env, home), sandboxed: true }
+      const inside = withRlimits(spec, request.memoryLimit, limits, prlimit ?? "prlimit", { nproc: true })
+      return { ...inside, command: bwrap, args: [...args, "--", inside.command, ...inside.args], env: sandboxEnv(spec.env, home), sandboxed: true }
     }
     const confine = (request: SandboxRequest) =>
       Effect.gen(function*() {
@@ -174,8 +177,9 @@ export const makeSandbox = (
           sandboxed: bwrap !== undefined,
           apply: (spec: SpawnSpec) => {
             const heapLimited = withHeapLimit(spec, request.memoryLimit, limits)
-            const confined = bwrap === undefined ? heapLimited : sandboxed(heapLimited, request, bwrap)
-            return withRlimits(confined, request.memoryLimit, limits, prlimit ?? "prlimit")
+            return bwrap === undefined
+              ? withRlimits(heapLimited, request.memoryLimit, limits, prlimit ?? "prlimit")
+              : sandboxed(heapLimited, request, bwrap)
           }
         } satisfies Confinement
       })

@@ -97,16 +97,24 @@ export const withHeapLimit = (spec: SpawnSpec, memoryLimit: MemoryLimitKind, lim
     ? { ...spec, args: [`--max-old-space-size=${limits.memoryMb}`, ...spec.args] }
     : spec
 
-/** `spec` started by `prlimit` with the resource limits its kernel gets, and its pids cap for the spawner. */
+/**
+ * `spec` started by `prlimit` with the resource limits its kernel gets, and its pids cap for
+ * the spawner (which caps the kernel's cgroup where it can). With `nproc` the pids cap is
+ * also RLIMIT_NPROC: only for a command that runs inside the sandbox's own user namespace,
+ * where that limit counts the processes of the namespace alone (Linux 5.14+); outside one
+ * it counts every process of the user.
+ */
 export const withRlimits = (
   spec: SpawnSpec,
   memoryLimit: MemoryLimitKind,
   limits: KernelLimits,
-  prlimit: string
+  prlimit: string,
+  options: { readonly nproc?: boolean } = {}
 ): SpawnSpec => {
   const rlimits = [
     ...(memoryLimit === "address-space" && limits.memoryMb !== undefined ? [`--as=${limits.memoryMb * MIB}`] : []),
-    ...(limits.fileSizeMb !== undefined ? [`--fsize=${limits.fileSizeMb * MIB}`] : [])
+    ...(limits.fileSizeMb !== undefined ? [`--fsize=${limits.fileSizeMb * MIB}`] : []),
+    ...(options.nproc === true && limits.pids !== undefined ? [`--nproc=${limits.pids}`] : [])
   ]
   const limited = rlimits.length === 0 ? spec : { ...spec, command: prlimit, args: [...rlimits, "--", spec.command, ...spec.args] }
   return limits.pids === undefined ? limited : { ...limited, pidsMax: limits.pids }

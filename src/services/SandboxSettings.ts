@@ -4,7 +4,11 @@
  *
  *   VEYYON_SANDBOX            sandbox.mode: off | auto | required
  *   VEYYON_SANDBOX_NETWORK    sandbox.network: allow | none
- *   VEYYON_KERNEL_MEMORY_MB   limits.memoryMb (a positive integer)
+ *   VEYYON_KERNEL_MEMORY_MB   limits.memoryMb (a positive integer, or `off`)
+ *   VEYYON_KERNEL_PIDS        limits.pids (a positive integer, or `off`)
+ *
+ * The doors serving remote callers (`mcp --http`, `runner`) start from `REMOTE_DOOR_DEFAULTS`:
+ * sandbox `auto`, network `none`, and a memory and a pids limit; the local doors from none of it.
  */
 import { Either, Schema } from "effect"
 import type { EnvRecord } from "./EnvPolicy.ts"
@@ -25,9 +29,36 @@ export type SandboxNetwork = typeof SandboxNetwork.Type
 /** The places kernels are started from; each has its own default sandbox mode. */
 export type FrontDoor = "library" | "eval" | "repl" | "mcp" | "mcp-http" | "runner"
 
+/** Whether a front door serves remote callers (whose cells are confined by default). */
+export const isRemoteDoor = (door: FrontDoor): boolean => door === "mcp-http" || door === "runner"
+
 /** The default sandbox mode of a front door: `auto` for the doors serving remote callers, else `off`. */
-export const defaultSandboxMode = (door: FrontDoor): SandboxMode =>
-  door === "mcp-http" || door === "runner" ? "auto" : "off"
+export const defaultSandboxMode = (door: FrontDoor): SandboxMode => isRemoteDoor(door) ? "auto" : "off"
+
+/** The memory limit of a remote door's kernels unless `VEYYON_KERNEL_MEMORY_MB` says otherwise, in MiB. */
+export const REMOTE_DOOR_MEMORY_MB = 2048
+
+/** The process (and thread) limit of a remote door's kernel trees unless `VEYYON_KERNEL_PIDS` says otherwise. */
+export const REMOTE_DOOR_PIDS = 256
+
+/** The sandbox and limits a remote door starts from (the environment still overrides each). */
+export const REMOTE_DOOR_DEFAULTS = {
+  sandbox: { mode: "auto", network: "none" },
+  limits: { memoryMb: REMOTE_DOOR_MEMORY_MB, pids: REMOTE_DOOR_PIDS }
+} as const satisfies { readonly sandbox: typeof SandboxInput.Type; readonly limits: typeof LimitsInput.Type }
+
+/** The `sandbox` and `limits` settings a front door starts from: the remote defaults, or nothing (off, allow, no limits). */
+export const doorSandboxDefaults = (
+  door: FrontDoor
+): { readonly sandbox?: typeof SandboxInput.Type; readonly limits?: typeof LimitsInput.Type } =>
+  isRemoteDoor(door) ? REMOTE_DOOR_DEFAULTS : {}
+
+/** The setting and variable that set each limit, for messages. */
+export const LIMIT_SETTINGS = {
+  memoryMb: "limits.memoryMb / VEYYON_KERNEL_MEMORY_MB",
+  pids: "limits.pids / VEYYON_KERNEL_PIDS",
+  fileSizeMb: "limits.fileSizeMb"
+} as const satisfies Record<keyof KernelLimits, string>
 
 /** Resolved sandbox settings. */
 export interface SandboxSettings {
@@ -89,14 +120,19 @@ const envWord = <A extends string>(
     : Either.left({ source: name, problem: `${JSON.stringify(raw)} is not one of ${words.join(", ")}; use one, or unset it.` })
 }
 
-const envPositiveInt = (env: EnvRecord, name: string): Either.Either<number | undefined, EnvProblem> => {
+/** A limit from the environment: a number, `off` (no limit, over any default), or undefined when unset. */
+const envLimit = (env: EnvRecord, name: string, unit: string): Either.Either<number | "off" | undefined, EnvProblem> => {
   const raw = env[name]
   if (raw === undefined || isUnsetEnvValue(raw)) return Either.right(undefined)
+  if (raw.trim().toLowerCase() === "off") return Either.right("off")
   const value = Number(raw.trim())
   return Number.isSafeInteger(value) && value > 0
     ? Either.right(value)
-    : Either.left({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number of MiB; fix it, or unset it.` })
+    : Either.left({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number of ${unit} or off; fix it, or unset it.` })
 }
+
+const overLimit = (fromEnv: number | "off" | undefined, given: number | undefined): number | undefined =>
+  fromEnv === "off" ? undefined : fromEnv ?? given
 
 /** The sandbox settings from the object with the environment on top. */
 export const resolveSandbox = (
@@ -114,13 +150,17 @@ export const resolveSandbox = (
     }
   })
 
-/** The limits from the object with the environment on top; none by default. */
+/** The limits from the object with the environment on top (`off` there lifts one); none by default. */
 export const resolveLimits = (
   given: typeof LimitsInput.Type | undefined,
   env: EnvRecord
 ): Either.Either<KernelLimits, EnvProblem> =>
-  Either.map(envPositiveInt(env, "VEYYON_KERNEL_MEMORY_MB"), (memoryMb) => ({
-    memoryMb: memoryMb ?? given?.memoryMb,
-    pids: given?.pids,
-    fileSizeMb: given?.fileSizeMb
-  }))
+  Either.gen(function*() {
+    const memoryMb = yield* envLimit(env, "VEYYON_KERNEL_MEMORY_MB", "MiB")
+    const pids = yield* envLimit(env, "VEYYON_KERNEL_PIDS", "processes")
+    return {
+      memoryMb: overLimit(memoryMb, given?.memoryMb),
+      pids: overLimit(pids, given?.pids),
+      fileSizeMb: given?.fileSizeMb
+    }
+  })

@@ -69,8 +69,8 @@ describe("secret names", () => {
       "COHERE_API_KEY", "CO_API_KEY", "DEEPSEEK_API_KEY", "GEMINI_API_KEY", "GH_TOKEN", "GITHUB_PAT", "GITHUB_TOKEN",
       "GITLAB_PRIVATE_TOKEN", "GITLAB_TOKEN", "GL_TOKEN", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GROQ_API_KEY",
       "HF_TOKEN", "HUGGINGFACEHUB_API_TOKEN", "HUGGINGFACE_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MISTRAL_API_KEY", "NPM_TOKEN",
-      "OPENAI_API_KEY", "OPENAI_ORG_ID", "OPENROUTER_API_KEY", "PIP_PASSWORD", "VEYYON_CLUSTER_SECRET",
-      "VEYYON_CLUSTER_SECRET_FILE", "XAI_API_KEY"
+      "OPENAI_API_KEY", "OPENAI_ORG_ID", "OPENROUTER_API_KEY", "PIP_PASSWORD", "VEYYON_CLUSTER_POSTGRES_URL",
+      "VEYYON_CLUSTER_SECRET", "VEYYON_CLUSTER_SECRET_FILE", "VEYYON_MCP_TOKEN", "XAI_API_KEY"
     ])
     expect(isSecretEnvName("openai_org_id")).toBe(true)
   })
@@ -144,6 +144,20 @@ describe("secret values", () => {
     expect(isSecretEnvValue("git+ssh://deploy@host/repo")).toBe(true)
     expect(isSecretEnvValue("https://host/path@v1")).toBe(false)
     expect(isSecretEnvValue(`Bearer   ${"a".repeat(8)}`)).toBe(true)
+  })
+
+  it("a password parameter of a URL's query or a libpq connection string is a credential, at the start or after a separator", () => {
+    for (const value of ["postgres://db.internal/app?password=s", "postgres://h/app?sslmode=require&PASSWORD=s", "host=h passwd=s", "password=s", "a=1;sslpassword=s"]) {
+      expect(isSecretEnvValue(value), value).toBe(true)
+    }
+    for (const value of ["password=", "postgres://h/app?mypassword=s", "host=h password= x", "postgres://h/app?user=u"]) {
+      expect(isSecretEnvValue(value), value).toBe(false)
+    }
+  })
+
+  it("the cluster's Postgres URL never reaches a kernel, even without a password in it; nor the HTTP door's token", () => {
+    expect(filterHostEnv({ VEYYON_CLUSTER_POSTGRES_URL: "postgres://db.internal/app", VEYYON_MCP_TOKEN: "plain", VEYYON_ARTIFACTS_DIR: "/a" }))
+      .toEqual({ VEYYON_ARTIFACTS_DIR: "/a" })
   })
 
   it("a PEM private key of any kind is a credential; a certificate is not", () => {

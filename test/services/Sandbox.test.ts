@@ -15,7 +15,7 @@ import {
   withHeapLimit,
   withRlimits
 } from "../../src/services/SandboxArgs.ts"
-import { defaultSandboxMode, resolveLimits, resolveSandbox } from "../../src/services/SandboxSettings.ts"
+import { defaultSandboxMode, doorSandboxDefaults, REMOTE_DOOR_DEFAULTS, resolveLimits, resolveSandbox } from "../../src/services/SandboxSettings.ts"
 import { testSettings } from "../support/settings.ts"
 
 const host: HostView = {
@@ -42,6 +42,30 @@ describe("sandbox settings", () => {
     expect(["library", "eval", "repl", "mcp"].map((door) => defaultSandboxMode(door as "eval"))).toEqual(["off", "off", "off", "off"])
     expect(defaultSandboxMode("mcp-http")).toBe("auto")
     expect(defaultSandboxMode("runner")).toBe("auto")
+  })
+
+  it("remote doors start from auto, no network, 2048 MiB and 256 pids; local doors from nothing (off, allow, no limits)", () => {
+    expect(REMOTE_DOOR_DEFAULTS).toEqual({ sandbox: { mode: "auto", network: "none" }, limits: { memoryMb: 2048, pids: 256 } })
+    expect(doorSandboxDefaults("mcp-http")).toBe(REMOTE_DOOR_DEFAULTS)
+    expect(doorSandboxDefaults("runner")).toBe(REMOTE_DOOR_DEFAULTS)
+    for (const door of ["library", "eval", "repl", "mcp"] as const) expect(doorSandboxDefaults(door)).toEqual({})
+    const remote = testSettings(REMOTE_DOOR_DEFAULTS)
+    expect(remote.sandbox).toMatchObject({ mode: "auto", network: "none" })
+    expect(remote.limits).toEqual({ memoryMb: 2048, pids: 256, fileSizeMb: undefined })
+  })
+
+  it("VEYYON_KERNEL_PIDS and VEYYON_KERNEL_MEMORY_MB set a limit over the object's, and off lifts it", () => {
+    expect(Either.getOrThrow(resolveLimits({ memoryMb: 2048, pids: 256 }, { VEYYON_KERNEL_PIDS: " 64 ", VEYYON_KERNEL_MEMORY_MB: "Off" })))
+      .toEqual({ memoryMb: undefined, pids: 64, fileSizeMb: undefined })
+    expect(Either.getOrThrow(resolveLimits({ memoryMb: 2048, pids: 256 }, { VEYYON_KERNEL_PIDS: "off", VEYYON_KERNEL_MEMORY_MB: "" })))
+      .toEqual({ memoryMb: 2048, pids: undefined, fileSizeMb: undefined })
+    const bad = resolveLimits({}, { VEYYON_KERNEL_PIDS: "-3" })
+    expect(Either.isLeft(bad) && bad.left).toEqual({
+      source: "VEYYON_KERNEL_PIDS",
+      problem: "\"-3\" is not a positive whole number of processes or off; fix it, or unset it."
+    })
+    expect(Either.isLeft(resolveLimits({}, { VEYYON_KERNEL_PIDS: "0" }))).toBe(true)
+    expect(Either.isLeft(resolveLimits({}, { VEYYON_KERNEL_MEMORY_MB: "none" }))).toBe(true)
   })
 })
 
@@ -175,6 +199,34 @@ describe("limits", () => {
     expect(withRlimits(js, "heap", { ...limits, fileSizeMb: undefined }, "prlimit")).toEqual({ ...js, pidsMax: 64 })
     expect(withRlimits(spec, "address-space", noLimits, "prlimit")).toBe(spec)
   })
+
+  it("inside the sandbox's user namespace the pids cap is also RLIMIT_NPROC (there it counts that namespace alone)", () => {
+    const limits = { memoryMb: undefined, pids: 64, fileSizeMb: undefined }
+    expect(withRlimits(spec, "address-space", limits, "/usr/bin/prlimit", { nproc: true })).toEqual({
+      ...spec,
+      command: "/usr/bin/prlimit",
+      args: ["--nproc=64", "--", "/usr/bin/python3", "-u", "boot.py"],
+      pidsMax: 64
+    })
+    expect(withRlimits(spec, "address-space", limits, "/usr/bin/prlimit")).toEqual({ ...spec, pidsMax: 64 })
+    expect(withRlimits(spec, "address-space", noLimits, "/usr/bin/prlimit", { nproc: true })).toBe(spec)
+  })
+
+  it.effect("a sandboxed spawn runs bwrap, then prlimit inside it, then the kernel", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* makeSandbox(
+        { mode: "required", network: "none", readPaths: [], writePaths: [] },
+        { memoryMb: 512, pids: 64, fileSizeMb: undefined },
+        { bwrap: "/bin/true", prlimit: "/bin/true" }
+      )
+      const probed = yield* sandbox.probe
+      expect(probed.works).toBe(true)
+      const confined = (yield* sandbox.confine({ memoryLimit: "address-space", readOnly: [], readWrite: ["/work/p"] })).apply(spec)
+      expect(confined.command).toBe("/bin/true")
+      const inner = confined.args.slice(confined.args.indexOf("--") + 1)
+      expect(inner).toEqual(["/bin/true", `--as=${512 * 1024 * 1024}`, "--nproc=64", "--", "/usr/bin/python3", "-u", "boot.py"])
+      expect(confined).toMatchObject({ sandboxed: true, pidsMax: 64 })
+    }))
 })
 
 describe("sandbox modes without bwrap", () => {

@@ -10,7 +10,6 @@
  * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
-import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
 import { Command, Options } from "@effect/cli"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeStream from "@effect/platform-node/NodeStream"
@@ -24,6 +23,7 @@ import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/SessionWorkspace.ts"
 import { KernelRegistry } from "../../services/KernelRegistry.ts"
+import { doorSandboxDefaults } from "../../services/SandboxSettings.ts"
 import { Settings, type SettingsInput } from "../../services/Settings.ts"
 import { type CliFailure, failureOf, usageError } from "../exitCodes.ts"
 import { cliSettings } from "../session.ts"
@@ -41,13 +41,14 @@ export const MCP_TOKEN_ENV = "VEYYON_MCP_TOKEN"
 /**
  * The settings each door starts from. stdio serves the one local client that started
  * it and keeps its kernel for the life of the server; HTTP serves remote callers, whose
- * kernels idle out (per-door defaults such as the sandbox belong here). Both keep a spare
- * Python kernel: a server lives for many cells, resets and sessions.
+ * kernels idle out and run sandboxed, without network and under memory and pids limits
+ * (`REMOTE_DOOR_DEFAULTS`; each `VEYYON_*` variable still wins). Both keep a spare Python
+ * kernel: a server lives for many cells, resets and sessions.
  */
-export const doorSettings = (door: "stdio" | "http"): SettingsInput => {
-  const base = cliSettings({ longLived: door === "stdio", spares: true })
-  return door === "http" ? { ...base, sandbox: { mode: defaultSandboxMode("mcp-http") } } : base
-}
+export const doorSettings = (door: "stdio" | "http"): SettingsInput => ({
+  ...cliSettings({ longLived: door === "stdio", spares: true }),
+  ...doorSandboxDefaults(door === "http" ? "mcp-http" : "mcp")
+})
 
 const serveOptions = (sessionDirs?: SessionWorkspace) => ({
   version: VERSION,

@@ -4,13 +4,14 @@
  * them to reach it at `--advertise`, authenticates every connection with the cluster secret
  * (`VEYYON_CLUSTER_SECRET_FILE` or `VEYYON_CLUSTER_SECRET`; without one it refuses to start
  * unless `--insecure-no-auth` says so), and runs the kernels of the sessions whose shards
- * it owns, until SIGTERM or SIGINT: then it hands its sessions off and exits.
+ * it owns, until SIGTERM or SIGINT: then it hands its sessions off and exits. Its kernels run
+ * sandboxed, without network and under memory and pids limits unless `VEYYON_*` says otherwise.
  */
 import { Command, Options } from "@effect/cli"
 import { Context, Effect, Either, Exit, Layer, Option, Scope } from "effect"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
 import { KernelRegistry, type KernelRegistryService } from "../../services/KernelRegistry.ts"
-import { defaultSandboxMode } from "../../services/SandboxSettings.ts"
+import { doorSandboxDefaults } from "../../services/SandboxSettings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 
 const optionalText = (name: string, pseudo: string, description: string) =>
@@ -76,7 +77,7 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
       Effect.gen(function*() {
         if (cluster.auth._tag === "Insecure") process.stderr.write(INSECURE_WARNING)
         const runner = yield* Effect.promise(() => import("../../cluster/RunnerLayer.ts"))
-        const layer = runner.runnerLayer(cluster, { settings: { sandbox: { mode: defaultSandboxMode("runner") } } }).pipe(
+        const layer = runner.runnerLayer(cluster, { settings: doorSandboxDefaults("runner") }).pipe(
           Layer.mapError((error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` }))
         )
         const scope = yield* Scope.make()

@@ -22,10 +22,13 @@ const modeOutcome = (mode: SandboxMode, probe: SandboxProbe): string => {
   return mode === "auto" ? "auto: the sandbox cannot run, so kernels run unsandboxed" : "required: no kernel can start"
 }
 
+const PIDS_BY_RLIMIT = "by RLIMIT_NPROC: in the sandbox it counts the sandbox's own processes, outside it every process of the user; " +
+  "root is exempt from it, so as root only a writable cgroup applies the pids limit"
+
 const limitsLine = (limits: KernelLimits, probe: SandboxProbe, pidsByCgroup: boolean): string => {
   const set = Object.entries(limits).filter(([, value]) => value !== undefined).map(([name, value]) => `${name}=${value}`)
   const how = `${probe.prlimit === undefined ? "prlimit missing (memoryMb and fileSizeMb cannot apply)" : `prlimit ${probe.prlimit}`}; ` +
-    `pids ${pidsByCgroup ? "by cgroup pids.max" : "by RLIMIT_NPROC (counts all of the user's processes; root is exempt)"}`
+    `pids ${pidsByCgroup ? "by cgroup pids.max" : PIDS_BY_RLIMIT}`
   return `${set.length === 0 ? "none set (the default: no limits)" : set.join(", ")}; ${how}`
 }
 
