@@ -47,6 +47,20 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     noStackTrace(run.stderr)
   }, SPAWN_TIMEOUT)
 
+  it("an unknown flag runs nothing (exit 2); after -- an argument that looks like a flag is code", async () => {
+    const flag = await runCli(["eval", "-True"], { env })
+    expect(flag.code).toBe(2)
+    expect(flag.stdout).toBe("")
+    expect(flag.stderr).toContain("unknown flag -True for veyyon eval")
+    const code = await runCli(["eval", "--", "-True"], { env })
+    expect(code.stderr).toBe("")
+    expect(code.code).toBe(0)
+    expect(code.stdout).toBe("-1\n")
+    const json = await runCli(["eval", "--json", "--", "--json"], { env })
+    expect(json.code).toBe(1)
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: "error", error: { ename: "NameError" } })
+  }, SPAWN_TIMEOUT)
+
   it("eval reads stdin when given no code; --json prints the EvalResult", async () => {
     const run = await runCli(["eval", "--json", "--session", "json-test"], {
       env,

@@ -101,7 +101,7 @@ describe("eval inputs", () => {
     expect(await read({ file: Option.some("-"), readStdin: () => Promise.resolve("print(4)") })).toEqual(Either.right("print(4)"))
   })
 
-  it("says what to do when there is no code, two sources, an unreadable file, or a flag without its value", async () => {
+  it("says what to do when there is no code, two sources, or an unreadable file", async () => {
     expect(sentence(await read({ stdinIsTerminal: true }))).toMatch(/^2: no code to run: pass it as an argument/)
     expect(sentence(await read({ readStdin: () => Promise.resolve("  \n") }))).toMatch(/^2: no code to run/)
     expect(sentence(await read({ argument: Option.some("1"), file: Option.some("f.py") }))).toBe(
@@ -110,7 +110,6 @@ describe("eval inputs", () => {
     expect(sentence(await read({ file: Option.some("/no/such/cell.py") }))).toBe(
       "2: cannot read --file /no/such/cell.py: it does not exist. Pass a readable file of code, or - for stdin."
     )
-    expect(sentence(await read({ argument: Option.some("--timeout") }))).toBe("2: --timeout needs a value, e.g. --timeout 60.")
   })
 
   it("--timeout is clamped to 1..3600 with a note, and must be a number", () => {
@@ -243,6 +242,10 @@ describe("the command line in process (no Python needed)", () => {
       errors.push(String(chunk))
       return true
     })
+    vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+      logs.push(String(chunk).replace(/\n$/, ""))
+      return true
+    })
     vi.spyOn(console, "log").mockImplementation((...parts: Array<unknown>) => void logs.push(parts.join(" ")))
     vi.spyOn(console, "error").mockImplementation((...parts: Array<unknown>) => void errors.push(parts.join(" ")))
     const code = await Effect.runPromise(program(["node", "veyyon", ...args]))
@@ -261,6 +264,49 @@ describe("the command line in process (no Python needed)", () => {
     expect(setup.stderr).toBe("veyyon: setup python only checks for now: run `veyyon setup python --check`.\n")
     const unknown = await run("frobnicate")
     expect(unknown.code).toBe(2)
+  })
+
+  it("an unknown or misspelt flag is a usage error naming it (and the flag it is close to), never code to run", async () => {
+    expect(await run("eval", "--bogus")).toEqual({
+      code: 2,
+      stderr: "veyyon: unknown flag --bogus for veyyon eval; `veyyon eval --help` lists its flags. " +
+        "An argument that starts with a dash goes after --, e.g. veyyon eval -- --bogus\n",
+      stdout: ""
+    })
+    expect(await run("eval", "--tiemout", "5", "print(1)")).toEqual({
+      code: 2,
+      stderr: "veyyon: unknown flag --tiemout for veyyon eval; did you mean --timeout?\n",
+      stdout: ""
+    })
+    expect((await run("eval", "--jsn", "print(1)")).stderr).toBe("veyyon: unknown flag --jsn for veyyon eval; did you mean --json?\n")
+    expect((await run("eval", "--timeout")).stderr).toBe("veyyon: --timeout needs a value, e.g. --timeout SECONDS.\n")
+    expect(await run("mcp", "--htp")).toEqual({ code: 2, stderr: "veyyon: unknown flag --htp for veyyon mcp; did you mean --http?\n", stdout: "" })
+    expect(await run("setup", "python", "--chek")).toEqual({
+      code: 2,
+      stderr: "veyyon: unknown flag --chek for veyyon setup python; did you mean --check?\n",
+      stdout: ""
+    })
+  })
+
+  it("with --json a usage error is a JSON document on stdout, exit 2, nothing on stderr", async () => {
+    const unknown = await run("eval", "--json", "--bogus")
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toBe("")
+    expect(JSON.parse(unknown.stdout)).toEqual({
+      error: { kind: "usage", message: expect.stringMatching(/^unknown flag --bogus for veyyon eval; /) }
+    })
+    const timeout = await run("eval", "--json", "--timeout", "soon", "1")
+    expect(timeout.code).toBe(2)
+    expect(timeout.stderr).toBe("")
+    expect(JSON.parse(timeout.stdout)).toEqual({
+      error: { kind: "usage", message: '--timeout must be a number of seconds between 1 and 3600 (default 30); got the string "soon".' }
+    })
+    const missing = await run("eval", "--json", "--cwd")
+    expect(missing.code).toBe(2)
+    expect(JSON.parse(missing.stdout)).toEqual({ error: { kind: "usage", message: "--cwd needs a value, e.g. --cwd DIR." } })
+    const language = await run("eval", "--json", "--language", "cobol", "1")
+    expect(language.code).toBe(2)
+    expect(JSON.parse(language.stdout.split("\n").at(-1)!)).toEqual({ error: { kind: "usage", message: expect.stringContaining("py, js, rb") } })
   })
 
   it("a cwd that does not exist is bad input: exit 2", async () => {

@@ -13,6 +13,8 @@ import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../.
 import { describeAttempt, type ResolutionRule } from "../../services/RuntimeResolution.ts"
 import { type RubyInterpreter, resolveRuby, rubySetting } from "../../backends/ruby.ts"
 import { Settings, type SettingsValues } from "../../services/Settings.ts"
+import type { CommandFlags } from "../argvCheck.ts"
+import { commandFlags } from "../commandFlags.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 import { checkSandbox } from "./setupSandbox.ts"
 
@@ -100,8 +102,13 @@ const sandboxCommand = Command.make("sandbox", { check }, ({ check }) =>
     )
   )
 
+const subcommands = [pythonCommand, rubyCommand, sandboxCommand] as const
+
 /** The `setup` command and its `python`, `ruby` and `sandbox` subcommands. */
 export const setupCommand = Command.make("setup").pipe(
   Command.withDescription("Check what veyyon needs from this machine."),
-  Command.withSubcommands([pythonCommand, rubyCommand, sandboxCommand])
+  Command.withSubcommands(subcommands)
 )
+
+/** The flags of `setup` and its subcommands. */
+export const setupFlags: CommandFlags = commandFlags(setupCommand, subcommands.map((command) => commandFlags(command)))
