@@ -35,15 +35,17 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(await waitForExit(pid)).toBe(true)
   }, SPAWN_TIMEOUT)
 
-  it("eval --file with --cwd runs there; a raising cell exits 1 with its traceback", async () => {
+  it("eval --file with --cwd runs there; a raising cell exits 1, its output on stdout and its stderr and traceback on stderr", async () => {
     const dir = tempDir("veyyon-cli-cwd-")
     const file = path.join(dir, "cell.py")
-    fs.writeFileSync(file, "import os\nprint('cwd', os.getcwd())\nraise ValueError('bad input')\n")
+    fs.writeFileSync(file, "import os, sys\nprint('cwd', os.getcwd())\nprint('careful', file=sys.stderr)\nraise ValueError('bad input')\n")
     const run = await runCli(["eval", "--file", file, "--cwd", dir], { env })
     expect(run.code).toBe(1)
-    expect(run.stdout).toContain(`cwd ${fs.realpathSync(dir)}`)
-    expect(run.stdout).toMatch(/^ValueError: bad input$/m)
-    expect(run.stdout).toContain("✗ ValueError: bad input")
+    expect(run.stdout).toBe(`cwd ${fs.realpathSync(dir)}\n`)
+    expect(run.stderr).toMatch(/^careful$/m)
+    expect(run.stderr).toContain("Traceback (most recent call last):")
+    expect(run.stderr).toMatch(/^ValueError: bad input$/m)
+    expect(run.stderr).toContain("✗ ValueError: bad input")
     noStackTrace(run.stderr)
   }, SPAWN_TIMEOUT)
 
@@ -280,7 +282,8 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(lines).toContain("2")
     expect(lines).toContain("4")
     expect(lines).toContain(`'${fs.realpathSync(dir)}'`)
-    expect(run.stdout).toContain("ZeroDivisionError: division by zero")
+    expect(run.stdout).not.toContain("ZeroDivisionError")
+    expect(run.stderr).toContain("ZeroDivisionError: division by zero")
     expect(lines).toContain("still here 1")
     expect(lines).toContain("from bash")
     const saved = /^image saved: (\S+) \[image\/png 4x4, /m.exec(run.stdout)

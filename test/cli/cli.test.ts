@@ -10,7 +10,7 @@ import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { InvalidCwd } from "../../src/services/KernelRegistry.ts"
 import { PythonUnavailable } from "../../src/services/PythonRuntime.ts"
 import { parseTimeout, readCode, type CodeSources } from "../../src/cli/cellInput.ts"
-import { makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
+import { type ErrorTarget, makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
 import { program } from "../../src/cli/cli.ts"
 import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
 import { cellSource, inspectionLine, isCompleteCell } from "../../src/cli/replInput.ts"
@@ -149,29 +149,41 @@ const recordingTarget = (live: boolean): ViewTarget & { readonly written: () => 
   return { write: (chunk) => (text += chunk), live, color: false, columns: 80, rows: 24, written: () => text }
 }
 
+const recordingErrors = (): ErrorTarget & { readonly written: () => string } => {
+  let text = ""
+  return { write: (chunk) => (text += chunk), color: false, written: () => text }
+}
+
 describe("cell views", () => {
-  it("off a terminal, text is written as it arrives and the notices follow at the end", () => {
+  it("off a terminal, output goes to stdout and the cell's stderr and traceback to stderr as they arrive; the notices follow on stderr", () => {
     const target = recordingTarget(false)
-    const view = makeCellView(target)
+    const errors = recordingErrors()
+    const view = makeCellView(target, errors)
     view.onEvent(KernelOutput.Stdout({ text: "partial" }))
+    view.onEvent(KernelOutput.Stderr({ text: "warning: careful\n" }))
     view.onEvent(KernelOutput.Result({ bundle: { "text/plain": "42" } }))
     expect(target.written()).toBe("partial\n42\n")
-    const error = KernelOutput.Error({ ename: "ValueError", evalue: "bad", traceback: ["ValueError: bad"] })
+    expect(errors.written()).toBe("warning: careful\n")
+    const error = KernelOutput.Error({ ename: "ValueError", evalue: "bad", traceback: ["Traceback (most recent call last):", "ValueError: bad"] })
     view.onEvent(error)
     view.finish(result({ status: "error", outputs: [KernelOutput.Stdout({ text: "partial" }), error] }))
-    expect(target.written()).toBe("partial\n42\nValueError: bad\n✗ ValueError: bad\n")
+    expect(target.written()).toBe("partial\n42\n")
+    expect(errors.written()).toBe("warning: careful\nTraceback (most recent call last):\nValueError: bad\n✗ ValueError: bad\n")
   })
 
-  it("a timed-out cell ends with the timeout notice", () => {
+  it("a timed-out cell ends with the timeout notice, on stderr", () => {
     const target = recordingTarget(false)
-    const view = makeCellView(target)
+    const errors = recordingErrors()
+    const view = makeCellView(target, errors)
     view.finish(result({ cancelled: true, timedOut: true, notice: "eval cell timed out after 1s; kernel interrupted." }))
-    expect(target.written()).toBe("⏱ eval cell timed out after 1s; kernel interrupted.\n")
+    expect(target.written()).toBe("")
+    expect(errors.written()).toBe("⏱ eval cell timed out after 1s; kernel interrupted.\n")
   })
 
-  it("on a terminal, the streaming view is redrawn in place and replaced by the full output", async () => {
+  it("on a terminal, the streaming view is redrawn in place and replaced by the full output, the traceback moving to stderr", async () => {
     const target = recordingTarget(true)
-    const view = makeCellView(target)
+    const errors = recordingErrors()
+    const view = makeCellView(target, errors)
     for (let index = 0; index < 30; index++) view.onEvent(KernelOutput.Stdout({ text: `line ${index}\n` }))
     await new Promise((resolve) => setTimeout(resolve, 120))
     const streamed = target.written()
@@ -179,12 +191,16 @@ describe("cell views", () => {
     expect(streamed).not.toContain("ctrl+o")
     expect(streamed).not.toContain("line 9\n")
     expect(streamed).toContain("line 29\n")
-    const outputs = Array.from({ length: 30 }, (_, index) => KernelOutput.Stdout({ text: `line ${index}\n` }))
-    view.finish(result({ outputs }))
+    expect(errors.written()).toBe("")
+    const error = KernelOutput.Error({ ename: "KeyError", evalue: "'k'", traceback: ["KeyError: 'k'"] })
+    const outputs = [...Array.from({ length: 30 }, (_, index) => KernelOutput.Stdout({ text: `line ${index}\n` })), error]
+    view.finish(result({ status: "error", outputs }))
     const final = target.written().slice(streamed.length)
     expect(final.startsWith("\r\u001b[21A\u001b[J")).toBe(true)
     expect(final).toContain("line 0\n")
     expect(final).toContain("line 29\n")
+    expect(final).not.toContain("KeyError")
+    expect(errors.written()).toBe("KeyError: 'k'\n✗ KeyError: 'k'\n")
   })
 })
 
