@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
+import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
 
 const python = findPython()
 const artifactsDir = tempDir("veyyon-cli-artifacts-")
@@ -297,7 +297,27 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(run.stdout).toContain(`interpreter  ${python}`)
     expect(run.stdout).toMatch(/^version {6}3\.\d+\.\d+$/m)
     expect(run.stdout).toMatch(/^rule {9}setting: /m)
+    expect(run.stdout).toMatch(/^kernel {7}started and ran a cell in \d+ ms$/m)
     expect(run.stdout).toContain("ok: eval cells will run with this interpreter.")
+  }, SPAWN_TIMEOUT)
+
+  // An installed package whose runner did not make it into the install resolves Python
+  // fine; only starting a kernel shows that no cell would run.
+  it("setup python --check starts a kernel: a package without its runner fails it with exit 3 and the reason", async () => {
+    const installed = tempDir("veyyon-cli-no-runner-")
+    for (const entry of ["bin", "dist", "package.json"]) fs.cpSync(path.join(repoRoot, entry), path.join(installed, entry), { recursive: true })
+    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(installed, "node_modules"))
+    const run = await runCli(["setup", "python", "--check"], {
+      env,
+      cwd: installed,
+      entry: { command: process.execPath, args: [path.join(installed, "bin", "veyyon.mjs")] }
+    })
+    expect(run.code).toBe(3)
+    expect(run.stdout).toContain(`interpreter  ${python}`)
+    expect(run.stdout).not.toContain("ok:")
+    expect(run.stderr).toMatch(/^veyyon: the Python kernel does not work here: .*runner/m)
+    expect(run.stderr).toContain(path.join(installed, "runner", "python"))
+    noStackTrace(run.stderr)
   }, SPAWN_TIMEOUT)
 
   it("demo runs end to end and writes its image to disk", async () => {

@@ -15,7 +15,8 @@ import { program } from "../../src/cli/cli.ts"
 import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
 import { cellSource, inspectionLine, isCompleteCell } from "../../src/cli/replInput.ts"
 import { withSpinner } from "../../src/cli/spinner.ts"
-import { describeInterpreter } from "../../src/cli/commands/setup.ts"
+import { describeInterpreter, describeKernelCheck } from "../../src/cli/commands/setup.ts"
+import { checkCellProblem } from "../../src/cli/kernelCheck.ts"
 import { tempDir } from "./support.ts"
 import { evalResult } from "../support/evalResult.ts"
 
@@ -222,9 +223,25 @@ describe("setup python --check report", () => {
       "version      3.12.1",
       "rule         PATH: python3/python on PATH",
       "passed over  VIRTUAL_ENV: /gone/bin/python does not exist",
-      "             CONDA_PREFIX: not set",
+      "             CONDA_PREFIX: not set"
+    ])
+    expect(describeKernelCheck({ millis: 180 })).toEqual([
+      "kernel       started and ran a cell in 180 ms",
       "ok: eval cells will run with this interpreter."
     ])
+  })
+
+  it("a kernel check passes only on the cell's own output, and otherwise says what went wrong", () => {
+    const done = (over: Partial<Parameters<typeof KernelOutput.Done>[0]> = {}) =>
+      KernelOutput.Done({ status: "ok", executionCount: 1, cancelled: false, timedOut: false, killed: false, ...over })
+    expect(checkCellProblem([KernelOutput.Stdout({ text: "42\n" }), done()], "42")).toBeUndefined()
+    expect(checkCellProblem([KernelOutput.Stdout({ text: "41\n" }), done()], "42")).toBe('a trivial cell printed "41\\n" instead of 42')
+    expect(checkCellProblem([done()], "42")).toBe('a trivial cell printed "" instead of 42')
+    expect(checkCellProblem([KernelOutput.Error({ ename: "ImportError", evalue: "no module named x", traceback: [] }), done({ status: "error" })], "42"))
+      .toBe("a trivial cell failed in it: ImportError: no module named x")
+    expect(checkCellProblem([done({ cancelled: true, timedOut: true, notice: "eval cell timed out after 1s" })], "42"))
+      .toBe("the trivial cell did not finish: eval cell timed out after 1s")
+    expect(checkCellProblem([KernelOutput.Stdout({ text: "42\n" })], "42")).toBe("the kernel ended the cell without an outcome")
   })
 })
 
