@@ -36,6 +36,8 @@ describe("flag spelling", () => {
     expect(nearestFlag("--jx", known)).toBeUndefined()
     expect(nearestFlag("--he", known)).toBe("--help")
     expect(nearestFlag("--s", known)).toBeUndefined()
+    expect(nearestFlag("--jn", known)).toBeUndefined()
+    expect(nearestFlag("--se", ["--session", "--seed"])).toBeUndefined()
   })
 
   it("takes -x, --name and --name=value as flags, and neither -1 nor code with spaces", () => {
