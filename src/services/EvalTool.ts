@@ -271,7 +271,7 @@ export interface EvalToolService {
   readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
   /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
   readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
-  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its lock, its store); kv and artifacts stay on disk. */
+  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its locks, its store); kv and artifacts stay on disk. */
   readonly endSession: (sessionId: string) => Effect.Effect<void>
 }
 
