@@ -8,9 +8,6 @@ import * as fs from "node:fs"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS } from "../services/CellTimeout.ts"
 import { type CliFailure, usageError } from "./exitCodes.ts"
 
-/** The flags of `veyyon eval` that take a value; an argument spelled like one means its value is missing. */
-export const VALUE_FLAGS: ReadonlyArray<string> = ["--file", "--timeout", "--cwd", "--session"]
-
 /** Where the code comes from. */
 export interface CodeSources {
   readonly argument: Option.Option<string>
@@ -40,9 +37,6 @@ export const readCode = (sources: CodeSources): Effect.Effect<string, CliFailure
   Effect.gen(function*() {
     const argument = Option.getOrUndefined(sources.argument)
     const file = Option.getOrUndefined(sources.file)
-    if (argument !== undefined && VALUE_FLAGS.includes(argument)) {
-      return yield* usageError(`${argument} needs a value, e.g. ${argument} ${argument === "--timeout" ? "60" : "VALUE"}.`)
-    }
     if (argument !== undefined && file !== undefined) {
       return yield* usageError("give the code either as an argument or with --file, not both.")
     }

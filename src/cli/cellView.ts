@@ -1,9 +1,12 @@
 /**
- * How a running cell reaches the terminal. On a terminal the interactive renderer's
- * streaming view is redrawn in place (its last lines, at most the screen's height) and,
- * once the cell ends, replaced by the cell's full retained output and its notices.
- * Anywhere else (a pipe, a file) text is written as it arrives, and the notices follow
- * at the end; nothing is ever redrawn.
+ * How a running cell reaches the terminal. The cell's own output (its stdout, displays,
+ * results) goes to stdout; what says it went wrong (its stderr, its traceback) and the
+ * notices (error summary, cancellation, timeout, truncation) go to the error target,
+ * stderr, as a Unix program's diagnostics do. On a terminal the interactive renderer's
+ * streaming view is redrawn in place on stdout (its last lines, at most the screen's
+ * height) and, once the cell ends, replaced by the cell's full retained output, its
+ * errors and notices following on stderr. Anywhere else (a pipe, a file) text is written
+ * to its stream as it arrives, and the notices follow at the end; nothing is ever redrawn.
  */
 import stripAnsi from "strip-ansi"
 import { colorAllowed } from "./color.ts"
@@ -33,6 +36,12 @@ export interface ViewTarget {
   readonly rows?: number
 }
 
+/** Where a cell's stderr, traceback and notices go. */
+export interface ErrorTarget {
+  readonly write: (text: string) => void
+  readonly color: boolean
+}
+
 /** Shows one cell: events while it runs, then its result. */
 export interface CellView {
   readonly onEvent: (output: KernelOutput) => void
@@ -55,6 +64,17 @@ export const stdoutTarget = (): ViewTarget => {
     ...(live ? { columns: stdout.columns, rows: stdout.rows } : {})
   }
 }
+
+/** The target for this process's stderr, coloured only on a terminal that allows it. */
+export const stderrTarget = (): ErrorTarget => ({
+  write: (text) => {
+    process.stderr.write(text)
+  },
+  color: colorAllowed(process.stderr)
+})
+
+/** Whether an event belongs on the error target: the cell's stderr and its errors. */
+export const isErrorOutput = (output: RenderableOutput): boolean => output._tag === "Stderr" || output._tag === "Error"
 
 const REDRAW_INTERVAL_MS = 50
 const EXPAND_HINT = /^… (\d+) more lines? \(ctrl\+o to expand\)$/
@@ -83,14 +103,36 @@ export const resultOutputs = (result: EvalResult): ReadonlyArray<RenderableOutpu
 const truncationOf = (result: EvalResult): { readonly truncation?: TruncationInfo } =>
   result.truncation === undefined ? {} : { truncation: result.truncation }
 
-/** The finished cell as the interactive renderer draws it, expanded: every retained line, then the notices. */
-export const finishedLines = (result: EvalResult, color: boolean): ReadonlyArray<string> =>
-  renderExecutionView(finishExecution(startExecution({ color }), resultOutputs(result)), {
-    expanded: true,
-    ...truncationOf(result)
-  })
+/** A finished cell's lines for each stream: its own output for stdout; its stderr, traceback and notices for the error target. */
+export interface FinishedLines {
+  readonly out: ReadonlyArray<string>
+  readonly err: ReadonlyArray<string>
+}
 
-const liveView = (target: ViewTarget): CellView => {
+const expandedBody = (outputs: ReadonlyArray<RenderableOutput>, color: boolean): ReadonlyArray<string> =>
+  renderStreamingView(finishExecution(startExecution({ color }), outputs).view, { expanded: true, color })
+
+/** The notices the interactive renderer draws under a finished cell (error summary, stop, truncation when `withTruncation`). */
+export const noticeLines = (result: EvalResult, color: boolean, withTruncation: boolean): ReadonlyArray<string> => {
+  const finished = finishExecution(startExecution({ color }), resultOutputs(result))
+  const all = renderExecutionView(finished, { expanded: true, ...(withTruncation ? truncationOf(result) : {}) })
+  return all.slice(renderStreamingView(finished.view, { expanded: true, color }).length)
+}
+
+/** The finished cell as the interactive renderer draws it, expanded and split by stream. */
+export const finishedLines = (result: EvalResult, color: { readonly out: boolean; readonly err: boolean }): FinishedLines => ({
+  out: expandedBody(result.outputs.filter((output) => !isErrorOutput(output)), color.out),
+  err: [
+    ...expandedBody(result.outputs.filter(isErrorOutput), color.err),
+    ...noticeLines(result, color.err, true)
+  ]
+})
+
+const writeLines = (write: (text: string) => void, lines: ReadonlyArray<string>) => {
+  if (lines.length > 0) write(lines.join("\n") + "\n")
+}
+
+const liveView = (target: ViewTarget, errors: ErrorTarget): CellView => {
   let execution: ExecutionView = startExecution({ color: target.color })
   let drawn = 0
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -122,8 +164,9 @@ const liveView = (target: ViewTarget): CellView => {
     finish: (result) => {
       cancelDraw()
       erase()
-      const lines = finishedLines(result, target.color)
-      if (lines.length > 0) target.write(lines.join("\n") + "\n")
+      const lines = finishedLines(result, { out: target.color, err: errors.color })
+      writeLines(target.write, lines.out)
+      writeLines(errors.write, lines.err)
     },
     abandon: () => {
       cancelDraw()
@@ -132,29 +175,40 @@ const liveView = (target: ViewTarget): CellView => {
   }
 }
 
-const appendingView = (target: ViewTarget): CellView => {
+/** Appends text to one stream, knowing whether it ends at a line start. */
+const appender = (write: (text: string) => void, color: boolean) => {
   let atLineStart = true
   return {
-    onEvent: (output) => {
-      const chunk = outputChunk(output, atLineStart, { color: target.color })
+    push: (output: RenderableOutput) => {
+      const chunk = outputChunk(output, atLineStart, { color })
       if (chunk.length === 0) return
-      target.write(chunk)
+      write(chunk)
       atLineStart = chunk.endsWith("\n")
     },
-    finish: (result) => {
-      if (!atLineStart) target.write("\n")
-      atLineStart = true
-      const finished = finishExecution(startExecution({ color: target.color }), resultOutputs(result))
-      const body = renderStreamingView(finished.view, { expanded: true, color: target.color })
-      const notices = renderExecutionView(finished, { expanded: true }).slice(body.length)
-      if (notices.length > 0) target.write(notices.join("\n") + "\n")
-    },
-    abandon: () => {
-      if (!atLineStart) target.write("\n")
+    endLine: () => {
+      if (!atLineStart) write("\n")
       atLineStart = true
     }
   }
 }
 
-/** A view of one cell on `target`. */
-export const makeCellView = (target: ViewTarget): CellView => (target.live ? liveView(target) : appendingView(target))
+const appendingView = (target: ViewTarget, errors: ErrorTarget): CellView => {
+  const out = appender(target.write, target.color)
+  const err = appender(errors.write, errors.color)
+  return {
+    onEvent: (output) => (isErrorOutput(output) ? err : out).push(output),
+    finish: (result) => {
+      out.endLine()
+      err.endLine()
+      writeLines(errors.write, noticeLines(result, errors.color, false))
+    },
+    abandon: () => {
+      out.endLine()
+      err.endLine()
+    }
+  }
+}
+
+/** A view of one cell: its output on `target`, its stderr, traceback and notices on `errors`. */
+export const makeCellView = (target: ViewTarget, errors: ErrorTarget): CellView =>
+  target.live ? liveView(target, errors) : appendingView(target, errors)

@@ -22,6 +22,13 @@ export class CliFailure extends Data.TaggedError("CliFailure")<{
   readonly sentence?: string
 }> {}
 
+/** What kind of failure an exit code reports, as `--json` names it. */
+export const failureKind = (code: ExitCode): "usage" | "backend_unavailable" | "failed" =>
+  code === ExitCode.Usage ? "usage" : code === ExitCode.BackendUnavailable ? "backend_unavailable" : "failed"
+
+/** A failure as `--json` prints it on stdout: `{"error":{"kind":…,"message":…}}` and a newline. */
+export const failureJson = (kind: string, message: string): string => JSON.stringify({ error: { kind, message } }) + "\n"
+
 /** A usage error with the sentence that says how to call the command instead. */
 export const usageError = (sentence: string): CliFailure => new CliFailure({ code: ExitCode.Usage, sentence })
 

@@ -1,6 +1,7 @@
 /**
  * The `veyyon` executable: runs the command line on `NodeRuntime.runMain` and exits
- * with its code once stdout has drained. A reader that goes away (`veyyon eval … | head`,
+ * with its code once stdout has drained; stopped by SIGINT or SIGTERM, it ends its
+ * kernels and exits 130 or 143 (see `signals.ts`). A reader that goes away (`veyyon eval … | head`,
  * an MCP client that closed) does not crash the process: output to it is dropped and
  * the command still ends normally, shutting its kernels down.
  */
@@ -8,15 +9,15 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Exit } from "effect"
 import { program } from "./cli.ts"
 import { ExitCode } from "./exitCodes.ts"
+import { signalExitCode, watchStopSignal } from "./signals.ts"
 
-/** The exit code of a run interrupted by a signal (128 + SIGINT). */
-export const INTERRUPTED_EXIT_CODE = 130
+const stopSignal = watchStopSignal()
 
 const teardown = <E, A>(exit: Exit.Exit<E, A>, onExit: (code: number) => void): void => {
   const code = Exit.isSuccess(exit) && typeof exit.value === "number"
     ? exit.value
     : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
-    ? INTERRUPTED_EXIT_CODE
+    ? signalExitCode(stopSignal() ?? "SIGINT")
     : ExitCode.CellFailed
   process.exitCode = code
   if (process.stdout.destroyed || process.stdout.writableEnded) onExit(code)

@@ -1,7 +1,9 @@
 /**
- * The agent-facing `eval` tool: validates the seed's params, runs one cell of an enabled
- * backend through the registry with calls of one session never overlapping (a backend
- * whose interpreter is missing only fails its own cells), bounds the output through the
+ * The agent-facing `eval` tool: validates the seed's params (a bad call is answered at
+ * once, whatever is running), runs one cell of an enabled backend through the registry
+ * with a session's calls for one language never overlapping (they queue for its kernel;
+ * another language's kernel runs beside it, and a backend whose interpreter is missing
+ * only fails its own cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
 import { Context, Data, Effect, Either, Layer, Schema } from "effect"
@@ -269,7 +271,7 @@ export interface EvalToolService {
   readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
   /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
   readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
-  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its lock, its store); kv and artifacts stay on disk. */
+  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its locks, its store); kv and artifacts stay on disk. */
   readonly endSession: (sessionId: string) => Effect.Effect<void>
 }
 
@@ -286,12 +288,17 @@ const makeEvalTool = Effect.gen(function*() {
       ? Effect.succeed(known)
       : Effect.tap(artifacts.forSession(sessionId), (store) => Effect.sync(() => sessionStores.set(sessionId, store)))
   }
-  const sessionLocks = new Map<string, Effect.Semaphore>()
-  const lockFor = (sessionId: string) => {
-    let lock = sessionLocks.get(sessionId)
+  const sessionLocks = new Map<string, Map<EvalLanguage, Effect.Semaphore>>()
+  const lockFor = (sessionId: string, language: EvalLanguage) => {
+    let locks = sessionLocks.get(sessionId)
+    if (locks === undefined) {
+      locks = new Map()
+      sessionLocks.set(sessionId, locks)
+    }
+    let lock = locks.get(language)
     if (lock === undefined) {
       lock = Effect.unsafeMakeSemaphore(1)
-      sessionLocks.set(sessionId, lock)
+      locks.set(language, lock)
     }
     return lock
   }
@@ -325,22 +332,24 @@ const makeEvalTool = Effect.gen(function*() {
         return Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
       }
       const params = checked.right
-      const started = Date.now()
       const onEvent = context.onEvent
-      return Effect.flatMap(sessionStore(context.sessionId), (store) =>
-        Effect.flatMap(
-          sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) }),
-          (result) => {
-            const outcome = result.outcome ?? NO_OUTCOME
-            const kept = recordCell(context.sessionId, params, result, outcome)
-            return Effect.as(
-              result.artifactIds.length > 0 ? Effect.zipRight(store.prune, kept) : kept,
-              evalResultOf(params, result, outcome, Date.now() - started)
-            )
-          }
-        ))
+      const cell = Effect.suspend(() => {
+        const started = Date.now()
+        return Effect.flatMap(sessionStore(context.sessionId), (store) =>
+          Effect.flatMap(
+            sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) }),
+            (result) => {
+              const outcome = result.outcome ?? NO_OUTCOME
+              const kept = recordCell(context.sessionId, params, result, outcome)
+              return Effect.as(
+                result.artifactIds.length > 0 ? Effect.zipRight(store.prune, kept) : kept,
+                evalResultOf(params, result, outcome, Date.now() - started)
+              )
+            }
+          ))
+      })
+      return lockFor(context.sessionId, params.language).withPermits(1)(cell)
     }).pipe(
-      lockFor(context.sessionId).withPermits(1),
       (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
     )
 

@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
+import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
 
 const python = findPython()
 const artifactsDir = tempDir("veyyon-cli-artifacts-")
@@ -35,16 +35,32 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(await waitForExit(pid)).toBe(true)
   }, SPAWN_TIMEOUT)
 
-  it("eval --file with --cwd runs there; a raising cell exits 1 with its traceback", async () => {
+  it("eval --file with --cwd runs there; a raising cell exits 1, its output on stdout and its stderr and traceback on stderr", async () => {
     const dir = tempDir("veyyon-cli-cwd-")
     const file = path.join(dir, "cell.py")
-    fs.writeFileSync(file, "import os\nprint('cwd', os.getcwd())\nraise ValueError('bad input')\n")
+    fs.writeFileSync(file, "import os, sys\nprint('cwd', os.getcwd())\nprint('careful', file=sys.stderr)\nraise ValueError('bad input')\n")
     const run = await runCli(["eval", "--file", file, "--cwd", dir], { env })
     expect(run.code).toBe(1)
-    expect(run.stdout).toContain(`cwd ${fs.realpathSync(dir)}`)
-    expect(run.stdout).toMatch(/^ValueError: bad input$/m)
-    expect(run.stdout).toContain("✗ ValueError: bad input")
+    expect(run.stdout).toBe(`cwd ${fs.realpathSync(dir)}\n`)
+    expect(run.stderr).toMatch(/^careful$/m)
+    expect(run.stderr).toContain("Traceback (most recent call last):")
+    expect(run.stderr).toMatch(/^ValueError: bad input$/m)
+    expect(run.stderr).toContain("✗ ValueError: bad input")
     noStackTrace(run.stderr)
+  }, SPAWN_TIMEOUT)
+
+  it("an unknown flag runs nothing (exit 2); after -- an argument that looks like a flag is code", async () => {
+    const flag = await runCli(["eval", "-True"], { env })
+    expect(flag.code).toBe(2)
+    expect(flag.stdout).toBe("")
+    expect(flag.stderr).toContain("unknown flag -True for veyyon eval")
+    const code = await runCli(["eval", "--", "-True"], { env })
+    expect(code.stderr).toBe("")
+    expect(code.code).toBe(0)
+    expect(code.stdout).toBe("-1\n")
+    const json = await runCli(["eval", "--json", "--", "--json"], { env })
+    expect(json.code).toBe(1)
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: "error", error: { ename: "NameError" } })
   }, SPAWN_TIMEOUT)
 
   it("eval reads stdin when given no code; --json prints the EvalResult", async () => {
@@ -266,7 +282,8 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(lines).toContain("2")
     expect(lines).toContain("4")
     expect(lines).toContain(`'${fs.realpathSync(dir)}'`)
-    expect(run.stdout).toContain("ZeroDivisionError: division by zero")
+    expect(run.stdout).not.toContain("ZeroDivisionError")
+    expect(run.stderr).toContain("ZeroDivisionError: division by zero")
     expect(lines).toContain("still here 1")
     expect(lines).toContain("from bash")
     const saved = /^image saved: (\S+) \[image\/png 4x4, /m.exec(run.stdout)
@@ -280,7 +297,27 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(run.stdout).toContain(`interpreter  ${python}`)
     expect(run.stdout).toMatch(/^version {6}3\.\d+\.\d+$/m)
     expect(run.stdout).toMatch(/^rule {9}setting: /m)
+    expect(run.stdout).toMatch(/^kernel {7}started and ran a cell in \d+ ms$/m)
     expect(run.stdout).toContain("ok: eval cells will run with this interpreter.")
+  }, SPAWN_TIMEOUT)
+
+  // An installed package whose runner did not make it into the install resolves Python
+  // fine; only starting a kernel shows that no cell would run.
+  it("setup python --check starts a kernel: a package without its runner fails it with exit 3 and the reason", async () => {
+    const installed = tempDir("veyyon-cli-no-runner-")
+    for (const entry of ["bin", "dist", "package.json"]) fs.cpSync(path.join(repoRoot, entry), path.join(installed, entry), { recursive: true })
+    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(installed, "node_modules"))
+    const run = await runCli(["setup", "python", "--check"], {
+      env,
+      cwd: installed,
+      entry: { command: process.execPath, args: [path.join(installed, "bin", "veyyon.mjs")] }
+    })
+    expect(run.code).toBe(3)
+    expect(run.stdout).toContain(`interpreter  ${python}`)
+    expect(run.stdout).not.toContain("ok:")
+    expect(run.stderr).toMatch(/^veyyon: the Python kernel does not work here: .*runner/m)
+    expect(run.stderr).toContain(path.join(installed, "runner", "python"))
+    noStackTrace(run.stderr)
   }, SPAWN_TIMEOUT)
 
   it("demo runs end to end and writes its image to disk", async () => {

@@ -10,12 +10,13 @@ import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { InvalidCwd } from "../../src/services/KernelRegistry.ts"
 import { PythonUnavailable } from "../../src/services/PythonRuntime.ts"
 import { parseTimeout, readCode, type CodeSources } from "../../src/cli/cellInput.ts"
-import { makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
+import { type ErrorTarget, makeCellView, type ViewTarget } from "../../src/cli/cellView.ts"
 import { program } from "../../src/cli/cli.ts"
 import { type CliFailure, ExitCode, exitCodeOf, failureOf } from "../../src/cli/exitCodes.ts"
 import { cellSource, inspectionLine, isCompleteCell } from "../../src/cli/replInput.ts"
 import { withSpinner } from "../../src/cli/spinner.ts"
-import { describeInterpreter } from "../../src/cli/commands/setup.ts"
+import { describeInterpreter, describeKernelCheck } from "../../src/cli/commands/setup.ts"
+import { checkCellProblem } from "../../src/cli/kernelCheck.ts"
 import { tempDir } from "./support.ts"
 import { evalResult } from "../support/evalResult.ts"
 
@@ -101,7 +102,7 @@ describe("eval inputs", () => {
     expect(await read({ file: Option.some("-"), readStdin: () => Promise.resolve("print(4)") })).toEqual(Either.right("print(4)"))
   })
 
-  it("says what to do when there is no code, two sources, an unreadable file, or a flag without its value", async () => {
+  it("says what to do when there is no code, two sources, or an unreadable file", async () => {
     expect(sentence(await read({ stdinIsTerminal: true }))).toMatch(/^2: no code to run: pass it as an argument/)
     expect(sentence(await read({ readStdin: () => Promise.resolve("  \n") }))).toMatch(/^2: no code to run/)
     expect(sentence(await read({ argument: Option.some("1"), file: Option.some("f.py") }))).toBe(
@@ -110,7 +111,6 @@ describe("eval inputs", () => {
     expect(sentence(await read({ file: Option.some("/no/such/cell.py") }))).toBe(
       "2: cannot read --file /no/such/cell.py: it does not exist. Pass a readable file of code, or - for stdin."
     )
-    expect(sentence(await read({ argument: Option.some("--timeout") }))).toBe("2: --timeout needs a value, e.g. --timeout 60.")
   })
 
   it("--timeout is clamped to 1..3600 with a note, and must be a number", () => {
@@ -150,29 +150,41 @@ const recordingTarget = (live: boolean): ViewTarget & { readonly written: () => 
   return { write: (chunk) => (text += chunk), live, color: false, columns: 80, rows: 24, written: () => text }
 }
 
+const recordingErrors = (): ErrorTarget & { readonly written: () => string } => {
+  let text = ""
+  return { write: (chunk) => (text += chunk), color: false, written: () => text }
+}
+
 describe("cell views", () => {
-  it("off a terminal, text is written as it arrives and the notices follow at the end", () => {
+  it("off a terminal, output goes to stdout and the cell's stderr and traceback to stderr as they arrive; the notices follow on stderr", () => {
     const target = recordingTarget(false)
-    const view = makeCellView(target)
+    const errors = recordingErrors()
+    const view = makeCellView(target, errors)
     view.onEvent(KernelOutput.Stdout({ text: "partial" }))
+    view.onEvent(KernelOutput.Stderr({ text: "warning: careful\n" }))
     view.onEvent(KernelOutput.Result({ bundle: { "text/plain": "42" } }))
     expect(target.written()).toBe("partial\n42\n")
-    const error = KernelOutput.Error({ ename: "ValueError", evalue: "bad", traceback: ["ValueError: bad"] })
+    expect(errors.written()).toBe("warning: careful\n")
+    const error = KernelOutput.Error({ ename: "ValueError", evalue: "bad", traceback: ["Traceback (most recent call last):", "ValueError: bad"] })
     view.onEvent(error)
     view.finish(result({ status: "error", outputs: [KernelOutput.Stdout({ text: "partial" }), error] }))
-    expect(target.written()).toBe("partial\n42\nValueError: bad\n✗ ValueError: bad\n")
+    expect(target.written()).toBe("partial\n42\n")
+    expect(errors.written()).toBe("warning: careful\nTraceback (most recent call last):\nValueError: bad\n✗ ValueError: bad\n")
   })
 
-  it("a timed-out cell ends with the timeout notice", () => {
+  it("a timed-out cell ends with the timeout notice, on stderr", () => {
     const target = recordingTarget(false)
-    const view = makeCellView(target)
+    const errors = recordingErrors()
+    const view = makeCellView(target, errors)
     view.finish(result({ cancelled: true, timedOut: true, notice: "eval cell timed out after 1s; kernel interrupted." }))
-    expect(target.written()).toBe("⏱ eval cell timed out after 1s; kernel interrupted.\n")
+    expect(target.written()).toBe("")
+    expect(errors.written()).toBe("⏱ eval cell timed out after 1s; kernel interrupted.\n")
   })
 
-  it("on a terminal, the streaming view is redrawn in place and replaced by the full output", async () => {
+  it("on a terminal, the streaming view is redrawn in place and replaced by the full output, the traceback moving to stderr", async () => {
     const target = recordingTarget(true)
-    const view = makeCellView(target)
+    const errors = recordingErrors()
+    const view = makeCellView(target, errors)
     for (let index = 0; index < 30; index++) view.onEvent(KernelOutput.Stdout({ text: `line ${index}\n` }))
     await new Promise((resolve) => setTimeout(resolve, 120))
     const streamed = target.written()
@@ -180,12 +192,16 @@ describe("cell views", () => {
     expect(streamed).not.toContain("ctrl+o")
     expect(streamed).not.toContain("line 9\n")
     expect(streamed).toContain("line 29\n")
-    const outputs = Array.from({ length: 30 }, (_, index) => KernelOutput.Stdout({ text: `line ${index}\n` }))
-    view.finish(result({ outputs }))
+    expect(errors.written()).toBe("")
+    const error = KernelOutput.Error({ ename: "KeyError", evalue: "'k'", traceback: ["KeyError: 'k'"] })
+    const outputs = [...Array.from({ length: 30 }, (_, index) => KernelOutput.Stdout({ text: `line ${index}\n` })), error]
+    view.finish(result({ status: "error", outputs }))
     const final = target.written().slice(streamed.length)
     expect(final.startsWith("\r\u001b[21A\u001b[J")).toBe(true)
     expect(final).toContain("line 0\n")
     expect(final).toContain("line 29\n")
+    expect(final).not.toContain("KeyError")
+    expect(errors.written()).toBe("KeyError: 'k'\n✗ KeyError: 'k'\n")
   })
 })
 
@@ -207,9 +223,25 @@ describe("setup python --check report", () => {
       "version      3.12.1",
       "rule         PATH: python3/python on PATH",
       "passed over  VIRTUAL_ENV: /gone/bin/python does not exist",
-      "             CONDA_PREFIX: not set",
+      "             CONDA_PREFIX: not set"
+    ])
+    expect(describeKernelCheck({ millis: 180 })).toEqual([
+      "kernel       started and ran a cell in 180 ms",
       "ok: eval cells will run with this interpreter."
     ])
+  })
+
+  it("a kernel check passes only on the cell's own output, and otherwise says what went wrong", () => {
+    const done = (over: Partial<Parameters<typeof KernelOutput.Done>[0]> = {}) =>
+      KernelOutput.Done({ status: "ok", executionCount: 1, cancelled: false, timedOut: false, killed: false, ...over })
+    expect(checkCellProblem([KernelOutput.Stdout({ text: "42\n" }), done()], "42")).toBeUndefined()
+    expect(checkCellProblem([KernelOutput.Stdout({ text: "41\n" }), done()], "42")).toBe('a trivial cell printed "41\\n" instead of 42')
+    expect(checkCellProblem([done()], "42")).toBe('a trivial cell printed "" instead of 42')
+    expect(checkCellProblem([KernelOutput.Error({ ename: "ImportError", evalue: "no module named x", traceback: [] }), done({ status: "error" })], "42"))
+      .toBe("a trivial cell failed in it: ImportError: no module named x")
+    expect(checkCellProblem([done({ cancelled: true, timedOut: true, notice: "eval cell timed out after 1s" })], "42"))
+      .toBe("the trivial cell did not finish: eval cell timed out after 1s")
+    expect(checkCellProblem([KernelOutput.Stdout({ text: "42\n" })], "42")).toBe("the kernel ended the cell without an outcome")
   })
 })
 
@@ -243,6 +275,10 @@ describe("the command line in process (no Python needed)", () => {
       errors.push(String(chunk))
       return true
     })
+    vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+      logs.push(String(chunk).replace(/\n$/, ""))
+      return true
+    })
     vi.spyOn(console, "log").mockImplementation((...parts: Array<unknown>) => void logs.push(parts.join(" ")))
     vi.spyOn(console, "error").mockImplementation((...parts: Array<unknown>) => void errors.push(parts.join(" ")))
     const code = await Effect.runPromise(program(["node", "veyyon", ...args]))
@@ -261,6 +297,49 @@ describe("the command line in process (no Python needed)", () => {
     expect(setup.stderr).toBe("veyyon: setup python only checks for now: run `veyyon setup python --check`.\n")
     const unknown = await run("frobnicate")
     expect(unknown.code).toBe(2)
+  })
+
+  it("an unknown or misspelt flag is a usage error naming it (and the flag it is close to), never code to run", async () => {
+    expect(await run("eval", "--bogus")).toEqual({
+      code: 2,
+      stderr: "veyyon: unknown flag --bogus for veyyon eval; `veyyon eval --help` lists its flags. " +
+        "An argument that starts with a dash goes after --, e.g. veyyon eval -- --bogus\n",
+      stdout: ""
+    })
+    expect(await run("eval", "--tiemout", "5", "print(1)")).toEqual({
+      code: 2,
+      stderr: "veyyon: unknown flag --tiemout for veyyon eval; did you mean --timeout?\n",
+      stdout: ""
+    })
+    expect((await run("eval", "--jsn", "print(1)")).stderr).toBe("veyyon: unknown flag --jsn for veyyon eval; did you mean --json?\n")
+    expect((await run("eval", "--timeout")).stderr).toBe("veyyon: --timeout needs a value, e.g. --timeout SECONDS.\n")
+    expect(await run("mcp", "--htp")).toEqual({ code: 2, stderr: "veyyon: unknown flag --htp for veyyon mcp; did you mean --http?\n", stdout: "" })
+    expect(await run("setup", "python", "--chek")).toEqual({
+      code: 2,
+      stderr: "veyyon: unknown flag --chek for veyyon setup python; did you mean --check?\n",
+      stdout: ""
+    })
+  })
+
+  it("with --json a usage error is a JSON document on stdout, exit 2, nothing on stderr", async () => {
+    const unknown = await run("eval", "--json", "--bogus")
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toBe("")
+    expect(JSON.parse(unknown.stdout)).toEqual({
+      error: { kind: "usage", message: expect.stringMatching(/^unknown flag --bogus for veyyon eval; /) }
+    })
+    const timeout = await run("eval", "--json", "--timeout", "soon", "1")
+    expect(timeout.code).toBe(2)
+    expect(timeout.stderr).toBe("")
+    expect(JSON.parse(timeout.stdout)).toEqual({
+      error: { kind: "usage", message: '--timeout must be a number of seconds between 1 and 3600 (default 30); got the string "soon".' }
+    })
+    const missing = await run("eval", "--json", "--cwd")
+    expect(missing.code).toBe(2)
+    expect(JSON.parse(missing.stdout)).toEqual({ error: { kind: "usage", message: "--cwd needs a value, e.g. --cwd DIR." } })
+    const language = await run("eval", "--json", "--language", "cobol", "1")
+    expect(language.code).toBe(2)
+    expect(JSON.parse(language.stdout.split("\n").at(-1)!)).toEqual({ error: { kind: "usage", message: expect.stringContaining("py, js, rb") } })
   })
 
   it("a cwd that does not exist is bad input: exit 2", async () => {

@@ -1,8 +1,12 @@
 /**
  * `veyyon mcp` children for raw-byte tests: stdout read as JSON lines, stderr kept, and
- * every child killed when the test file ends (see `stop`).
+ * every child killed when the test file ends (see `stop`); an SDK client transport over a
+ * child a test spawned; the kernel processes below a server.
  */
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
 import { childEnv, cliEntry, repoRoot, tempDir } from "../cli/support.ts"
 
 /** A running `veyyon mcp …` child. */
@@ -82,3 +86,62 @@ export const initializeRequest = (id: number | string) => ({
   method: "initialize",
   params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw-test", version: "0" } }
 })
+
+/**
+ * An MCP client transport over a child this test spawned itself (so the test keeps the
+ * process: its pid, its signals, its exit code): newline-delimited JSON-RPC on its stdio,
+ * framed by the SDK's own reader.
+ */
+export const childTransport = (child: ChildProcess): Transport => {
+  const buffer = new ReadBuffer()
+  const transport: Transport = {
+    start: async () => {
+      child.stdout!.on("data", (chunk: Buffer) => {
+        buffer.append(chunk)
+        for (let message = buffer.readMessage(); message !== null; message = buffer.readMessage()) transport.onmessage?.(message)
+      })
+      child.once("close", () => transport.onclose?.())
+      child.stdin!.on("error", (error) => transport.onerror?.(error))
+    },
+    send: (message) =>
+      new Promise<void>((resolve) => {
+        if (child.stdin!.writable) child.stdin!.write(serializeMessage(message), () => resolve())
+        else resolve()
+      }),
+    close: async () => {
+      child.stdin!.end()
+    }
+  }
+  return transport
+}
+
+/** The live descendants of `root` outside the host's containment watcher (which lives as long as the host), read from /proc. */
+export const kernelProcesses = (root: number): Array<number> => {
+  const parents = new Map<number, number>()
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const isTreeWatcher = (pid: number) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("veyyon-tree-watch")
+    } catch {
+      return false
+    }
+  }
+  const found: Array<number> = []
+  const walk = (pid: number) => {
+    for (const [child, parent] of parents) {
+      if (parent !== pid || isTreeWatcher(child)) continue
+      found.push(child)
+      walk(child)
+    }
+  }
+  walk(root)
+  return found
+}

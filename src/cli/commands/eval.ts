@@ -7,7 +7,7 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
 import * as path from "node:path"
-import { makeCellView, stdoutTarget } from "../cellView.ts"
+import { makeCellView, stderrTarget, stdoutTarget } from "../cellView.ts"
 import { parseTimeout, readCode, readProcessStdin } from "../cellInput.ts"
 import { cellExitCode, CliFailure, ExitCode, failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
@@ -85,7 +85,7 @@ export const evalCommand = Command.make(
           return yield* runCell(
             { code: source, ...(budget.seconds === undefined ? {} : { timeout: budget.seconds }) },
             { ...context, signal: controller.signal },
-            flags.json ? undefined : makeCellView(stdoutTarget())
+            flags.json ? undefined : makeCellView(stdoutTarget(), stderrTarget())
           )
         })
       ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ python: flags.python, language: flags.language })))

@@ -15,7 +15,7 @@ import { type BackendId, backendOf } from "../../backends/index.ts"
 import { EvalTool } from "../../services/EvalTool.ts"
 import { exportSession } from "./export.ts"
 import * as readline from "node:readline"
-import { makeCellView, stdoutTarget } from "../cellView.ts"
+import { makeCellView, stderrTarget, stdoutTarget } from "../cellView.ts"
 import { failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
@@ -111,7 +111,7 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
       Effect.gen(function*() {
         const controller = new AbortController()
         running.current = controller
-        const run = yield* runCell({ code, timeout: REPL_CELL_TIMEOUT_SECONDS }, { ...context, signal: controller.signal }, makeCellView(stdoutTarget())).pipe(
+        const run = yield* runCell({ code, timeout: REPL_CELL_TIMEOUT_SECONDS }, { ...context, signal: controller.signal }, makeCellView(stdoutTarget(), stderrTarget())).pipe(
           Effect.ensuring(Effect.sync(() => (running.current = undefined)))
         )
         for (const image of run.images) yield* say(savedImageLine(image))

@@ -1,8 +1,9 @@
 /**
  * `veyyon setup python --check`: which interpreter kernels started here would run, its
- * version, the rule that picked it, and the rules passed over on the way. The
+ * version, the rule that picked it, and the rules passed over on the way; then a real
+ * kernel on it, started as `veyyon eval` starts one, runs a trivial cell. The
  * interpreter is always run for the check, even when `VEYYON_PYTHON_SKIP_CHECK` is set.
- * Exits 0 when it is usable, 3 (with the fix) when it is not.
+ * Exits 0 when cells run, 3 (with the reason or the fix) when they would not.
  * `veyyon setup ruby --check`: the same for the Ruby backend (setting, then `ruby` on PATH).
  * `veyyon setup sandbox --check`: see `setupSandbox.ts`.
  */
@@ -13,7 +14,10 @@ import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../.
 import { describeAttempt, type ResolutionRule } from "../../services/RuntimeResolution.ts"
 import { type RubyInterpreter, resolveRuby, rubySetting } from "../../backends/ruby.ts"
 import { Settings, type SettingsValues } from "../../services/Settings.ts"
+import type { CommandFlags } from "../argvCheck.ts"
+import { commandFlags } from "../commandFlags.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
+import { checkKernel, type KernelCheck } from "../kernelCheck.ts"
 import { checkSandbox } from "./setupSandbox.ts"
 
 const RULE_MEANINGS: Readonly<Record<ResolutionRule, string>> = {
@@ -35,10 +39,15 @@ export const describeInterpreter = (interpreter: PythonInterpreter): ReadonlyArr
     ...shim,
     `version      ${interpreter.version === undefined ? "not checked" : formatPythonVersion(interpreter.version)}`,
     `rule         ${interpreter.rule}: ${RULE_MEANINGS[interpreter.rule]}`,
-    ...passed.map((line, index) => `${index === 0 ? "passed over " : "            "} ${line}`),
-    "ok: eval cells will run with this interpreter."
+    ...passed.map((line, index) => `${index === 0 ? "passed over " : "            "} ${line}`)
   ]
 }
+
+/** The report's last lines once a kernel on the interpreter ran the check cell. */
+export const describeKernelCheck = (check: KernelCheck): ReadonlyArray<string> => [
+  `kernel       started and ran a cell in ${check.millis} ms`,
+  "ok: eval cells will run with this interpreter."
+]
 
 const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...process.env, VEYYON_PYTHON_SKIP_CHECK: undefined })
 
@@ -48,20 +57,23 @@ const runtimeLayer = PythonRuntime.Live.pipe(
 )
 
 const check = Options.boolean("check").pipe(
-  Options.withDescription("Report the interpreter kernels would run, its version and which rule picked it.")
+  Options.withDescription("Report what kernels would run and which rule picked it (for python: and start one to run a cell).")
 )
+
+const printLines = (lines: ReadonlyArray<string>) => Effect.sync(() => process.stdout.write(lines.join("\n") + "\n"))
 
 const pythonCommand = Command.make("python", { check }, ({ check }) =>
   check
     ? Effect.flatMap(PythonRuntime, (runtime) => runtime.resolve(process.cwd())).pipe(
-      Effect.tap((interpreter) => Effect.sync(() => process.stdout.write(describeInterpreter(interpreter).join("\n") + "\n"))),
+      Effect.tap((interpreter) => printLines(describeInterpreter(interpreter))),
       Effect.provide(runtimeLayer),
       Effect.mapError(failureOf),
-      Effect.asVoid
+      Effect.zipRight(checkKernel("py", process.cwd(), withoutSkipCheck())),
+      Effect.flatMap((kernel) => printLines(describeKernelCheck(kernel)))
     )
     : Effect.fail(usageError("setup python only checks for now: run `veyyon setup python --check`."))).pipe(
     Command.withDescription(
-      "Show the interpreter kernels would run and the rule that picked it (setting, VIRTUAL_ENV, CONDA_PREFIX, .venv, venv, managed, PATH). Exit 0 usable, 3 not."
+      "Show the interpreter kernels would run and the rule that picked it (setting, VIRTUAL_ENV, CONDA_PREFIX, .venv, venv, managed, PATH), then start a kernel on it and run a cell. Exit 0 usable, 3 not."
     )
   )
 
@@ -100,8 +112,13 @@ const sandboxCommand = Command.make("sandbox", { check }, ({ check }) =>
     )
   )
 
+const subcommands = [pythonCommand, rubyCommand, sandboxCommand] as const
+
 /** The `setup` command and its `python`, `ruby` and `sandbox` subcommands. */
 export const setupCommand = Command.make("setup").pipe(
   Command.withDescription("Check what veyyon needs from this machine."),
-  Command.withSubcommands([pythonCommand, rubyCommand, sandboxCommand])
+  Command.withSubcommands(subcommands)
 )
+
+/** The flags of `setup` and its subcommands. */
+export const setupFlags: CommandFlags = commandFlags(setupCommand, subcommands.map((command) => commandFlags(command)))
