@@ -126,9 +126,13 @@ let trigger
 
 export class Interrupt extends Error {}
 
-// An answer that arrives while the trigger still runs is held until it returns: Node 22
-// answers an interrupted evaluation ("Execution was terminated") before the trigger throws
-// ERR_SCRIPT_EXECUTION_INTERRUPTED, and that throw must decide the outcome.
+// The trigger's throw decides whether a cell was interrupted, never the inspector's answer.
+// When SIGINT stops the cell's synchronous code, the inspector answers Runtime.evaluate with
+// an error ("Execution was terminated", or "Internal error" when the signal lands while it
+// wraps the result), from inside the trigger, and the trigger then throws
+// ERR_SCRIPT_EXECUTION_INTERRUPTED; when the signal lands after the code finished but before
+// the trigger returned, the answer (the cell's value) comes after the throw and is dropped. So
+// an answer that arrives while the trigger runs is held until it returns.
 const evaluate = (source, group) =>
   new Promise((resolve) => {
     let triggering = true

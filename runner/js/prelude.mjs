@@ -1,7 +1,7 @@
 /**
  * veyyon JavaScript prelude: the helpers every Node kernel starts with.
  *
- * Plain ESM, Node 20, no dependencies. runner.mjs imports it and binds the public names
+ * Plain ESM, Node 22.19+, no dependencies. runner.mjs imports it and binds the public names
  * into the cells' global scope; imported any other way it only defines things (kv then
  * works without a kernel, writing the files itself; the bridge helpers need the runtime
  * runner.mjs passes in).

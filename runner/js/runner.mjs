@@ -2,7 +2,7 @@
  * veyyon JavaScript kernel runner: one Node process serving code cells over the same NDJSON
  * protocol as runner.py.
  *
- * Plain ESM, Node 20, no dependencies. Start it as `node runner.mjs` with the protocol on
+ * Plain ESM, Node 22.19+, no dependencies. Start it as `node runner.mjs` with the protocol on
  * fd 3, a socket the host both writes requests to and reads frames from (spawn with
  * stdio ["ignore", "pipe", "pipe", "pipe"]). Frames never travel on fd 1: console.*,
  * process.stdout/stderr, fs.write(Sync)/writev(Sync) to fd 1 or 2 and the stdio of child

@@ -233,7 +233,10 @@ describe("JavaScript kernel", () => {
       const code = "for (let i = 0; i < 3e5; i++) {}\nawait new Promise((resolve) => setTimeout(resolve, 5))\nfor (let i = 0; i < 3e5; i++) {}\n'finished'"
       for (let round = 0; round < 25; round++) {
         const outputs = yield* run(kernel, code, { cancel: Effect.sleep(Duration.millis(round % 8)) })
-        expect(doneOf(outputs)).toMatchObject({ killed: false })
+        const done = doneOf(outputs)
+        expect(done).toMatchObject({ killed: false })
+        if (done.status === "ok") expect(resultOf(outputs)).toBe("'finished'")
+        else expect({ ename: errorOf(outputs)?.ename, cancelled: done.cancelled }).toEqual({ ename: "Interrupted", cancelled: true })
       }
       expect(resultOf(yield* run(kernel, "'alive'"))).toBe("'alive'")
     }).pipe(Effect.scoped, Effect.provide(layer)))
