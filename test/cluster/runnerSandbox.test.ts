@@ -4,6 +4,7 @@
  * and memory limits, and read the Postgres password from nowhere (their environment, argv,
  * or any /proc they can see, the runner's own included).
  */
+import { credentialScanCell, environReachableCell } from "../support/credentialScan.ts"
 import { spawnSync } from "node:child_process"
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -54,22 +55,7 @@ describe.skipIf(skipReason !== undefined)("a runner's default sandbox", { timeou
   it("a cell reads the Postgres URL and password from nowhere: its environment, argv, or any /proc it can see", async () => {
     const password = decodeURIComponent(new URL(cluster.pg.url).password)
     const runnerPid = cluster.runners[0]!.child.pid!
-    const result = await run([
-      "import os",
-      "found = []",
-      "for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self', str(os.getppid())]:",
-      "    for name in ('environ', 'cmdline'):",
-      "        try:",
-      "            with open(f'/proc/{pid}/{name}', 'rb') as f:",
-      `                if b'${password}' in f.read(): found.append(f'{pid}/{name}')`,
-      "        except OSError:",
-      "            pass",
-      `print(found, [k for k, v in os.environ.items() if '${password}' in v or 'POSTGRES' in k])`,
-      "try:",
-      `    open('/proc/${runnerPid}/environ', 'rb').read(); print('readable')`,
-      "except OSError:",
-      "    print('unreachable')"
-    ].join("\n"))
+    const result = await run(`${credentialScanCell(password, "POSTGRES")}\n${environReachableCell(runnerPid)}`)
     expect(result.text).toBe("[] []\nunreachable")
   })
 })

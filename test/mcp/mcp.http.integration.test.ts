@@ -3,50 +3,16 @@
  * and raw requests for what a client must not get past (no token, a foreign Origin) or
  * must get a JSON-RPC error for.
  */
-import * as fs from "node:fs"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { initializeRequest, type McpChild, startMcp } from "./support.ts"
+import { initializeRequest, kernelProcesses, type McpChild, startMcp } from "./support.ts"
 
 const python = findPython()
 const TOKEN = "test-token-0123456789abcdef"
 
-/** The live descendants of `root`, read from /proc (a sandboxed kernel's own pid is of its namespace, not ours). */
-const descendants = (root: number): Array<number> => {
-  const parents = new Map<number, number>()
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
-      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]))
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const found: Array<number> = []
-  const walk = (pid: number) => {
-    for (const [child, parent] of parents) {
-      if (parent === pid) {
-        found.push(child)
-        walk(child)
-      }
-    }
-  }
-  walk(root)
-  return found
-}
-
-/** Whether `pid` is the host's containment watcher, which lives as long as the host, not a session. */
-const isTreeWatcher = (pid: number): boolean => {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("veyyon-tree-watch")
-  } catch {
-    return false
-  }
-}
 
 interface ToolResult {
   readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string }>
@@ -167,9 +133,9 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp --htt
 
   it("DELETE ends the session and shuts its kernels down", async () => {
     const { client, transport } = await connect()
-    const before = new Set(descendants(server.child.pid!))
+    const before = new Set(kernelProcesses(server.child.pid!))
     await call(client, "import os; os.getpid()")
-    const kernels = descendants(server.child.pid!).filter((pid) => !before.has(pid) && !isTreeWatcher(pid))
+    const kernels = kernelProcesses(server.child.pid!).filter((pid) => !before.has(pid))
     expect(kernels.length).toBeGreaterThan(0)
     const session = transport.sessionId!
     await transport.terminateSession()

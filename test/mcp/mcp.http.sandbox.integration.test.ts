@@ -5,6 +5,7 @@
  * on, and no cell reads the door's token (its own environment, argv, or the host's /proc).
  * The local doors (`veyyon eval`, `veyyon mcp` on stdio) keep the host's network.
  */
+import { credentialScanCell, environReachableCell } from "../support/credentialScan.ts"
 import { execFile, spawnSync } from "node:child_process"
 import * as net from "node:net"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -98,20 +99,9 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
   })
 
   it("no cell reads the door's token: not in its environment, its argv, or any /proc it can see", async () => {
-    const seen = await call([
-      "import os",
-      "found = []",
-      "for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self', str(os.getppid())]:",
-      "    for name in ('environ', 'cmdline'):",
-      "        try:",
-      "            with open(f'/proc/{pid}/{name}', 'rb') as f:",
-      `                if b'${TOKEN}' in f.read(): found.append(f'{pid}/{name}')`,
-      "        except OSError:",
-      "            pass",
-      `print(found, [k for k, v in os.environ.items() if '${TOKEN}' in v or 'TOKEN' in k])`
-    ].join("\n"))
+    const seen = await call(credentialScanCell(TOKEN, "TOKEN"))
     expect(text(seen)).toBe("[] []")
-    const host = await call(`import os\ntry:\n    open('/proc/${server.child.pid}/environ', 'rb').read(); print('readable')\nexcept OSError:\n    print('unreachable')`)
+    const host = await call(environReachableCell(server.child.pid!))
     expect(text(host)).toBe("unreachable")
   })
 })
