@@ -46,6 +46,20 @@ export const STOP_GRACE_MS = 6000
 const KERNEL_STOP_MS = 2500
 
 /**
+ * The last resort of a stop: if the runner has not exited this long after the signal
+ * (one CI run saw a runner whose Postgres was gone never finish its stop), a host timer
+ * ends the process; the kernels' containment watchers then end their trees.
+ */
+const HARD_STOP_MS = STOP_GRACE_MS + KERNEL_STOP_MS + 500
+
+const armHardStop = Effect.sync(() =>
+  setTimeout(() => {
+    process.stderr.write(`veyyon runner: the stop did not finish within ${HARD_STOP_MS} ms; exiting now\n`)
+    process.exit(143)
+  }, HARD_STOP_MS).unref()
+)
+
+/**
  * Closes the runner: hands its shards off (bounded by `STOP_GRACE_MS`: with its Postgres
  * gone that never finishes), then ends every kernel still alive, so the process exits
  * within about 10 s of SIGTERM with nothing left running.
@@ -83,7 +97,7 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
         const scope = yield* Scope.make()
         const context = yield* Effect.onError(Layer.buildWithScope(layer, scope), (cause) => Scope.close(scope, Exit.failCause(cause)))
         process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
-        return yield* Effect.never.pipe(Effect.onInterrupt(() => stopRunner(scope, Context.get(context, KernelRegistry))))
+        return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.zipRight(armHardStop, stopRunner(scope, Context.get(context, KernelRegistry)))))
       })
   })
 }).pipe(
