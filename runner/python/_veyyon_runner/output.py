@@ -128,6 +128,19 @@ def _audit_children(event, args):
         _fd2_pump.seen = True
 
 
+def _marking_fd_writes(original, name):
+    """`original` (os.write or os.writev), marking fd 1 and 2 as written after each call."""
+
+    def wrapper(fd, data):
+        written = original(fd, data)
+        if fd == 1 or fd == 2:
+            _mark_fd_writes(fd)
+        return written
+
+    wrapper.__doc__, wrapper.__name__, wrapper.__qualname__ = original.__doc__, name, name
+    return wrapper
+
+
 def watch_fd_writers():
     """Keep a cell's output in the order it reached the OS: print and sys.stdout queue their text,
     while os.write and child processes write fd 1 (or 2) directly, and the pump reading that pipe may
@@ -135,25 +148,10 @@ def watch_fd_writers():
     mark the fd's pump as written, and until the cell ends each stream write first reads what its
     pipes hold (one poll). Cells that do neither pay nothing. Writes by C code straight to fd 1 are
     ordered once the pump has read one of them in that cell."""
-    write, writev = os.write, getattr(os, "writev", None)
-
-    def os_write(fd, data):
-        written = write(fd, data)
-        if fd == 1 or fd == 2:
-            _mark_fd_writes(fd)
-        return written
-
-    os_write.__doc__, os_write.__name__, os_write.__qualname__ = write.__doc__, "write", "write"
-    os.write = os_write
-    if writev is not None:
-        def os_writev(fd, buffers):
-            written = writev(fd, buffers)
-            if fd == 1 or fd == 2:
-                _mark_fd_writes(fd)
-            return written
-
-        os_writev.__doc__, os_writev.__name__, os_writev.__qualname__ = writev.__doc__, "writev", "writev"
-        os.writev = os_writev
+    for name in ("write", "writev"):
+        original = getattr(os, name, None)
+        if original is not None:
+            setattr(os, name, _marking_fd_writes(original, name))
     sys.addaudithook(_audit_children)
 
 
