@@ -14,7 +14,7 @@
  * `EVAL_OUTPUT_SCHEMA` is that schema: one entry per `EvalResult` field (the type makes
  * a new field a compile error until it is described here), required as in the type.
  */
-import { CallToolResult, ImageContent, TextContent } from "@effect/ai/McpSchema"
+import { McpSchema } from "effect/ai"
 import { Buffer } from "node:buffer"
 import type { MimeBundle } from "../kernel/Frame.ts"
 import { imagePlaceholder, type ImagePayload } from "../render/Mime.ts"
@@ -112,12 +112,12 @@ export const structuredResult = (result: EvalResult): Record<string, unknown> =>
 })
 
 /** A finished cell as a tool result. */
-export const cellToolResult = (result: EvalResult): CallToolResult =>
-  new CallToolResult({
+export const cellToolResult = (result: EvalResult): McpSchema.CallToolResult =>
+  new McpSchema.CallToolResult({
     content: [
-      TextContent.make({ text: result.text.length > 0 ? result.text : NO_OUTPUT_TEXT }),
+      McpSchema.TextContent.make({ type: "text", text: result.text.length > 0 ? result.text : NO_OUTPUT_TEXT }),
       ...result.images.map((image) =>
-        ImageContent.make({ data: new Uint8Array(Buffer.from(image.data, "base64")), mimeType: image.mimeType })
+        McpSchema.ImageContent.make({ type: "image", data: new Uint8Array(Buffer.from(image.data, "base64")), mimeType: image.mimeType })
       )
     ],
     structuredContent: structuredResult(result),
@@ -125,8 +125,8 @@ export const cellToolResult = (result: EvalResult): CallToolResult =>
   })
 
 /** A call that could not run, as a tool result the agent reads. */
-export const failureToolResult = (error: TaggedFailure): CallToolResult =>
-  new CallToolResult({
-    content: [TextContent.make({ text: error.message })],
+export const failureToolResult = (error: TaggedFailure): McpSchema.CallToolResult =>
+  new McpSchema.CallToolResult({
+    content: [McpSchema.TextContent.make({ type: "text", text: error.message })],
     isError: true
   })

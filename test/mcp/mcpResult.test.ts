@@ -3,7 +3,7 @@
  * structured copy that does not repeat the image data.
  */
 import { Schema } from "effect"
-import { CallToolResult } from "@effect/ai/McpSchema"
+import { McpSchema } from "effect/ai"
 import { describe, expect, it } from "vitest"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import type { EvalResult } from "../../src/services/EvalTool.ts"
@@ -16,7 +16,7 @@ const PNG_1X1 =
 
 const result = (over: Partial<EvalResult>): EvalResult => evalResult({ executionCount: 3, durationMs: 5, ...over })
 
-const encode = Schema.encodeSync(CallToolResult)
+const encode = Schema.encodeSync(McpSchema.CallToolResult)
 
 describe("MCP tool results", () => {
   it("an ok cell is its rendered text, not an error", () => {
