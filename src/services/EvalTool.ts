@@ -16,6 +16,7 @@ import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "./ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
+import { type EvalParamsSchema, evalParamsJsonSchema } from "./EvalSchema.ts"
 import { type KernelPlace, KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
 import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkOutput, SinkResult, Truncation } from "./OutputSink.ts"
@@ -26,15 +27,8 @@ import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } fr
 /** The tool's name as agents see it. */
 export const EVAL_TOOL_NAME = "eval"
 
-/** The params of one call, as the seed defines them. */
-export interface EvalParams {
-  readonly language: EvalLanguage
-  readonly code: string
-  readonly title?: string
-  /** Seconds, clamped to 1..3600, default 30. */
-  readonly timeout?: number
-  readonly reset?: boolean
-}
+/** The params of one call, as the seed defines them (`timeout`: seconds, clamped to 1..3600, default 30). */
+export type EvalParams = Omit<typeof EvalParamsSchema.Type, "language"> & { readonly language: EvalLanguage }
 
 /** Who is calling and how to stream. */
 export interface EvalContext {
@@ -123,24 +117,8 @@ export const evalDescription = (settings: SettingsValues): string => {
 }
 
 /** The JSON Schema of the params, with `language` narrowed to the enabled backends. */
-export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> => ({
-  type: "object",
-  properties: {
-    language: { type: "string", enum: [...enabledLanguages(settings)], description: "The cell's language." },
-    code: { type: "string", description: "The cell's source code." },
-    title: { type: "string", description: "A short label for the cell, shown to the user." },
-    timeout: {
-      type: "number",
-      minimum: MIN_TIMEOUT_SECONDS,
-      maximum: MAX_TIMEOUT_SECONDS,
-      default: DEFAULT_TIMEOUT_SECONDS,
-      description: "Seconds the cell may run (clamped to 1..3600)."
-    },
-    reset: { type: "boolean", description: "Start a fresh kernel for this language before running." }
-  },
-  required: ["language", "code"],
-  additionalProperties: false
-})
+export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> =>
+  evalParamsJsonSchema(enabledLanguages(settings))
 
 const PARAM_HINTS: FieldHints = {
   language: "pass the cell's language as a string, e.g. \"py\"",

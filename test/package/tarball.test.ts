@@ -89,7 +89,7 @@ const appProcesses = (): Array<number> =>
 /** A strictly typed app's TypeScript settings, as `tsc --init` users with Node ESM have them. */
 const TSCONFIG = {
   compilerOptions: { module: "nodenext", target: "es2022", strict: true, types: ["node"], outDir: "out" },
-  files: ["embed.ts", "require.cts", "types.ts"]
+  files: ["embed.ts", "toolkit.ts", "require.cts", "types.ts"]
 }
 
 /** The same cells as the example, from a CommonJS module: `require` of the package (Node's require of ES modules). */
@@ -202,8 +202,9 @@ describe.skipIf(!integrationEnabled() || python === undefined)("the package inst
     expect({ code: other.code, stdout: other.stdout.trim() }).toEqual({ code: 0, stdout: "None" })
   })
 
-  it("the README's example, a CommonJS require and the types type-check under strict nodenext TypeScript, and run", async () => {
+  it("the README's examples, a CommonJS require and the types type-check under strict nodenext TypeScript, and run", async () => {
     fs.copyFileSync(path.join(root, "examples", "embed.ts"), path.join(app, "embed.ts"))
+    fs.copyFileSync(path.join(root, "examples", "toolkit.ts"), path.join(app, "toolkit.ts"))
     fs.writeFileSync(path.join(app, "require.cts"), REQUIRE_APP)
     fs.writeFileSync(path.join(app, "types.ts"), TYPES_PROBE)
     fs.writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify(TSCONFIG, null, 2))
