@@ -110,25 +110,8 @@ export default {
     },
     {
       module: "src/services/ParamsProblem.ts",
-      tests: ["test/mcp/framing.test.ts"],
+      tests: ["test/mcp/framing.test.ts", "test/services/ParamsProblem.test.ts"],
       equivalent: [
-        {
-          mutator: "ConditionalExpression",
-          original: "issue === undefined",
-          replacement: "false",
-          reason: "a ParseError always formats to at least one issue; the guard only keeps a broken schema library from crashing the door"
-        },
-        {
-          mutator: "StringLiteral",
-          original: "params do not fit the schema",
-          reason: "the sentence of that unreachable guard"
-        },
-        {
-          mutator: "Regex",
-          original: "/^Expected (.+?), actual (.+)$/s",
-          replacement: "/^Expected (.+?), actual (.+)/s",
-          reason: "the last group is greedy and the s flag lets it take every character, so it always reaches the end"
-        },
         {
           mutator: "StringLiteral",
           original: '""',

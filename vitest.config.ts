@@ -22,7 +22,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/globalSetup.ts"],
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    maxWorkers: 2,
     testTimeout: 120_000,
     hookTimeout: 120_000
   }

@@ -49,21 +49,21 @@ const main = async () => {
   const pooled = makeVeyyon(python, path.join(scratch, "artifacts"), { kernel: { spares: 1 } })
   try {
     const below = kernelLayer(python, path.join(scratch, "artifacts"))
-    const files = await Effect.runPromise(Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure("python"))).pipe(Effect.provide(below)))
+    const files = await Effect.runPromise(Effect.orDie(RunnerCache.use((cache) => cache.ensure("python"))).pipe(Effect.provide(below)))
     const boot = cachedPath(files, "boot.py")
     const prelude = files.sources.get("prelude.py") ?? ""
-    const env = await Effect.runPromise(Effect.map(PythonRuntime, (runtime) => runtime.kernelEnv({}, {})).pipe(Effect.provide(below)))
+    const env = await Effect.runPromise(PythonRuntime.useSync((runtime) => runtime.kernelEnv({}, {})).pipe(Effect.provide(below)))
     const cell = (runtime: typeof plain, sessionId: string) =>
       runtime.runPromise(Effect.gen(function*() {
         const start = performance.now()
         const result = yield* runCell({ code: "1 + 1" }, { sessionId, cwd: work })
         const elapsed = performance.now() - start
-        if (result.text !== "2") return yield* Effect.dieMessage(`answered ${JSON.stringify(result.text)}`)
+        if (result.text !== "2") return yield* Effect.die(new Error(`answered ${JSON.stringify(result.text)}`))
         yield* resetSession(sessionId)
         return elapsed
       }))
     const spareReady = () =>
-      pooled.runPromise(Effect.flatMap(KernelRegistry, (registry) =>
+      pooled.runPromise(KernelRegistry.use((registry) =>
         registry.sparePids.pipe(Effect.repeat({ until: (pids) => pids.length > 0, schedule: Schedule.spaced(Duration.millis(5)) }))))
     await cell(plain, "warm")
     await cell(pooled, "warm")

@@ -126,8 +126,8 @@ export const effectFloor = async (python: string): Promise<{ readonly run: (code
   return {
     run: (code) =>
       Effect.flatMap(Deferred.make<void>(), (done) =>
-        Effect.zipRight(
-          Effect.sync(() => floor.send(code, () => Deferred.unsafeDone(done, Exit.void))),
+        Effect.andThen(
+          Effect.sync(() => floor.send(code, () => Deferred.doneUnsafe(done, Exit.void))),
           Deferred.await(done)
         )),
     close: floor.close

@@ -3,12 +3,12 @@
  * in-process instant runner (a `KernelSpawner` whose process answers `started` and `done`
  * from a `setImmediate`). Prints this process's CPU per cell for each path, rounds
  * alternated; with `HOSTPARTS_OPS=registry|tool`, instead counts the Effect operations one
- * cell evaluates (a supervisor's `onEffect`, op supervision on) and lists the commonest by
- * the function they run. Measures the built package: `npm run build` first.
+ * cell evaluates (a tracer whose `context` sees every primitive the fibers run) and lists
+ * the commonest by the function they run. Measures the built package: `npm run build` first.
  * `node --import tsx bench/hostparts.ts [rounds] [cells]`
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Deferred, Effect, Layer, ManagedRuntime, RuntimeFlags, RuntimeFlagsPatch, Stream, Supervisor } from "effect"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { Deferred, Effect, Layer, ManagedRuntime, Stream, Tracer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -34,7 +34,7 @@ const instantProcess = Effect.map(Deferred.make<ProcessExit>(), (exited): Kernel
   const end = (exit: ProcessExit) =>
     setImmediate(() => {
       listener?.onEnd()
-      Deferred.unsafeDone(exited, Effect.succeed(exit))
+      Deferred.doneUnsafe(exited, Effect.succeed(exit))
     })
   return {
     pid: nextPid++,
@@ -75,24 +75,34 @@ const platform = Layer.mergeAll(
   Layer.succeed(KernelSpawner, { spawn: () => instantProcess }),
   Sandbox.Live,
   AgentBridgeNotConfigured
-).pipe(Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer({ artifactsDir: path.join(dir, "artifacts") })), NodeContext.layer)))
+).pipe(Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer({ artifactsDir: path.join(dir, "artifacts") })), NodeServices.layer)))
 const runtime = ManagedRuntime.make(
   EvalTool.layer.pipe(Layer.provideMerge(OutputSink.Live), Layer.provideMerge(KernelRegistry.layer.pipe(Layer.provideMerge(platform))))
 )
 
-/** Counts the operations the fibers it supervises evaluate, by operation and the function it runs. */
-class OperationCounter extends Supervisor.AbstractSupervisor<void> {
+const EVALUATE = "~effect/Effect/evaluate"
+const IDENTIFIER = "~effect/Effect/identifier"
+const ARGS = "~effect/Effect/args"
+const SUCCESS_CONT = "~effect/Effect/successCont"
+
+/** Counts the operations the fibers it runs under evaluate, by operation and the function it runs. */
+class OperationCounter {
   total = 0
   readonly byKind = new Map<string, number>()
-  get value() {
-    return Effect.void
-  }
-  override onEffect(_fiber: unknown, effect: unknown) {
-    this.total++
-    const op = effect as { _op: string; effect_instruction_i0?: unknown; effect_instruction_i1?: unknown }
-    const fn = typeof op.effect_instruction_i1 === "function" ? op.effect_instruction_i1 : op.effect_instruction_i0
-    const kind = `${op._op} ${typeof fn === "function" ? fn.toString().replace(/\s+/g, " ").slice(0, 100) : ""}`
-    this.byKind.set(kind, (this.byKind.get(kind) ?? 0) + 1)
+  /** `effect` run under a tracer that counts every primitive, then evaluates it as `inner` would. */
+  counting<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> {
+    return Effect.flatMap(Tracer.Tracer, (inner) =>
+      Effect.withTracer(effect, Tracer.make({
+        span: (options) => inner.span(options),
+        context: (primitive, fiber) => {
+          this.total++
+          const op = primitive as unknown as Record<string, unknown>
+          const fn = [op.payload, op[ARGS], op[SUCCESS_CONT]].find((slot) => typeof slot === "function")
+          const kind = `${String(op[IDENTIFIER])} ${typeof fn === "function" ? fn.toString().replace(/\s+/g, " ").slice(0, 100) : ""}`
+          this.byKind.set(kind, (this.byKind.get(kind) ?? 0) + 1)
+          return inner.context !== undefined ? inner.context(primitive, fiber) : primitive[EVALUATE](fiber)
+        }
+      })))
   }
 }
 
@@ -103,7 +113,7 @@ try {
     registry: registry.run({ language: "py", sessionId: "registry", cwd: dir, code: "x = 1 + 1", timeoutSeconds: 30 }, () => Effect.void),
     tool: tool.run({ language: "py", code: "x = 1 + 1" }, { sessionId: "tool", cwd: dir })
   }
-  const repeat = (cell: Effect.Effect<unknown, unknown>, cells: number) => Effect.repeatN(cell, cells - 1)
+  const repeat = (cell: Effect.Effect<unknown, unknown>, cells: number) => cell.pipe(Effect.repeat({ times: cells - 1 }))
   for (const cell of Object.values(paths)) await runtime.runPromise(repeat(cell, 3000))
   const counted = process.env.HOSTPARTS_OPS
   if (counted !== undefined) {
@@ -112,7 +122,7 @@ try {
     const counter = new OperationCounter()
     const cells = 1000
     await runtime.runPromise(
-      Effect.supervised(repeat(cell, cells), counter).pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)))
+      counter.counting(repeat(cell, cells))
     )
     console.log(`${counted}: ${(counter.total / cells).toFixed(1)} Effect operations per cell`)
     for (const [kind, count] of [...counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 40)) {

@@ -6,7 +6,7 @@
  * 20000. `node --import tsx bench/parts.ts`
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import { Context, Duration, Effect, Exit, Layer, RcMap, Scope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, RcMap, Scope, Semaphore } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,11 +19,11 @@ import { Settings } from "../dist/services/Settings.js"
 const CELLS = 20_000
 
 const perCell = async (once: Effect.Effect<unknown>): Promise<number> => {
-  await Effect.runPromise(Effect.repeatN(once, 2_000))
+  await Effect.runPromise(once.pipe(Effect.repeat({ times: 2_000 })))
   const runs: Array<number> = []
   for (let run = 0; run < 5; run++) {
     const start = performance.now()
-    await Effect.runPromise(Effect.repeatN(once, CELLS - 1))
+    await Effect.runPromise(once.pipe(Effect.repeat({ times: CELLS - 1 })))
     runs.push(((performance.now() - start) * 1000) / CELLS)
   }
   return runs.sort((a, b) => a - b)[2]!
@@ -32,11 +32,11 @@ const perCell = async (once: Effect.Effect<unknown>): Promise<number> => {
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-parts-"))
 const scope = Effect.runSync(Scope.make())
 try {
-  const leases = Effect.runSync(Scope.extend(RcMap.make({ lookup: (key: string) => Effect.succeed({ key }), idleTimeToLive: Duration.minutes(1) }), scope))
-  const lock = Effect.runSync(Effect.makeSemaphore(1))
+  const leases = Effect.runSync(Scope.provide(RcMap.make({ lookup: (key: string) => Effect.succeed({ key }), idleTimeToLive: Duration.minutes(1) }), scope))
+  const lock = Effect.runSync(Semaphore.make(1))
   const store = await Effect.runPromise(makeArtifactStore(path.join(dir, "artifacts")).pipe(Effect.provide(NodeFileSystem.layer)))
   const records = await Effect.runPromise(
-    Scope.extend(Layer.buildWithScope(SessionRecord.layer.pipe(Layer.provide(Layer.orDie(Settings.layer({ artifactsDir: dir })))), scope), scope)
+    Scope.provide(Layer.buildWithScope(SessionRecord.layer.pipe(Layer.provide(Layer.orDie(Settings.layer({ artifactsDir: dir })))), scope), scope)
       .pipe(Effect.map((context) => Context.get(context, SessionRecord)))
   )
   const done = KernelOutput.Done({ status: "ok", executionCount: 1, cancelled: false, timedOut: false, killed: false })
@@ -45,10 +45,10 @@ try {
     ["Effect.void", Effect.void],
     ["Effect.scoped(RcMap.get) (the registry's lease)", Effect.scoped(RcMap.get(leases, "key"))],
     ["semaphore withPermits(1) (a lock)", lock.withPermits(1)(Effect.void)],
-    ["scoped sink: open, push Done, finish", Effect.scoped(Effect.flatMap(makeCellSink(store), (sink) => Effect.zipRight(sink.push(done), sink.finish)))],
+    ["scoped sink: open, push Done, finish", Effect.scoped(Effect.flatMap(makeCellSink(store), (sink) => Effect.andThen(sink.push(done), sink.finish)))],
     ["plain sink: make, push Done, finish", Effect.suspend(() => {
       const sink = cellSink(store)
-      return Effect.zipRight(Effect.onError(sink.push(done), () => sink.close), sink.finish)
+      return Effect.andThen(Effect.onError(sink.push(done), () => sink.close), sink.finish)
     })],
     ["record a cell (journal line)", Effect.orDie(records.record("parts", cell))]
   ]

@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import type { EvalError, EvalResult } from "../dist/services/EvalTool.js"
 import { commandOf, descendants, hostRss, isPython, killAll, ourPythons } from "./procs.ts"
 import { benchInterpreter } from "./python.ts"
@@ -37,7 +37,7 @@ export const random = (seed: number): (() => number) => {
   }
 }
 
-type Outcome = Either.Either<EvalResult, EvalError>
+type Outcome = Result.Result<EvalResult, EvalError>
 
 interface Op {
   readonly name: string
@@ -51,7 +51,7 @@ interface Op {
 }
 
 const result = (outcome: Outcome): EvalResult | string =>
-  Either.isRight(outcome) ? outcome.right : `failed with ${outcome.left._tag}: ${outcome.left.message}`
+  Result.isSuccess(outcome) ? outcome.success : `failed with ${outcome.failure._tag}: ${outcome.failure.message}`
 
 const expect = (outcome: Outcome, test: (r: EvalResult) => string | undefined): string | undefined => {
   const r = result(outcome)
@@ -103,9 +103,9 @@ export const OPS: ReadonlyArray<Op> = [
     weight: 3,
     params: () => ({ code: "import os\nos._exit(3)" }),
     check: (o) =>
-      Either.isLeft(o)
-        ? (o.left._tag === "KernelDied" ? undefined : `expected KernelDied, got ${o.left._tag}`)
-        : (o.right.status === "error" ? undefined : `expected a failed cell or KernelDied, got ${flags(o.right)}`)
+      Result.isFailure(o)
+        ? (o.failure._tag === "KernelDied" ? undefined : `expected KernelDied, got ${o.failure._tag}`)
+        : (o.success.status === "error" ? undefined : `expected a failed cell or KernelDied, got ${flags(o.success)}`)
   },
   {
     name: "flood",
@@ -172,7 +172,7 @@ const call = async (
   let sawGo = false
   const abortDelay = op.abortAfterGo?.(rand)
   const outcome = veyyon.runPromise(
-    Effect.either(
+    Effect.result(
       runCell(op.params(n), {
         sessionId,
         cwd,
@@ -209,14 +209,14 @@ const kvAvailable = async (veyyon: VeyyonRuntime, cwd: string): Promise<boolean>
 const kvCheck = async (veyyon: VeyyonRuntime, sessionId: string, cwd: string, keys: ReadonlyArray<number>): Promise<string | undefined> => {
   if (keys.length === 0) return undefined
   const code = `import json\nprint(json.dumps([kv.get("soak-" + str(n)) for n in ${JSON.stringify(keys)}]))`
-  const o = await veyyon.runPromise(Effect.either(runCell({ code }, { sessionId, cwd })))
-  if (Either.isLeft(o)) return `reading kv failed: ${o.left._tag}`
+  const o = await veyyon.runPromise(Effect.result(runCell({ code }, { sessionId, cwd })))
+  if (Result.isFailure(o)) return `reading kv failed: ${o.failure._tag}`
   try {
-    const values = JSON.parse(o.right.text) as Array<{ n: number } | null>
+    const values = JSON.parse(o.success.text) as Array<{ n: number } | null>
     const missing = keys.filter((n, i) => values[i]?.n !== n)
     return missing.length === 0 ? undefined : `${missing.length} of ${keys.length} keys missing or wrong (${missing.slice(0, 5).join(", ")})`
   } catch {
-    return `kv read returned ${JSON.stringify(o.right.text.slice(0, 200))}`
+    return `kv read returned ${JSON.stringify(o.success.text.slice(0, 200))}`
   }
 }
 

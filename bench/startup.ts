@@ -9,7 +9,7 @@
  * directory, so the name resolves to the package itself) and of
  * `veyyon --version`, and from spawn to the answer of an MCP `initialize` sent to
  * `veyyon mcp` on stdin; then the modules each resolved, and how many of them
- * are cluster, SQL or Postgres code.
+ * are cluster or Postgres code.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -18,7 +18,7 @@ import * as path from "node:path"
 import { median, round, since } from "./stats.ts"
 
 const census = path.resolve(import.meta.dirname, "..", "test", "fixtures", "module-census.mjs")
-const clusterModule = /\/node_modules\/(@effect\/(cluster|sql|sql-pg|workflow)|pg|pg-[a-z-]+)\//
+const clusterModule = /\/node_modules\/(effect\/dist\/(cluster|workflow)|@effect\/sql-pg)\//
 
 const args = process.argv.slice(2)
 const runs = /^\d+$/.test(args[0] ?? "") ? Number(args.shift()) : 10
@@ -97,7 +97,7 @@ for (let run = 0; run < runs; run++) {
 
 console.log(`start-up, ${runs} runs each, alternated; load average ${os.loadavg().map((load) => load.toFixed(2)).join(" ")}`)
 for (const probe of probes) {
-  console.log(`\n${probe.name}: median ms (min-max), modules resolved (cluster/SQL/Postgres among them)`)
+  console.log(`\n${probe.name}: median ms (min-max), modules resolved (cluster/Postgres among them)`)
   for (const dir of dirs) {
     const ms = samples.get(key(dir, probe.name))!
     const file = path.join(scratch, "census.txt")

@@ -3,7 +3,7 @@
  * (the resolved interpreter, artifacts in the bench's scratch directory), and the raw
  * `Kernel` path below the tool for comparison.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Effect, Layer, ManagedRuntime, type Scope } from "effect"
 import * as Kernel from "../dist/kernel/Kernel.js"
 import { evalLayer, type EvalServices } from "../dist/layers/EvalLive.js"
@@ -35,16 +35,16 @@ export const runCell = (
   params: { readonly code: string; readonly timeout?: number; readonly reset?: boolean },
   context: EvalContext
 ): Effect.Effect<EvalResult, EvalError, EvalTool> =>
-  Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", ...params }, context))
+  EvalTool.use((tool) => tool.run({ language: "py", ...params }, context))
 
 /** Shuts down every kernel of a session. */
 export const resetSession = (sessionId: string): Effect.Effect<void, never, KernelRegistry> =>
-  Effect.flatMap(KernelRegistry, (registry) => registry.reset(sessionId))
+  KernelRegistry.use((registry) => registry.reset(sessionId))
 
 /** The services below the registry (settings, runtime, runner cache, spawner) for a bare kernel. */
 export const kernelLayer = (python: string, artifactsDir: string) =>
   Layer.mergeAll(PythonRuntime.Live, RunnerCache.Live, NodeKernelSpawnerLive, AgentBridgeNotConfigured).pipe(
-    Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer(benchSettings(python, artifactsDir))), NodeContext.layer))
+    Layer.provideMerge(Layer.merge(Layer.orDie(Settings.layer(benchSettings(python, artifactsDir))), NodeServices.layer))
   )
 
 /** Starts a bare kernel (runner + prelude, no registry or tool) in the current scope. */
@@ -56,7 +56,7 @@ export const rawKernel = (
 ): Effect.Effect<Kernel.Kernel, KernelStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const runtime = yield* PythonRuntime
-    const files = yield* Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure("python")))
+    const files = yield* Effect.orDie(RunnerCache.use((cache) => cache.ensure("python")))
     return yield* Kernel.make({
       command: python,
       args: ["-u", cachedPath(files, "boot.py")],
@@ -69,7 +69,7 @@ export const rawKernel = (
 
 /** The cached runner's `boot.py`, for driving the runner with no kernel in between. */
 export const runnerBoot = (python: string, artifactsDir: string): Effect.Effect<string> =>
-  Effect.map(Effect.orDie(Effect.flatMap(RunnerCache, (cache) => cache.ensure("python"))), (files) => cachedPath(files, "boot.py")).pipe(
+  Effect.map(Effect.orDie(RunnerCache.use((cache) => cache.ensure("python"))), (files) => cachedPath(files, "boot.py")).pipe(
     Effect.provide(kernelLayer(python, artifactsDir))
   )
 

@@ -1,6 +1,6 @@
 /**
  * veyyon-eval/cluster: the eval tool as a client of a veyyon cluster (`evalClusterLayer`) and
- * the cluster's runner (`runnerLayer`), on `@effect/cluster` and PostgreSQL. Kept apart from
+ * the cluster's runner (`runnerLayer`), on `effect/cluster` and PostgreSQL. Kept apart from
  * `veyyon-eval` so an embedder that runs kernels in its own process loads none of it.
  */
 

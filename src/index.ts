@@ -38,6 +38,14 @@ export type { EvalError } from "./services/EvalTool.ts"
 export type { EvalToolDefinition } from "./services/EvalTool.ts"
 /** The tool's name, `eval`. */
 export { EVAL_TOOL_NAME } from "./services/EvalTool.ts"
+/** The tool's params as a Schema, the source of its JSON Schema. */
+export { EvalParamsSchema } from "./services/EvalSchema.ts"
+/** A result as structured data (images described, their data optional) as a Schema, the source of MCP's `outputSchema`. */
+export { EvalOutputSchema } from "./services/EvalSchema.ts"
+/** The structured result's type. */
+export type { EvalOutput } from "./services/EvalSchema.ts"
+/** An `EvalResult` as `EvalOutputSchema`'s data. */
+export { structuredResult } from "./services/EvalSchema.ts"
 /** The tool's description for the enabled languages. */
 export { evalDescription } from "./services/EvalTool.ts"
 /** The tool's params as JSON Schema, `language` narrowed to the enabled languages. */

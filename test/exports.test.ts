@@ -16,15 +16,16 @@ const packageJson = JSON.parse(NodeFs.readFileSync(path.join(root, "package.json
 const expected: Record<string, ReadonlyArray<string>> = {
   ".": [
     "AgentBridge", "AgentBridgeError", "AgentBridgeNotConfigured", "ArtifactDirUnavailable", "ArtifactStore",
-    "BackendUnavailable", "EVAL_TOOL_NAME", "EvalLive", "EvalTool", "INTERRUPT_ESCALATION_MS", "IntrospectionFailed", "Kernel",
+    "BackendUnavailable", "EVAL_TOOL_NAME", "EvalLive", "EvalOutputSchema", "EvalParamsSchema", "EvalTool", "INTERRUPT_ESCALATION_MS", "IntrospectionFailed", "Kernel",
     "InvalidCwd", "InvalidEvalParams", "InvalidSettings", "InvalidTimeout", "KernelClosed", "KernelDied", "KernelKey",
     "KernelOutput", "KernelRegistry", "KernelSpawner", "KernelStartError", "KernelTimings", "KvRefused", "KvStore",
     "LimitsUnavailable", "NodeKernelSpawnerLive", "OutputSink", "PrivateDirRefused", "PythonRuntime",
     "PythonUnavailable", "RESTART_STATUS_OP", "RuntimeUnavailable", "SHUTDOWN_GRACE_MS", "Sandbox", "SandboxUnavailable", "SessionRecord",
     "SessionRecordError", "Settings", "artifactUri", "checkParams", "clampTimeoutSeconds", "defaultSandboxMode",
     "enabledLanguages", "evalDescription", "evalLayer", "evalParametersSchema", "notebookOf", "notebookOutputs",
-    "registeredBackends"
+    "registeredBackends", "structuredResult"
   ],
+  "./ai": ["EvalAiTool", "EvalCallFailed", "EvalSession", "EvalToolkit", "EvalToolkitLive"],
   "./cluster": ["InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer"],
   "./render": [
     "EXECUTION_MAX_DISPLAY_COLUMNS", "EXECUTION_PREVIEW_LINES", "EXECUTION_STREAMING_LINE_CAP", "TOOL_PREVIEW_LINES",
@@ -47,6 +48,8 @@ const importEntry = (subpath: string): Promise<Record<string, unknown>> => {
   switch (subpath) {
     case ".":
       return import("veyyon-eval")
+    case "./ai":
+      return import("veyyon-eval/ai")
     case "./cluster":
       return import("veyyon-eval/cluster")
     case "./render":

@@ -8,6 +8,7 @@ import { findPython, integrationEnabled } from "./support/python.ts"
 const root = path.resolve(import.meta.dirname, "..")
 const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
 const example = fs.readFileSync(path.join(root, "examples/embed.ts"), "utf8")
+const toolkitExample = fs.readFileSync(path.join(root, "examples/toolkit.ts"), "utf8")
 
 /** A liveness bound for the example's child process: about 5 s when quiet, several times that under load. */
 const LIVENESS_MS = 240_000
@@ -16,6 +17,10 @@ describe("README", () => {
   it("shows the embedding example exactly as it is in examples/embed.ts, in under 20 lines", () => {
     expect(readme).toContain("```ts\n" + example + "```")
     expect(example.trimEnd().split("\n").length).toBeLessThan(20)
+  })
+
+  it("shows the effect/ai example exactly as it is in examples/toolkit.ts (type-checked by the tarball test)", () => {
+    expect(readme).toContain("```ts\n" + toolkitExample + "```")
   })
 
   it("names the two set-up commands", () => {

@@ -5,7 +5,6 @@
  * its SIGTERM) until the next cell on that session is answered by another runner, with
  * the shard lock expiry the test cluster uses. Needs PostgreSQL (`initdb`) and `dist/`.
  */
-import { Effect } from "effect"
 import { EvalTool } from "../../dist/services/EvalTool.js"
 import { LOCK_EXPIRATION_MS, startCluster, type TestCluster } from "../../test/cluster/support.ts"
 import { postgresSkipReason } from "../../test/support/postgres.ts"
@@ -28,7 +27,7 @@ const samplesOf = async (once: () => Promise<unknown>, cells: number, warmup: nu
 }
 
 const clusterCell = (cluster: TestCluster, sessionId: string, code: string) =>
-  cluster.client.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", code }, { sessionId, cwd: cluster.dir })))
+  cluster.client.runPromise(EvalTool.use((tool) => tool.run({ language: "py", code }, { sessionId, cwd: cluster.dir })))
 
 /**
  * Milliseconds from stopping the runner that holds `sessionId` (with `signal`) until a

@@ -29,7 +29,7 @@ const coldCell = (runtime: VeyyonRuntime, sessionId: string, cwd: string): Promi
       const start = performance.now()
       const result = yield* runCell({ code: "1 + 1" }, { sessionId, cwd })
       const elapsed = performance.now() - start
-      if (result.text !== "2") return yield* Effect.dieMessage(`cold start cell answered ${JSON.stringify(result.text)}`)
+      if (result.text !== "2") return yield* Effect.die(new Error(`cold start cell answered ${JSON.stringify(result.text)}`))
       yield* resetSession(sessionId)
       return elapsed
     })
@@ -63,10 +63,10 @@ const SPARE_SETTLE_MS = 300
 /** New sessions' first cells through a tool that keeps one spare kernel, each started once a spare is ready. */
 const withSpares = async (context: BenchContext, runs: number): Promise<Array<number>> => {
   const pooled = makeVeyyon(context.python.executable, context.artifactsDir, { kernel: { spares: 1 } })
-  const spareReady = () => pooled.runPromise(Effect.flatMap(KernelRegistry, (registry) =>
+  const spareReady = () => pooled.runPromise(KernelRegistry.use((registry) =>
     registry.sparePids.pipe(
       Effect.repeat({ until: (pids) => pids.length > 0, schedule: Schedule.spaced(Duration.millis(5)) }),
-      Effect.timeoutFail({ duration: Duration.seconds(120), onTimeout: () => new Error("no spare kernel became ready") })
+      Effect.timeoutOrElse({ duration: Duration.seconds(120), orElse: () => Effect.fail(new Error("no spare kernel became ready")) })
     )))
   try {
     await coldCell(pooled, "bench-cold-spare-warmup", context.workDir)

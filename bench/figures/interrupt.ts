@@ -64,7 +64,7 @@ const rawSamples = (context: BenchContext, runs: number) =>
                 ? Effect.sync(() => {
                   void settle().then(() => {
                     firedAt = performance.now()
-                    Deferred.unsafeDone(cancel, Effect.void)
+                    Deferred.doneUnsafe(cancel, Effect.void)
                   })
                 })
                 : Effect.void)

@@ -45,7 +45,7 @@ const veyyonScale = async (context: BenchContext, kernels: number): Promise<Meas
         (sessionId) =>
           runCell({ code, timeout: 120 }, { sessionId, cwd: context.workDir }).pipe(
             Effect.map((result) => (result.status === "ok" ? result.text : undefined)),
-            Effect.catchAll(() => Effect.succeed(undefined))
+            Effect.catch(() => Effect.succeed(undefined))
           ),
         { concurrency: "unbounded" }
       )

@@ -24,7 +24,7 @@ export const PYTHON_PACKAGE_DIR = "_veyyon_runner"
  * at end of input) and only PATH in its environment; no cell code is involved.
  */
 export const warmRunnerCache = (python: string, runner: CachedRunner): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     let cached = false
     try {
       cached = NodeFs.readdirSync(NodePath.join(runner.dir, PYTHON_PACKAGE_DIR)).some((name) => /^server\..+\.pyc$/.test(name))

@@ -81,7 +81,7 @@ const CHECK_SCRIPT = "require 'rbconfig'; print RbConfig.ruby, \"\\n\", RUBY_VER
 export const RUBY_CHECK_TIMEOUT_MS = 15_000
 
 const runCheck = (file: string, cwd: string, env: Record<string, string>) =>
-  Effect.async<{ readonly executable: string; readonly version: string }, CheckFailed>((resume) => {
+  Effect.callback<{ readonly executable: string; readonly version: string }, CheckFailed>((resume) => {
     const child = execFile(file, ["-e", CHECK_SCRIPT], { cwd, env, timeout: RUBY_CHECK_TIMEOUT_MS, maxBuffer: 64 * 1024 }, (error, stdout, stderr) => {
       const [executable = "", version = ""] = String(stdout).trim().split("\n")
       if (error !== null || !/^\d+\.\d+/.test(version)) {
@@ -96,29 +96,28 @@ const runCheck = (file: string, cwd: string, env: Record<string, string>) =>
   })
 
 /** Resolves and checks Ruby for kernels started in `cwd`; successful checks are kept in `cache`. */
-export const resolveRuby = (
+export const resolveRuby = Effect.fnUntraced(function*(
   options: { readonly setting: string | undefined; readonly cwd: string; readonly env: EnvRecord },
   cache: Map<string, RubyInterpreter> = new Map()
-): Effect.Effect<RubyInterpreter, RuntimeUnavailable> =>
-  Effect.gen(function*() {
-    const candidate = findRubyCandidate(options.setting, options.cwd, options.env.PATH)
-    if (candidate instanceof RuntimeUnavailable) return yield* candidate
-    const known = cache.get(candidate.file)
-    if (known !== undefined) return known
-    const checked = yield* runCheck(candidate.file, options.cwd, runnerEnv(options.env, { fixed: {} })).pipe(
-      Effect.mapError((failed) =>
-        unavailable(`${candidate.file} (picked by ${candidate.rule === "PATH" ? "PATH" : "the setting"}) does not run: ${failed.problem}`, `repair it, ${FIX_INSTALL}, or ${FIX_SETTING}`))
+): Effect.fn.Return<RubyInterpreter, RuntimeUnavailable> {
+  const candidate = findRubyCandidate(options.setting, options.cwd, options.env.PATH)
+  if (candidate instanceof RuntimeUnavailable) return yield* candidate
+  const known = cache.get(candidate.file)
+  if (known !== undefined) return known
+  const checked = yield* runCheck(candidate.file, options.cwd, runnerEnv(options.env, { fixed: {} })).pipe(
+    Effect.mapError((failed) =>
+      unavailable(`${candidate.file} (picked by ${candidate.rule === "PATH" ? "PATH" : "the setting"}) does not run: ${failed.problem}`, `repair it, ${FIX_INSTALL}, or ${FIX_SETTING}`))
+  )
+  if (!isSupportedRubyVersion(checked.version)) {
+    return yield* unavailable(
+      `${candidate.file} is Ruby ${checked.version}, and Ruby ${MIN_RUBY_VERSION.join(".")} or newer is required`,
+      `${FIX_INSTALL}, or ${FIX_SETTING}`
     )
-    if (!isSupportedRubyVersion(checked.version)) {
-      return yield* unavailable(
-        `${candidate.file} is Ruby ${checked.version}, and Ruby ${MIN_RUBY_VERSION.join(".")} or newer is required`,
-        `${FIX_INSTALL}, or ${FIX_SETTING}`
-      )
-    }
-    const found: RubyInterpreter = { executable: checked.executable, foundAt: candidate.file, rule: candidate.rule, version: checked.version }
-    cache.set(candidate.file, found)
-    return found
-  })
+  }
+  const found: RubyInterpreter = { executable: checked.executable, foundAt: candidate.file, rule: candidate.rule, version: checked.version }
+  cache.set(candidate.file, found)
+  return found
+})
 
 /** The interpreter setting for Ruby: `kernel.backends.rb.interpreter`, which `VEYYON_RUBY_INTERPRETER` fills. */
 export const rubySetting = (settings: SettingsValues): string | undefined => settings.kernel.backends["rb"]?.interpreter

@@ -3,7 +3,7 @@
  * piped stdin) and the timeout flag read as the tool reads it (clamped to 1..3600,
  * anything that is not a number rejected).
  */
-import { Effect, Either, Option } from "effect"
+import { Effect, Option, Result } from "effect"
 import * as fs from "node:fs"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS } from "../services/CellTimeout.ts"
 import { type CliFailure, usageError } from "./exitCodes.ts"
@@ -66,13 +66,13 @@ export interface TimeoutFlag {
 }
 
 /** Reads `--timeout`: a number of seconds, clamped to 1..3600 (with a note); anything else is a usage error. */
-export const parseTimeout = (raw: Option.Option<string>): Either.Either<TimeoutFlag, CliFailure> => {
-  if (Option.isNone(raw)) return Either.right({ seconds: undefined })
+export const parseTimeout = (raw: Option.Option<string>): Result.Result<TimeoutFlag, CliFailure> => {
+  if (Option.isNone(raw)) return Result.succeed({ seconds: undefined })
   const text = raw.value.trim()
   const number = text.length === 0 ? Number.NaN : Number(text)
   return clampTimeoutSeconds(Number.isNaN(number) ? raw.value : number).pipe(
-    Either.mapLeft((error) => usageError(error.message.replace(/^timeout/, "--timeout"))),
-    Either.map((seconds) =>
+    Result.mapError((error) => usageError(error.message.replace(/^timeout/, "--timeout"))),
+    Result.map((seconds): TimeoutFlag =>
       seconds === number
         ? { seconds }
         : { seconds, note: `--timeout ${text} is outside ${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS} seconds; using ${seconds}.` }

@@ -1,62 +1,37 @@
 /**
- * The table `checkArgv` checks a command line against, read from the `@effect/cli`
- * commands themselves (their usage lists every flag, whether it takes a value, and the
- * positional arguments; the built-in `--help` and the like come from the library too), so
- * flags are declared once, where they are parsed. The library lists a command's subcommands
- * only one level down, so each command's table is given its subcommands' tables.
+ * The table `checkArgv` checks a command line against, read from the `effect/cli`
+ * commands themselves (`CommandSpec` lists every flag of a command with its aliases,
+ * negation, value type and metavar, the built-in `--help` and the like included, and
+ * its positional arguments and subcommands), so flags are declared once, where they
+ * are parsed.
  */
-import { BuiltInOptions, CommandDescriptor, HelpDoc, Options, Usage } from "@effect/cli"
-import { Option } from "effect"
+import * as Option from "effect/Option"
+import { type Command, CommandSpec } from "effect/cli"
 import type { CommandFlags, FlagInfo } from "./argvCheck.ts"
 
-interface Named {
-  readonly names: ReadonlyArray<string>
-  readonly acceptedValues: Option.Option<string>
-}
+const spelled = (name: string): string => (name.length === 1 ? `-${name}` : `--${name}`)
 
-const namedIn = (usage: Usage.Usage): ReadonlyArray<Named> => {
-  switch (usage._tag) {
-    case "Named":
-      return [usage]
-    case "Optional":
-    case "Repeated":
-      return namedIn(usage.usage)
-    case "Alternation":
-    case "Concat":
-      return [...namedIn(usage.left), ...namedIn(usage.right)]
-    case "Empty":
-    case "Mixed":
-      return []
-  }
-}
+const placeholderOf = (metavar: string): string => metavar.replace(/^<(.*)>$/, "$1")
 
-const placeholderOf = (accepted: string): string => accepted.replace(/^<(.*)>$/, "$1")
+const infoOf = (flag: CommandSpec.Flag): FlagInfo =>
+  flag.type._tag === "Boolean" || flag.optionalValue !== undefined
+    ? { takesValue: false }
+    : { takesValue: true, placeholder: placeholderOf(flag.metavar ?? flag.typeName) }
 
-/** The flags of `command` (its own name in `path`), with the tables of its subcommands. */
-export const commandFlags = (
-  command: { readonly descriptor: CommandDescriptor.Command<unknown> },
-  subcommands: ReadonlyArray<CommandFlags> = []
-): CommandFlags => {
-  const descriptor = command.descriptor
-  const names = new Set(CommandDescriptor.getNames(descriptor))
-  const builtIns = Options.getUsage(BuiltInOptions.builtInOptions(descriptor, Usage.empty, HelpDoc.empty))
+/** The flags of `command`, with the tables of its subcommands, all the way down. */
+export const commandFlags = (command: Command.Command.Any): CommandFlags => {
+  const spec = Option.getOrThrow(CommandSpec.resolve(command, [command.name]))
   const flags = new Map<string, FlagInfo>()
-  let takesArguments = false
-  for (const named of [...namedIn(CommandDescriptor.getUsage(descriptor)), ...namedIn(builtIns)]) {
-    if (!named.names.some((name) => name.startsWith("-"))) {
-      if (!named.names.some((name) => names.has(name))) takesArguments = true
-      continue
-    }
-    const info: FlagInfo = Option.match(named.acceptedValues, {
-      onNone: () => ({ takesValue: false }),
-      onSome: (accepted) => ({ takesValue: true, placeholder: placeholderOf(accepted) })
-    })
-    for (const name of named.names) flags.set(name, info)
+  for (const flag of spec.flags) {
+    const info = infoOf(flag)
+    for (const name of [flag.name, ...flag.aliases]) flags.set(spelled(name), info)
+    if (flag.negation !== undefined) flags.set(`--${flag.negation}`, { takesValue: false })
   }
+  const subcommands = command.subcommands.flatMap((group) => group.commands.map(commandFlags))
   return {
-    name: [...names][0] ?? "",
+    name: spec.name,
     flags,
     subcommands: new Map(subcommands.map((sub) => [sub.name, sub])),
-    takesArguments
+    takesArguments: spec.arguments.length > 0
   }
 }

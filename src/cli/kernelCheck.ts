@@ -4,7 +4,7 @@
  * cell run through it, and the kernel shut down again. Resolving an interpreter is not
  * enough: a package whose runner is missing or broken resolves fine and fails every cell.
  */
-import { Duration, Effect, Layer, Stream } from "effect"
+import { Duration, Effect, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import type { BackendId } from "../backends/index.ts"
@@ -14,6 +14,7 @@ import { sessionArtifactsDir } from "../services/ArtifactStore.ts"
 import { KernelRegistry } from "../services/KernelRegistry.ts"
 import { Settings } from "../services/Settings.ts"
 import { CliFailure, ExitCode, failureOf } from "./exitCodes.ts"
+import { mapLayerError } from "./layerFailure.ts"
 import { cliSettings, kernelName } from "./session.ts"
 import { withSpinner } from "./spinner.ts"
 
@@ -78,9 +79,9 @@ export const checkKernel = (
     const outputs = yield* registry.execute({ language, sessionId, cwd, code: cell.code, silent: false, storeHistory: false }).pipe(
       Stream.runCollect,
       Effect.mapError(failureOf),
-      Effect.timeoutFail({
+      Effect.timeoutOrElse({
         duration: KERNEL_CHECK_TIMEOUT,
-        onTimeout: () => unavailable(`it did not start and run a cell within ${Duration.toSeconds(KERNEL_CHECK_TIMEOUT)} s`)
+        orElse: () => Effect.fail(unavailable(`it did not start and run a cell within ${Duration.toSeconds(KERNEL_CHECK_TIMEOUT)} s`))
       }),
       withSpinner(`starting a ${name} kernel to check it…`)
     )
@@ -94,6 +95,6 @@ export const checkKernel = (
         ? unavailable(error.sentence.replace(/\.$/, ""))
         : error
     ),
-    Effect.provide(evalLayer({ settings: cliSettings({ language }), env }).pipe(Layer.mapError(failureOf)))
+    Effect.provide(mapLayerError(evalLayer({ settings: cliSettings({ language }), env }), failureOf))
   )
 }

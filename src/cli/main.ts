@@ -16,7 +16,7 @@ const stopSignal = watchStopSignal()
 const teardown = <E, A>(exit: Exit.Exit<E, A>, onExit: (code: number) => void): void => {
   const code = Exit.isSuccess(exit) && typeof exit.value === "number"
     ? exit.value
-    : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+    : Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
     ? signalExitCode(stopSignal() ?? "SIGINT")
     : ExitCode.CellFailed
   process.exitCode = code
@@ -30,4 +30,4 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   if (!GONE_READER_ERRORS.has(error.code)) throw error
 })
 
-NodeRuntime.runMain(program(process.argv), { disableErrorReporting: true, disablePrettyLogger: true, teardown })
+NodeRuntime.runMain(program(process.argv), { disableErrorReporting: true, teardown })

@@ -3,8 +3,8 @@
  * starting the kernel up front (with a spinner when that is slow), and running one cell
  * into a view with its images saved.
  */
-import { Options } from "@effect/cli"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Effect, type Layer, Option, Stream } from "effect"
+import { Flag } from "effect/cli"
 import { type BackendId, backendOf, registeredBackends } from "../backends/index.ts"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/ArtifactStore.ts"
@@ -14,6 +14,7 @@ import { KernelRegistry, type RegistryError } from "../services/KernelRegistry.t
 import type { CellView } from "./cellView.ts"
 import { type CliFailure, failureOf } from "./exitCodes.ts"
 import { saveImages, type SavedImage } from "./images.ts"
+import { mapLayerError } from "./layerFailure.ts"
 import { withSpinner } from "./spinner.ts"
 
 /**
@@ -56,28 +57,28 @@ export const cliEvalLayer = (
 ): Layer.Layer<EvalServices, CliFailure> => {
   const python = options.python === undefined ? undefined : Option.getOrUndefined(options.python)
   const env = python === undefined ? process.env : { ...process.env, VEYYON_PYTHON_INTERPRETER: python }
-  return evalLayer({ settings: cliSettings(options), env }).pipe(Layer.mapError(failureOf))
+  return mapLayerError(evalLayer({ settings: cliSettings(options), env }), failureOf)
 }
 
 /** The `--python PATH` option of the commands that run cells. */
-export const pythonOption = Options.text("python").pipe(
-  Options.withPseudoName("PATH"),
-  Options.withDescription(
+export const pythonOption = Flag.String("python").pipe(
+  Flag.withMetavar("PATH"),
+  Flag.withDescription(
     "The Python interpreter for py cells (a path, relative to the cell's directory, or a command name); overrides VEYYON_PYTHON_INTERPRETER."
   ),
-  Options.optional
+  Flag.optional
 )
 
 /** The name of a backend for people, e.g. `Python` for `py`. */
 export const kernelName = (language: BackendId): string => backendOf(language)?.displayName ?? language
 
 /** The `--language` option of the commands that run cells: one of the registered backends. */
-export const languageOption = Options.choice("language", registeredBackends().map((backend) => backend.id)).pipe(
-  Options.withDescription(
+export const languageOption = Flag.ChoiceWithValue("language", registeredBackends().map((backend) => [backend.id, backend.id] as const)).pipe(
+  Flag.withDescription(
     `The cells' language: ${registeredBackends().map((backend) => `${backend.id} (${backend.displayName})`).join(", ")}; default py. ` +
       "Choosing one enables it unless its VEYYON_<ID> variable is 0."
   ),
-  Options.withDefault<BackendId>("py")
+  Flag.withDefault<BackendId>("py")
 )
 
 /** Who the cells run for, where, and in which language (Python unless said otherwise). */
@@ -132,6 +133,6 @@ export const runCell = (
     view?.finish(result)
     return yield* saveImages(context.sessionId, result.images).pipe(
       Effect.map((images): CellRun => ({ result, images })),
-      Effect.catchAll((error) => Effect.succeed<CellRun>({ result, images: [], imageProblem: error.message }))
+      Effect.catch((error) => Effect.succeed<CellRun>({ result, images: [], imageProblem: error.message }))
     )
   })

@@ -13,15 +13,14 @@
  * has not taken within `ARTIFACT_TRANSFER_TIMEOUT` fails (its transaction rolled back), so a
  * stuck database never holds a cell's result.
  */
-import type { SqlError } from "@effect/sql"
-import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { artifactIdProblem, ArtifactStore, retentionOf, sessionArtifactsDir } from "../services/ArtifactStore.ts"
 import { ownFileProblem } from "../services/PrivateDir.ts"
 import { Settings } from "../services/Settings.ts"
-import { ARTIFACT_TRANSFER_TIMEOUT, ensureArtifactTables, existingIds, insertArtifact, pruneSessionRows, sweepOldRows } from "./PgArtifactRows.ts"
+import { ARTIFACT_TRANSFER_TIMEOUT, ensureArtifactTables, existingIds, insertArtifact, type LocalFileProblem, pruneSessionRows, sweepOldRows } from "./PgArtifactRows.ts"
 import { sessionIdProblem, sqlProblem } from "./PgSchema.ts"
 
 /** Artifacts of a session could not be copied into Postgres. */
@@ -69,28 +68,28 @@ const localIds = (dir: string): Array<string> => {
 /** How a publisher bounds its work. */
 export interface ArtifactPublisherOptions {
   /** The longest one `publish` may take (default `ARTIFACT_TRANSFER_TIMEOUT`). */
-  readonly transferTimeout?: Duration.DurationInput
+  readonly transferTimeout?: Duration.Input
 }
 
 /** Builds the publisher over the local `ArtifactStore` root, the settings' retention and the `SqlClient` in context. */
-export const makeArtifactPublisher = (
-  options: ArtifactPublisherOptions = {}
-): Effect.Effect<ArtifactPublisherService, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> =>
-  Effect.gen(function*() {
-    const transferTimeout = Duration.decode(options.transferTimeout ?? ARTIFACT_TRANSFER_TIMEOUT)
+export const makeArtifactPublisher: (
+  options?: ArtifactPublisherOptions
+) => Effect.Effect<ArtifactPublisherService, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> = Effect.fnUntraced(
+  function*(options: ArtifactPublisherOptions = {}) {
+    const transferTimeout = Duration.fromInputUnsafe(options.transferTimeout ?? ARTIFACT_TRANSFER_TIMEOUT)
     const sql = yield* SqlClient.SqlClient
     const root = yield* ArtifactStore
     const retention = retentionOf(yield* Settings)
     yield* ensureArtifactTables
     yield* Effect.flatMap(Clock.currentTimeMillis, (now) => sweepOldRows(retention, now))
 
-    const publish = (sessionId: string, ids?: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
+    const publish = Effect.fnUntraced(
+      function*(sessionId: string, ids?: ReadonlyArray<string>) {
         const tooLong = sessionIdProblem(sessionId)
         if (tooLong !== undefined) return yield* new ArtifactPublishFailed({ sessionId: sessionId.slice(0, 60), id: "*", reason: tooLong })
         const dir = sessionArtifactsDir(root.dir, sessionId)
-        const failed = (id: string) => (error: SqlError.SqlError | { readonly reason: string }) =>
-          new ArtifactPublishFailed({ sessionId, id, reason: "reason" in error ? error.reason : sqlProblem(error) })
+        const failed = (id: string) => (error: SqlError.SqlError | LocalFileProblem) =>
+          new ArtifactPublishFailed({ sessionId, id, reason: error._tag === "SqlError" ? sqlProblem(error) : error.reason })
         const wanted = ids ?? localIds(dir)
         const published: Array<string> = []
         const skipped: Array<{ id: string; reason: string }> = []
@@ -115,19 +114,21 @@ export const makeArtifactPublisher = (
         const now = yield* Clock.currentTimeMillis
         const pruned = published.length === 0 ? [] : yield* pruneSessionRows(sessionId, retention, now).pipe(Effect.mapError(failed("*")))
         return { published, skipped, pruned } satisfies PublishReport
-      }).pipe(
-        Effect.provideService(SqlClient.SqlClient, sql),
-        Effect.timeoutFail({
+      },
+      Effect.provideService(SqlClient.SqlClient, sql),
+      (effect, sessionId) =>
+        Effect.timeoutOrElse(effect, {
           duration: transferTimeout,
-          onTimeout: () => new ArtifactPublishFailed({ sessionId, id: "*", reason: `Postgres did not take them within ${Duration.format(transferTimeout)}` })
+          orElse: () => Effect.fail(new ArtifactPublishFailed({ sessionId, id: "*", reason: `Postgres did not take them within ${Duration.format(transferTimeout)}` }))
         })
-      )
+    )
 
     return { publish }
-  })
+  }
+)
 
 /** Copies a session's artifacts from a runner's private store into the cluster's Postgres. */
-export class ArtifactPublisher extends Context.Tag("veyyon-eval/ArtifactPublisher")<ArtifactPublisher, ArtifactPublisherService>() {
+export class ArtifactPublisher extends Context.Service<ArtifactPublisher, ArtifactPublisherService>()("veyyon-eval/ArtifactPublisher") {
   /** The publisher on the `SqlClient`, local `ArtifactStore` and `Settings` in context; creates its tables and sweeps old artifacts as it starts. */
   static readonly layer: Layer.Layer<ArtifactPublisher, SqlError.SqlError, SqlClient.SqlClient | ArtifactStore | Settings> = Layer.effect(
     ArtifactPublisher,

@@ -8,8 +8,8 @@
  * runner (a dead or departing runner, a broken socket) is sent again with the same call
  * id until the lock expiry has passed: the session ledger makes sure it never runs twice.
  */
-import type { Sharding } from "@effect/cluster/Sharding"
-import { Cause, Data, Duration, Effect, Either, Runtime, Schedule, Stream } from "effect"
+import { Cause, Data, Duration, Effect, Result, Schedule, Stream } from "effect"
+import type { Sharding } from "effect/cluster/Sharding"
 import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
 import { KernelClosed, KernelStartError } from "../kernel/KernelError.ts"
@@ -17,6 +17,7 @@ import {
   BackendUnavailable,
   checkParams,
   EVAL_TOOL_NAME,
+  type EvalContext,
   type EvalError,
   type EvalResult,
   type EvalToolService,
@@ -60,9 +61,9 @@ const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Se
   effect.pipe(
     // Our own interruption skips this handler; an interruption seen here is the runner's
     // (it shut down or lost the shard mid-call), so the call goes out again.
-    Effect.catchAllCause((cause): Effect.Effect<never, SessionCallFailed | CallInTransit> => {
-      if (Cause.isInterruptedOnly(cause)) return Effect.fail(new CallInTransit({ reason: "the runner stopped during the call" }))
-      const failure = Cause.failureOption(cause)
+    Effect.catchCause((cause): Effect.Effect<never, SessionCallFailed | CallInTransit> => {
+      if (Cause.hasInterruptsOnly(cause)) return Effect.fail(new CallInTransit({ reason: "the runner stopped during the call" }))
+      const failure = Cause.findErrorOption(cause)
       if (failure._tag === "Some" && (failure.value as { _tag?: unknown })._tag === "SessionCallFailed") {
         return Effect.fail(failure.value as unknown as SessionCallFailed)
       }
@@ -83,75 +84,73 @@ export interface ClusterCallPolicy {
 
 const withRetries = <A>(effect: Effect.Effect<A, SessionCallFailed | CallInTransit>, policy: ClusterCallPolicy) =>
   Effect.retry(effect, {
-    schedule: Schedule.spaced(Duration.millis(policy.retryIntervalMs)).pipe(Schedule.upTo(Duration.millis(policy.retryWindowMs))),
+    schedule: Schedule.spaced(Duration.millis(policy.retryIntervalMs)).pipe(Schedule.upTo({ duration: Duration.millis(policy.retryWindowMs) })),
     while: (error) => error._tag === "CallInTransit"
   })
 
 /** The eval tool over the cluster, for the settings and sharding in context. */
-export const makeClusterEvalTool = (policy: ClusterCallPolicy): Effect.Effect<EvalToolService, never, Settings | Sharding> =>
-  Effect.gen(function*() {
-    const settings = yield* Settings
-    const clientOf = yield* KernelSession.client
-    const runtime = yield* Effect.runtime<never>()
-    const cwdOf = (cwd: string): string | undefined => (policy.forwardCwd === true ? cwd : undefined)
+export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<EvalToolService, never, Settings | Sharding> = Effect.fnUntraced(function*(policy: ClusterCallPolicy) {
+  const settings = yield* Settings
+  const clientOf = yield* KernelSession.client
+  const services = yield* Effect.context<never>()
+  const cwdOf = (cwd: string): string | undefined => (policy.forwardCwd === true ? cwd : undefined)
 
-    const run: EvalToolService["run"] = (raw, context) =>
-      Effect.gen(function*() {
-        const checked = checkParams(raw, settings)
-        if (Either.isLeft(checked)) {
-          const error = checked.left
-          return yield* Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
-        }
-        const callId = randomBytes(16).toString("hex")
-        const session = clientOf(context.sessionId)
-        const signal = context.signal
-        const onAbort = () => {
-          Runtime.runFork(runtime)(Effect.ignore(withRetries(inTransit(session.Cancel({ callId })), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
-        }
-        signal?.addEventListener("abort", onAbort, { once: true })
-        const onEvent = context.onEvent
-        const once = Effect.suspend(() => {
-          let result: EvalResult | undefined
-          return session.Execute({ params: raw, cwd: cwdOf(context.cwd), callId }).pipe(
-            Stream.runForEach((event) =>
-              Effect.sync(() => {
-                if (event._tag === "Result") result = event.result
-                else onEvent?.(event.output)
-              })
-            ),
-            Effect.flatMap(() => (result === undefined ? Effect.fail(new CallInTransit({ reason: "the answer ended without a result" })) : Effect.succeed(result))),
-            inTransit
-          )
-        })
-        return yield* withRetries(once, policy).pipe(
-          Effect.ensuring(Effect.sync(() => signal?.removeEventListener("abort", onAbort))),
-          Effect.mapError((error): EvalError =>
-            error._tag === "CallInTransit"
-              ? new KernelClosed({ reason: `no runner of the cluster answered for session ${context.sessionId} (${error.reason})` })
-              : evalErrorOf(error)
-          )
-        )
-      })
-
-    const introspect = <A>(call: Effect.Effect<A, unknown>) =>
-      withRetries(inTransit(call), policy).pipe(
-        Effect.mapError((error) =>
-          error._tag === "CallInTransit"
-            ? new IntrospectionFailed({ reason: `no runner of the cluster answered (${error.reason})` })
-            : error.tag === "IntrospectionFailed"
-            ? new IntrospectionFailed({ reason: typeof error.fields.reason === "string" ? error.fields.reason : error.reason })
-            : evalErrorOf(error) as InvalidEvalParams | BackendUnavailable | KernelClosed
-        )
+  const run: EvalToolService["run"] = Effect.fnUntraced(function*(raw: unknown, context: EvalContext) {
+    const checked = checkParams(raw, settings)
+    if (Result.isFailure(checked)) {
+      const error = checked.failure
+      return yield* Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
+    }
+    const callId = randomBytes(16).toString("hex")
+    const session = clientOf(context.sessionId)
+    const signal = context.signal
+    const onAbort = () => {
+      Effect.runForkWith(services)(Effect.ignore(withRetries(inTransit(session.Cancel({ callId })), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
+    }
+    signal?.addEventListener("abort", onAbort, { once: true })
+    const onEvent = context.onEvent
+    const once = Effect.suspend(() => {
+      let result: EvalResult | undefined
+      return session.Execute({ params: raw, cwd: cwdOf(context.cwd), callId }).pipe(
+        Stream.runForEach((event) =>
+          Effect.sync(() => {
+            if (event._tag === "Result") result = event.result
+            else onEvent?.(event.output)
+          })
+        ),
+        Effect.flatMap(() => (result === undefined ? Effect.fail(new CallInTransit({ reason: "the answer ended without a result" })) : Effect.succeed(result))),
+        inTransit
       )
-
-    return {
-      definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
-      run,
-      complete: (params, context) => introspect(clientOf(context.sessionId).Complete({ params, cwd: cwdOf(context.cwd) })),
-      inspect: (params, context) => introspect(clientOf(context.sessionId).Inspect({ params, cwd: cwdOf(context.cwd) })),
-      endSession: (sessionId) =>
-        withRetries(inTransit(clientOf(sessionId).Shutdown()), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) }).pipe(
-          Effect.catchAll((error) => Effect.logWarning(`session ${sessionId} was not shut down on its runner: ${error.message}`))
-        )
-    } satisfies EvalToolService
+    })
+    return yield* withRetries(once, policy).pipe(
+      Effect.ensuring(Effect.sync(() => signal?.removeEventListener("abort", onAbort))),
+      Effect.mapError((error): EvalError =>
+        error._tag === "CallInTransit"
+          ? new KernelClosed({ reason: `no runner of the cluster answered for session ${context.sessionId} (${error.reason})` })
+          : evalErrorOf(error)
+      )
+    )
   })
+
+  const introspect = <A>(call: Effect.Effect<A, unknown>) =>
+    withRetries(inTransit(call), policy).pipe(
+      Effect.mapError((error) =>
+        error._tag === "CallInTransit"
+          ? new IntrospectionFailed({ reason: `no runner of the cluster answered (${error.reason})` })
+          : error.tag === "IntrospectionFailed"
+          ? new IntrospectionFailed({ reason: typeof error.fields.reason === "string" ? error.fields.reason : error.reason })
+          : evalErrorOf(error) as InvalidEvalParams | BackendUnavailable | KernelClosed
+      )
+    )
+
+  return {
+    definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
+    run,
+    complete: (params, context) => introspect(clientOf(context.sessionId).Complete({ params, cwd: cwdOf(context.cwd) })),
+    inspect: (params, context) => introspect(clientOf(context.sessionId).Inspect({ params, cwd: cwdOf(context.cwd) })),
+    endSession: (sessionId) =>
+      withRetries(inTransit(clientOf(sessionId).Shutdown()), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) }).pipe(
+        Effect.catch((error) => Effect.logWarning(`session ${sessionId} was not shut down on its runner: ${error.message}`))
+      )
+  } satisfies EvalToolService
+})

@@ -4,7 +4,7 @@
  * or other user may read or write) or the environment (`VEYYON_CLUSTER_SECRET`), never
  * from argv. At least 32 characters once trimmed; `openssl rand -hex 32` makes one.
  */
-import { Either } from "effect"
+import { Result } from "effect"
 import * as NodeFs from "node:fs"
 
 /** The variable naming the secret's file. */
@@ -33,25 +33,25 @@ export const secretFileProblem = (stats: NodeFs.Stats, uid: number | undefined =
 }
 
 /** The secret's text checked for length; `source` names where it came from in the error. */
-export const checkSecretText = (raw: string, source: string): Either.Either<string, string> => {
+export const checkSecretText = (raw: string, source: string): Result.Result<string, string> => {
   const text = raw.trim()
   return text.length >= MIN_SECRET_CHARS
-    ? Either.right(text)
-    : Either.left(`the cluster secret from ${source} is ${text.length} characters long; it must have at least ${MIN_SECRET_CHARS} (make one with: openssl rand -hex 32)`)
+    ? Result.succeed(text)
+    : Result.fail(`the cluster secret from ${source} is ${text.length} characters long; it must have at least ${MIN_SECRET_CHARS} (make one with: openssl rand -hex 32)`)
 }
 
 /** Reads and checks a secret file (opened without following a symbolic link, checked on the open file). */
-export const readSecretFile = (file: string): Either.Either<string, string> => {
+export const readSecretFile = (file: string): Result.Result<string, string> => {
   let fd: number
   try {
     fd = NodeFs.openSync(file, NodeFs.constants.O_RDONLY | (NodeFs.constants.O_NOFOLLOW ?? 0))
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    return Either.left(`${SECRET_FILE_ENV}: cannot open ${file} (${code === "ELOOP" ? "it is a symbolic link" : code ?? String(error)})`)
+    return Result.fail(`${SECRET_FILE_ENV}: cannot open ${file} (${code === "ELOOP" ? "it is a symbolic link" : code ?? String(error)})`)
   }
   try {
     const problem = secretFileProblem(NodeFs.fstatSync(fd))
-    if (problem !== undefined) return Either.left(`${SECRET_FILE_ENV}: refusing ${file}: ${problem}`)
+    if (problem !== undefined) return Result.fail(`${SECRET_FILE_ENV}: refusing ${file}: ${problem}`)
     const buffer = Buffer.alloc(MAX_SECRET_FILE_BYTES + 1)
     const length = NodeFs.readSync(fd, buffer, 0, buffer.length, 0)
     return checkSecretText(buffer.subarray(0, length).toString("utf8"), `${SECRET_FILE_ENV} (${file})`)
@@ -67,13 +67,13 @@ export const readSecretFile = (file: string): Either.Either<string, string> => {
 export const resolveSecret = (
   given: string | undefined,
   env: Readonly<Record<string, string | undefined>>
-): Either.Either<string | undefined, string> => {
+): Result.Result<string | undefined, string> => {
   if (given !== undefined) return checkSecretText(given, "the cluster settings")
   const file = env[SECRET_FILE_ENV]?.trim()
   const value = env[SECRET_ENV]
   const hasValue = value !== undefined && value.trim() !== ""
   if (file !== undefined && file !== "") {
-    return hasValue ? Either.left(`set either ${SECRET_FILE_ENV} or ${SECRET_ENV}, not both`) : readSecretFile(file)
+    return hasValue ? Result.fail(`set either ${SECRET_FILE_ENV} or ${SECRET_ENV}, not both`) : readSecretFile(file)
   }
-  return hasValue ? checkSecretText(value, SECRET_ENV) : Either.right(undefined)
+  return hasValue ? checkSecretText(value, SECRET_ENV) : Result.succeed(undefined)
 }

@@ -4,7 +4,7 @@
  * `VEYYON_CLUSTER_*` environment on top (a runner's flags are applied as the object). Pure
  * apart from reading the environment it is given and the secret's file.
  */
-import { Data, Either } from "effect"
+import { Data, Result } from "effect"
 import * as os from "node:os"
 import { resolveSecret, SECRET_ENV, SECRET_FILE_ENV } from "./ClusterSecret.ts"
 import type { MeshAuth } from "./MeshSockets.ts"
@@ -68,32 +68,32 @@ export class InvalidClusterSettings extends Data.TaggedError("InvalidClusterSett
 /** The environment variable holding the Postgres URL. */
 export const POSTGRES_URL_ENV = "VEYYON_CLUSTER_POSTGRES_URL"
 
-const parseHostPort = (raw: string, fallback: HostPort, source: string): Either.Either<HostPort, InvalidClusterSettings> => {
+const parseHostPort = (raw: string, fallback: HostPort, source: string): Result.Result<HostPort, InvalidClusterSettings> => {
   const text = raw.trim()
   const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(text)
   const plain = /^([^:]*)(?::(\d+))?$/.exec(text)
   const match = bracketed ?? plain
-  if (match === null) return Either.left(new InvalidClusterSettings({ problem: `${source}: ${JSON.stringify(raw)} is not host:port` }))
+  if (match === null) return Result.fail(new InvalidClusterSettings({ problem: `${source}: ${JSON.stringify(raw)} is not host:port` }))
   const host = match[1] === undefined || match[1] === "" ? fallback.host : match[1]
   const port = match[2] === undefined ? fallback.port : Number(match[2])
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    return Either.left(new InvalidClusterSettings({ problem: `${source}: the port of ${JSON.stringify(raw)} must be 0..65535` }))
+    return Result.fail(new InvalidClusterSettings({ problem: `${source}: the port of ${JSON.stringify(raw)} must be 0..65535` }))
   }
-  return Either.right({ host, port })
+  return Result.succeed({ host, port })
 }
 
-const positiveMs = (value: number | undefined, source: string): Either.Either<number | undefined, InvalidClusterSettings> =>
+const positiveMs = (value: number | undefined, source: string): Result.Result<number | undefined, InvalidClusterSettings> =>
   value === undefined || (Number.isSafeInteger(value) && value > 0)
-    ? Either.right(value)
-    : Either.left(new InvalidClusterSettings({ problem: `${source} must be a positive whole number, got ${String(value)}` }))
+    ? Result.succeed(value)
+    : Result.fail(new InvalidClusterSettings({ problem: `${source} must be a positive whole number, got ${String(value)}` }))
 
-const envNumber = (env: Readonly<Record<string, string | undefined>>, name: string): Either.Either<number | undefined, InvalidClusterSettings> => {
+const envNumber = (env: Readonly<Record<string, string | undefined>>, name: string): Result.Result<number | undefined, InvalidClusterSettings> => {
   const raw = env[name]?.trim()
-  if (raw === undefined || raw === "") return Either.right(undefined)
+  if (raw === undefined || raw === "") return Result.succeed(undefined)
   const value = Number(raw)
   return Number.isSafeInteger(value) && value > 0
-    ? Either.right(value)
-    : Either.left(new InvalidClusterSettings({ problem: `${name}: ${JSON.stringify(raw)} is not a positive whole number` }))
+    ? Result.succeed(value)
+    : Result.fail(new InvalidClusterSettings({ problem: `${name}: ${JSON.stringify(raw)} is not a positive whole number` }))
 }
 
 const envText = (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined => {
@@ -110,20 +110,20 @@ const wildcard = (host: string) => host === "0.0.0.0" || host === "::" || host =
 export const resolveClusterSettings = (
   given: ClusterSettingsInput,
   env: Readonly<Record<string, string | undefined>>
-): Either.Either<ClusterSettings, InvalidClusterSettings> =>
-  Either.gen(function*() {
+): Result.Result<ClusterSettings, InvalidClusterSettings> =>
+  Result.gen(function*() {
     const postgresUrl = given.postgresUrl?.trim() || envText(env, POSTGRES_URL_ENV)
     if (postgresUrl === undefined) {
-      return yield* Either.left(new InvalidClusterSettings({
+      return yield* Result.fail(new InvalidClusterSettings({
         problem: `no Postgres URL for the cluster: pass --postgres-url postgres://USER:PASSWORD@HOST:PORT/DB or set ${POSTGRES_URL_ENV}`
       }))
     }
     if (!/^postgres(ql)?:\/\//.test(postgresUrl)) {
-      return yield* Either.left(new InvalidClusterSettings({ problem: `the Postgres URL must start with postgres:// (got a value starting ${JSON.stringify(postgresUrl.slice(0, 12))})` }))
+      return yield* Result.fail(new InvalidClusterSettings({ problem: `the Postgres URL must start with postgres:// (got a value starting ${JSON.stringify(postgresUrl.slice(0, 12))})` }))
     }
-    const secret = yield* Either.mapLeft(resolveSecret(given.secret, env), (problem) => new InvalidClusterSettings({ problem }))
+    const secret = yield* Result.mapError(resolveSecret(given.secret, env), (problem) => new InvalidClusterSettings({ problem }))
     if (secret === undefined && given.insecureNoAuth !== true) {
-      return yield* Either.left(new InvalidClusterSettings({
+      return yield* Result.fail(new InvalidClusterSettings({
         problem: `no cluster secret: set ${SECRET_FILE_ENV} to a file only you can read holding one (make it with: openssl rand -hex 32), ` +
           `or ${SECRET_ENV}; every runner and client of the cluster needs the same one`
       }))
@@ -139,14 +139,14 @@ export const resolveClusterSettings = (
       ? advertiseDefault
       : yield* parseHostPort(advertiseRaw, advertiseDefault, "the advertised address")
     if (advertise.port === 0) {
-      return yield* Either.left(new InvalidClusterSettings({ problem: "the advertised address needs a real port: listen on a fixed port (not 0)" }))
+      return yield* Result.fail(new InvalidClusterSettings({ problem: "the advertised address needs a real port: listen on a fixed port (not 0)" }))
     }
     const expiration = (yield* positiveMs(given.shardLockExpirationMs, "the shard lock expiration")) ??
       (yield* envNumber(env, "VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS")) ?? DEFAULT_SHARD_LOCK_EXPIRATION_MS
     const refresh = (yield* positiveMs(given.shardLockRefreshMs, "the shard lock refresh interval")) ??
       (yield* envNumber(env, "VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS")) ?? Math.min(DEFAULT_SHARD_LOCK_REFRESH_MS, Math.max(1, Math.floor(expiration / 3)))
     if (refresh >= expiration) {
-      return yield* Either.left(new InvalidClusterSettings({ problem: `the shard lock refresh interval (${refresh} ms) must be shorter than its expiration (${expiration} ms)` }))
+      return yield* Result.fail(new InvalidClusterSettings({ problem: `the shard lock refresh interval (${refresh} ms) must be shorter than its expiration (${expiration} ms)` }))
     }
     const shards = (yield* positiveMs(given.shards, "the shard count")) ?? (yield* envNumber(env, "VEYYON_CLUSTER_SHARDS")) ?? DEFAULT_SHARDS
     return { postgresUrl, auth, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards }

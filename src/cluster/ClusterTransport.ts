@@ -1,34 +1,35 @@
 /**
- * `@effect/cluster` on Node sockets with its storage in Postgres (tables prefixed
+ * `effect/cluster` on Node sockets with its storage in Postgres (tables prefixed
  * `veyyon_cluster_`): the sharding of a runner (serves entities, pings its peers) and of a
  * client (sends to entities only), every connection to a runner's port authenticated by
  * the mesh handshake first. The sharding config is built from our settings alone,
  * never from the library's own environment variables (`HOST`, `PORT`, ...).
  */
-import * as RunnerHealth from "@effect/cluster/RunnerHealth"
-import * as Runners from "@effect/cluster/Runners"
-import type { Sharding } from "@effect/cluster/Sharding"
-import * as ShardingConfig from "@effect/cluster/ShardingConfig"
-import * as SocketRunner from "@effect/cluster/SocketRunner"
-import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
-import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
-import { RunnerAddress } from "@effect/cluster/RunnerAddress"
-import { Socket } from "@effect/platform/Socket"
-import * as RpcClient from "@effect/rpc/RpcClient"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import { PgClient } from "@effect/sql-pg"
-import type { SqlClient } from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import type { SocketServerError } from "@effect/platform/SocketServer"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { RunnerAddress } from "effect/cluster/RunnerAddress"
+import * as RunnerHealth from "effect/cluster/RunnerHealth"
+import * as Runners from "effect/cluster/Runners"
+import type { Sharding } from "effect/cluster/Sharding"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as SocketRunner from "effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
+import * as RpcClient from "effect/rpc/RpcClient"
+import * as RpcSerialization from "effect/rpc/RpcSerialization"
+import { Socket } from "effect/socket/Socket"
+import type { SocketServerError } from "effect/socket/SocketServer"
+import type { SqlClient } from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
 import type { ClusterSettings } from "./ClusterSettings.ts"
 import { connectMesh, layerMeshServer } from "./MeshSockets.ts"
 
-/** The prefix of the tables `@effect/cluster` keeps in Postgres. */
+/** The prefix of the tables `effect/cluster` keeps in Postgres. */
 export const CLUSTER_TABLE_PREFIX = "veyyon_cluster"
 
 /** The library's sharding config from our settings; `runner` false leaves out this process's address (a client). */
-export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): ShardingConfig.ShardingConfig["Type"] => ({
+export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): ShardingConfig.ShardingConfig["Service"] => ({
   ...ShardingConfig.defaults,
   runnerAddress: runner ? Option.some(RunnerAddress.make({ host: settings.advertise.host, port: settings.advertise.port })) : Option.none(),
   runnerListenAddress: runner ? Option.some(RunnerAddress.make({ host: settings.listen.host, port: settings.listen.port })) : Option.none(),
@@ -38,6 +39,13 @@ export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): Sh
   // Runner health by ping: a runner that stops answering is noticed within a few seconds.
   runnerHealthCheckInterval: Duration.seconds(5)
 })
+
+/**
+ * The wire format between runners and clients: the library's schema-driven binary, with no
+ * frame size limit (a cell's result or one output can be large; every peer proved the
+ * cluster secret before its first frame is read).
+ */
+export const layerClusterSerialization: Layer.Layer<RpcSerialization.RpcSerialization> = RpcSerialization.layerSchemaBinary({ maxFrameSize: "unbounded" })
 
 /** The Postgres client every cluster piece shares. */
 export const postgresLayer = (settings: ClusterSettings): Layer.Layer<SqlClient, SqlError> =>
@@ -49,13 +57,16 @@ const layerClientProtocol = (settings: ClusterSettings): Layer.Layer<Runners.Rpc
     Runners.RpcClientProtocol,
     Effect.gen(function*() {
       const serialization = yield* RpcSerialization.RpcSerialization
-      return Effect.fnUntraced(function*(address: RunnerAddress) {
-        const socket = yield* connectMesh({ host: address.host, port: address.port }, settings.auth, 1000)
-        return yield* RpcClient.makeProtocolSocket().pipe(
-          Effect.provideService(Socket, socket),
-          Effect.provideService(RpcSerialization.RpcSerialization, serialization)
-        )
-      }, Effect.orDie)
+      return Runners.RpcClientProtocol.of({
+        codecFor: serialization.codecFor,
+        make: Effect.fnUntraced(function*(address: RunnerAddress) {
+          const socket = yield* connectMesh({ host: address.host, port: address.port }, settings.auth, 1000)
+          return yield* RpcClient.makeProtocolSocket().pipe(
+            Effect.provideService(Socket, socket),
+            Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+          )
+        })
+      })
     })
   )
 
@@ -63,7 +74,7 @@ const layerSocketServer = (settings: ClusterSettings) =>
   layerMeshServer({ host: settings.listen.host, port: settings.listen.port, auth: settings.auth })
 
 const storage = Layer.mergeAll(
-  Layer.orDie(SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX })),
+  SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }).pipe(Layer.provide(NodeCrypto.layerDigest)),
   Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))
 )
 
@@ -73,7 +84,7 @@ export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Shar
     Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol(settings)))),
     Layer.provide(storage),
     Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, true))),
-    Layer.provide(RpcSerialization.layerMsgPack)
+    Layer.provide(layerClusterSerialization)
   )
 
 /** The sharding of a client: no entities of its own, sends every call to the runner owning the session's shard. */
@@ -81,5 +92,5 @@ export const clientShardingLayer = (settings: ClusterSettings): Layer.Layer<Shar
   Layer.provide(SocketRunner.layerClientOnly, layerClientProtocol(settings)).pipe(
     Layer.provide(storage),
     Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, false))),
-    Layer.provide(RpcSerialization.layerMsgPack)
+    Layer.provide(layerClusterSerialization)
   )

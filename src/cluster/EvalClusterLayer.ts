@@ -3,9 +3,9 @@
  * `EvalTool` (and the settings and artifact store an MCP server needs) with every cell
  * running on the cluster's runners. Nothing runs kernels in this process.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Layer } from "effect"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { Effect, Layer } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { ArtifactDirUnavailable, ArtifactStore } from "../services/ArtifactStore.ts"
 import { EvalTool } from "../services/EvalTool.ts"
 import { type InvalidSettings, Settings, type SettingsInput } from "../services/Settings.ts"
@@ -47,8 +47,8 @@ export const retryWindowMsOf = (cluster: ClusterSettings): number => 2 * cluster
 export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.Layer<EvalClusterServices, EvalClusterLayerError> => {
   const env = options.env === false ? {} : options.env ?? process.env
   const settings = options.env === false ? Settings.layer(options.settings) : Settings.fromEnv(options.settings, env)
-  return Layer.unwrapEffect(Effect.gen(function*() {
-    const cluster = yield* Either.match(resolveClusterSettings(options.cluster ?? {}, env), { onLeft: Effect.fail, onRight: Effect.succeed })
+  return Layer.unwrap(Effect.gen(function*() {
+    const cluster = yield* Effect.fromResult(resolveClusterSettings(options.cluster ?? {}, env))
     const cwdMode = options.cwd ?? env[CLUSTER_CWD_ENV]?.trim() ?? "session"
     if (cwdMode !== "session" && cwdMode !== "caller") {
       return yield* new InvalidClusterSettings({ problem: `${CLUSTER_CWD_ENV} must be session or caller, got ${JSON.stringify(cwdMode)}` })
@@ -60,7 +60,7 @@ export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.L
     // Artifacts the runners published are read from Postgres (and cached in this process's private directory).
     return Layer.mergeAll(tool, PgArtifactStoreLive).pipe(
       Layer.provide(postgresLayer(cluster)),
-      Layer.provideMerge(Layer.merge(settings, NodeContext.layer))
+      Layer.provideMerge(Layer.merge(settings, NodeServices.layer))
     )
   }))
 }

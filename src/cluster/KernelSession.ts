@@ -5,9 +5,9 @@
  * SIGINT (the result still comes, cancelled); `Reset` and `Shutdown` end the session's
  * kernels; `Status`, `Complete` and `Inspect` answer beside a running cell.
  */
-import * as Entity from "@effect/cluster/Entity"
-import * as Rpc from "@effect/rpc/Rpc"
 import { Schema } from "effect"
+import * as Entity from "effect/cluster/Entity"
+import * as Rpc from "effect/rpc/Rpc"
 import type { Completion, Inspection } from "../kernel/Introspection.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
 import type { EvalResult } from "../services/EvalTool.ts"
@@ -16,7 +16,7 @@ import type { EvalResult } from "../services/EvalTool.ts"
 export const KERNEL_SESSION_ENTITY = "KernelSession"
 
 /** A value that crosses the wire as it is (kernel outputs and results are plain data). */
-const plain = <A>() => Schema.Any as unknown as Schema.Schema<A>
+const plain = <A>() => Schema.Any as unknown as Schema.Codec<A>
 
 /** One item of an `Execute` stream: an output as it happened, or the cell's result (always last). */
 export type ExecuteEvent =
@@ -27,7 +27,7 @@ export type ExecuteEvent =
 export class SessionCallFailed extends Schema.TaggedError<SessionCallFailed>()("SessionCallFailed", {
   tag: Schema.String,
   reason: Schema.String,
-  fields: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  fields: Schema.Record(Schema.String, Schema.Unknown)
 }) {
   override get message(): string {
     return this.reason
@@ -51,7 +51,7 @@ const IntrospectPayload = Schema.Struct({
     language: Schema.String,
     code: Schema.String,
     cursorPos: Schema.optional(Schema.Number),
-    detailLevel: Schema.optional(Schema.Literal(0, 1))
+    detailLevel: Schema.optional(Schema.Literals([0, 1]))
   }),
   cwd: Schema.optional(Schema.String)
 })

@@ -6,9 +6,9 @@
  * on a re-homed session), and the session's kernels ended when the entity leaves this
  * runner (idle time, hand-off, shutdown).
  */
-import * as Entity from "@effect/cluster/Entity"
-import type { Sharding } from "@effect/cluster/Sharding"
-import { Cause, Duration, Effect, Exit, Layer, Mailbox, Option, type Scope, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Queue, type Scope, Stream } from "effect"
+import * as Entity from "effect/cluster/Entity"
+import type { Sharding } from "effect/cluster/Sharding"
 import { EvalTool, type EvalResult } from "../services/EvalTool.ts"
 import { Settings } from "../services/Settings.ts"
 import { type ExecuteEvent, KernelSession, type SessionCallFailed, sessionCallFailed } from "./KernelSession.ts"
@@ -39,136 +39,135 @@ interface RunningCell {
 const ledgerFailure = (error: { readonly message: string }) =>
   sessionCallFailed({ _tag: "SessionLedgerUnavailable", message: `the session ledger could not be reached, so the cell did not run: ${error.message}` })
 
-const makeHandlers = (advertised: string) =>
-  Effect.gen(function*() {
-    const address = yield* Entity.CurrentAddress
-    const sessionId = address.entityId
-    const tool = yield* EvalTool
-    const ledger = yield* SessionLedger
-    const publisher = yield* ArtifactPublisher
-    const workspace = yield* RunnerWorkspace
-    const cwdFor = (requested: string | undefined) => Effect.mapError(workspace.cwdFor(sessionId, requested), sessionCallFailed)
-    let running: RunningCell | undefined
+const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
+  const address = yield* Entity.CurrentAddress
+  const sessionId = address.entityId
+  const tool = yield* EvalTool
+  const ledger = yield* SessionLedger
+  const publisher = yield* ArtifactPublisher
+  const workspace = yield* RunnerWorkspace
+  const cwdFor = (requested: string | undefined) => Effect.mapError(workspace.cwdFor(sessionId, requested), sessionCallFailed)
+  let running: RunningCell | undefined
 
-    yield* Effect.addFinalizer(() =>
-      Effect.zipRight(
-        tool.endSession(sessionId),
-        ledger.release(sessionId).pipe(Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
-      ))
+  yield* Effect.addFinalizer(() =>
+    Effect.andThen(
+      tool.endSession(sessionId),
+      ledger.release(sessionId).pipe(Effect.catch((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
+    ))
 
-    /** Copies a cell's artifacts into Postgres before its result goes back, so `artifact://` resolves anywhere. */
-    const publish = (ids: ReadonlyArray<string>) =>
-      publisher.publish(sessionId, ids).pipe(
-        Effect.tap((report) =>
-          Effect.forEach(report.skipped, (skip) => Effect.logWarning(`artifact ${skip.id} of session ${sessionId} stays on this runner: ${skip.reason}`), { discard: true })),
-        Effect.catchAll((error) => Effect.logWarning(`the artifacts of session ${sessionId} were not published: ${error.message}`))
-      )
+  /** Copies a cell's artifacts into Postgres before its result goes back, so `artifact://` resolves anywhere. */
+  const publish = (ids: ReadonlyArray<string>) =>
+    publisher.publish(sessionId, ids).pipe(
+      Effect.tap((report) =>
+        Effect.forEach(report.skipped, (skip) => Effect.logWarning(`artifact ${skip.id} of session ${sessionId} stays on this runner: ${skip.reason}`), { discard: true })),
+      Effect.catch((error) => Effect.logWarning(`the artifacts of session ${sessionId} were not published: ${error.message}`))
+    )
 
-    const finish = (callId: string, result: EvalResult | undefined) =>
-      ledger.finishExecute(sessionId, callId, keptResult(result)).pipe(
-        Effect.catchAll((error) => Effect.logWarning(`the ledger did not record the end of call ${callId}: ${error.message}`))
-      )
+  const finish = (callId: string, result: EvalResult | undefined) =>
+    ledger.finishExecute(sessionId, callId, keptResult(result)).pipe(
+      Effect.catch((error) => Effect.logWarning(`the ledger did not record the end of call ${callId}: ${error.message}`))
+    )
 
-    /**
-     * While the runner that had this very call in flight still answers (a shard moving on a
-     * rebalance or a hand-off), wait for it to finish or let go, so its result is replayed
-     * instead of calling the cell lost. Bounded by the entity termination grace.
-     */
-    const awaitHandOff = (callId: string) =>
-      Effect.gen(function*() {
-        const deadline = Date.now() + HAND_OFF_WAIT_MS
-        while (Date.now() < deadline) {
-          const owner = inflightElsewhere(yield* ledger.row(sessionId), ledger.incarnation, callId)
-          if (owner === undefined || !(yield* answersAt(owner, 1000))) return
-          yield* Effect.sleep(Duration.millis(250))
-        }
-      })
-
-    const runCell = (params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) =>
-      Effect.gen(function*() {
-        const events = yield* Mailbox.make<ExecuteEvent, SessionCallFailed>()
-        const work = tool.run(params, {
-          sessionId,
-          cwd,
-          signal: cell.controller.signal,
-          onEvent: (output) => {
-            events.unsafeOffer({ _tag: "Output", output })
-          }
-        }).pipe(
-          Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
-          Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
-          Effect.onExit((exit) =>
-            Exit.isInterrupted(exit) ? Effect.void : finish(cell.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
-          Effect.matchCauseEffect({
-            onSuccess: (result) => Effect.zipRight(events.offer({ _tag: "Result", result }), events.end),
-            onFailure: (cause) =>
-              Option.match(Cause.failureOption(cause), {
-                onSome: (error) => events.fail(sessionCallFailed(error)),
-                onNone: () => events.failCause(cause as Cause.Cause<never>)
-              })
-          }),
-          Effect.ensuring(Effect.sync(() => {
-            if (running === cell) running = undefined
-          }))
-        )
-        yield* Effect.forkScoped(work)
-        return Mailbox.toStream(events)
-      })
-
-    /** After the cwd was decided: the ledger's word on the call, then the cell (or its answer without running). */
-    const startCell = (callId: string, params: unknown, cwd: string, cell: RunningCell, release: Effect.Effect<void>) =>
-      awaitHandOff(callId).pipe(
-        Effect.zipRight(ledger.beginExecute(sessionId, callId)),
-        Effect.tapErrorCause(() => release),
-        Effect.mapError(ledgerFailure),
-        Effect.flatMap((decision) =>
-          decision._tag === "Answer"
-            ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
-            : decision._tag === "Replay"
-            ? Effect.as(release, only({ _tag: "Result", result: JSON.parse(decision.result) as EvalResult }))
-            : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
-        )
-      )
-
-    return KernelSession.of({
-      Execute: (request) =>
-        Stream.unwrapScoped(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallFailed>, SessionCallFailed, Scope.Scope> => {
-          const { callId, params } = request.payload
-          if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
-          const cell: RunningCell = { callId, controller: new AbortController() }
-          running = cell
-          const release = Effect.sync(() => {
-            if (running === cell) running = undefined
-          })
-          return cwdFor(request.payload.cwd).pipe(
-            Effect.tapErrorCause(() => release),
-            Effect.flatMap((cwd) => startCell(callId, params, cwd, cell, release))
-          )
-        })),
-      Cancel: (request) =>
-        Effect.sync(() => {
-          if (running === undefined || running.callId !== request.payload.callId) return false
-          running.controller.abort()
-          return true
-        }),
-      Reset: () => Effect.zipRight(tool.endSession(sessionId), Effect.ignoreLogged(ledger.end(sessionId))),
-      Shutdown: () => Effect.zipRight(tool.endSession(sessionId), Effect.zipRight(Effect.ignoreLogged(ledger.end(sessionId)), workspace.endSession(sessionId))),
-      Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: running?.callId ?? null }),
-      Complete: (request) =>
-        Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-          tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed))),
-      Inspect: (request) =>
-        Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-          tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed)))
-    })
+  /**
+   * While the runner that had this very call in flight still answers (a shard moving on a
+   * rebalance or a hand-off), wait for it to finish or let go, so its result is replayed
+   * instead of calling the cell lost. Bounded by the entity termination grace.
+   */
+  const awaitHandOff = Effect.fnUntraced(function*(callId: string) {
+    const deadline = Date.now() + HAND_OFF_WAIT_MS
+    while (Date.now() < deadline) {
+      const owner = inflightElsewhere(yield* ledger.row(sessionId), ledger.incarnation, callId)
+      if (owner === undefined || !(yield* answersAt(owner, 1000))) return
+      yield* Effect.sleep(Duration.millis(250))
+    }
   })
+
+  const runCell = Effect.fnUntraced(function*(params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) {
+    const events = yield* Queue.unbounded<ExecuteEvent, SessionCallFailed | Cause.Done>()
+    const work = tool.run(params, {
+      sessionId,
+      cwd,
+      signal: cell.controller.signal,
+      onEvent: (output) => {
+        Queue.offerUnsafe(events, { _tag: "Output", output })
+      }
+    }).pipe(
+      Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
+      Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
+      Effect.onExit((exit) =>
+        Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause) ? Effect.void : finish(cell.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
+      Effect.matchCauseEffect({
+        onSuccess: (result) => Effect.andThen(Queue.offer(events, { _tag: "Result", result }), Queue.end(events)),
+        onFailure: (cause) =>
+          Option.match(Cause.findErrorOption(cause), {
+            onSome: (error) => Queue.fail(events, sessionCallFailed(error)),
+            onNone: () => Queue.failCause(events, cause as Cause.Cause<never>)
+          })
+      }),
+      Effect.ensuring(Effect.sync(() => {
+        if (running === cell) running = undefined
+      }))
+    )
+    yield* Effect.forkScoped(work)
+    return Stream.fromQueue(events)
+  })
+
+  /** After the cwd was decided: the ledger's word on the call, then the cell (or its answer without running). */
+  const startCell = (callId: string, params: unknown, cwd: string, cell: RunningCell, release: Effect.Effect<void>) =>
+    awaitHandOff(callId).pipe(
+      Effect.andThen(ledger.beginExecute(sessionId, callId)),
+      Effect.tapCause(() => release),
+      Effect.mapError(ledgerFailure),
+      Effect.flatMap((decision) =>
+        decision._tag === "Answer"
+          ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
+          : decision._tag === "Replay"
+          ? Effect.as(release, only({ _tag: "Result", result: JSON.parse(decision.result) as EvalResult }))
+          : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
+      )
+    )
+
+  return KernelSession.of({
+    Execute: (request) =>
+      Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallFailed>, SessionCallFailed, Scope.Scope> => {
+        const { callId, params } = request.payload
+        if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
+        const cell: RunningCell = { callId, controller: new AbortController() }
+        running = cell
+        const release = Effect.sync(() => {
+          if (running === cell) running = undefined
+        })
+        return cwdFor(request.payload.cwd).pipe(
+          Effect.tapCause(() => release),
+          Effect.flatMap((cwd) => startCell(callId, params, cwd, cell, release))
+        )
+      })),
+    Cancel: (request) =>
+      Effect.sync(() => {
+        if (running === undefined || running.callId !== request.payload.callId) return false
+        running.controller.abort()
+        return true
+      }),
+    Reset: () => Effect.andThen(tool.endSession(sessionId), Effect.ignore(ledger.end(sessionId), { log: "Debug" })),
+    Shutdown: () => Effect.andThen(tool.endSession(sessionId), Effect.andThen(Effect.ignore(ledger.end(sessionId), { log: "Debug" }), workspace.endSession(sessionId))),
+    Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: running?.callId ?? null }),
+    Complete: (request) =>
+      Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
+        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed))),
+    Inspect: (request) =>
+      Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
+        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed)))
+  })
+})
 
 /** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
 export const kernelSessionServer = (
   advertised: string
 ): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings | RunnerWorkspace> =>
-  Layer.unwrapEffect(Effect.map(Settings, (settings) =>
-    KernelSession.toLayer(makeHandlers(advertised), {
+  Layer.unwrap(Effect.gen(function*() {
+    const settings = yield* Settings
+    return KernelSession.toLayer(makeHandlers(advertised), {
       concurrency: "unbounded",
       maxIdleTime: Duration.millis(Math.max(settings.kernel.idleTtlMs, 1000))
-    })))
+    })
+  }))

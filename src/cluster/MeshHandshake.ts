@@ -50,7 +50,7 @@ const proofMatches = (given: Uint8Array, expected: Buffer): boolean =>
  * (`extra` "keep") or fails (`extra` "refuse").
  */
 const readExactly = (conn: Net.Socket, size: number, extra: "keep" | "refuse", what: string): Effect.Effect<Buffer, MeshHandshakeFailed> =>
-  Effect.async<Buffer, MeshHandshakeFailed>((resume) => {
+  Effect.callback<Buffer, MeshHandshakeFailed>((resume) => {
     const chunks: Array<Buffer> = []
     let length = 0
     const cleanup = () => {
@@ -89,15 +89,15 @@ const readExactly = (conn: Net.Socket, size: number, extra: "keep" | "refuse", w
   })
 
 const write = (conn: Net.Socket, bytes: Uint8Array): Effect.Effect<void, MeshHandshakeFailed> =>
-  Effect.async<void, MeshHandshakeFailed>((resume) => {
+  Effect.callback<void, MeshHandshakeFailed>((resume) => {
     conn.write(bytes, (error) =>
       resume(error ? Effect.fail(new MeshHandshakeFailed({ reason: `the handshake could not be sent: ${error.message}` })) : Effect.void))
   })
 
 const bounded = <A>(effect: Effect.Effect<A, MeshHandshakeFailed>, timeoutMs: number) =>
-  Effect.timeoutFail(effect, {
+  Effect.timeoutOrElse(effect, {
     duration: timeoutMs,
-    onTimeout: () => new MeshHandshakeFailed({ reason: `the handshake did not complete within ${timeoutMs} ms` })
+    orElse: () => Effect.fail(new MeshHandshakeFailed({ reason: `the handshake did not complete within ${timeoutMs} ms` }))
   })
 
 /** The runner's side: succeeds once the peer proved the secret (and was answered with the runner's proof). */

@@ -13,7 +13,7 @@ const splitHostPort = (address: string): { readonly host: string; readonly port:
 
 /** True when something accepts a TCP connection at `address` (host:port) within `timeoutMs`. */
 export const answersAt = (address: string, timeoutMs: number): Effect.Effect<boolean> =>
-  Effect.async<boolean>((resume) => {
+  Effect.callback<boolean>((resume) => {
     const target = splitHostPort(address)
     if (target === undefined) return resume(Effect.succeed(false))
     const socket = net.connect({ host: target.host, port: target.port })

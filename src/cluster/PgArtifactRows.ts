@@ -10,8 +10,8 @@
  * Retention is the file store's (`idsToPrune`) applied to the rows of a session, plus an age
  * sweep over every session.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
 import { Data, Duration, Effect } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 import * as NodeFs from "node:fs"
 import { EXCLUSIVE_CREATE, temporaryBeside } from "../services/AtomicFile.ts"
 import { type ArtifactFileInfo, type ArtifactRetention, idsToPrune } from "../services/ArtifactStore.ts"
@@ -70,35 +70,34 @@ const localFailure = (error: unknown) =>
   error instanceof LocalFileProblem ? error : new LocalFileProblem({ reason: error instanceof Error ? error.message : String(error) })
 
 /** Inserts the artifact file `file` as `id` of `sessionId`, unless that id is there already or the file is over `maxBytes`. */
-export const insertArtifact = (sessionId: string, id: string, file: string, maxBytes: number) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return yield* Effect.acquireUseRelease(
-      Effect.tryPromise({ try: () => openOwn(file), catch: localFailure }),
-      (handle) =>
-        Effect.gen(function*() {
-          const stats = yield* Effect.tryPromise({ try: () => handle.stat(), catch: localFailure })
-          if (stats.size > maxBytes) return { tooLarge: stats.size } satisfies Inserted
-          return yield* sql.withTransaction(Effect.gen(function*() {
-            const added = yield* sql`INSERT INTO veyyon_artifact (session_id, id, size, mtime_ms) VALUES (${sessionId}, ${id}, ${stats.size}, ${stats.mtimeMs})
-              ON CONFLICT (session_id, id) DO NOTHING RETURNING id`
-            if (added.length === 0) return "already-there" as const
-            const buffer = Buffer.allocUnsafe(ARTIFACT_CHUNK_BYTES)
-            let total = 0
-            for (let seq = 0;; seq++) {
-              const { bytesRead } = yield* Effect.tryPromise({ try: () => handle.read(buffer, 0, buffer.length, total), catch: localFailure })
-              if (bytesRead === 0) break
-              total += bytesRead
-              if (total > maxBytes) return yield* Effect.fail(new LocalFileProblem({ reason: `it grew past ${maxBytes} bytes while it was copied` }))
-              yield* sql`INSERT INTO veyyon_artifact_chunk (session_id, id, seq, data) VALUES (${sessionId}, ${id}, ${seq}, ${new Uint8Array(buffer.subarray(0, bytesRead))})`
-            }
-            if (total !== stats.size) yield* sql`UPDATE veyyon_artifact SET size = ${total} WHERE session_id = ${sessionId} AND id = ${id}`
-            return "inserted" as const
-          }))
-        }),
-      (handle) => Effect.promise(() => handle.close().catch(() => undefined))
-    )
-  })
+export const insertArtifact = Effect.fnUntraced(function*(sessionId: string, id: string, file: string, maxBytes: number) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* Effect.acquireUseRelease(
+    Effect.tryPromise({ try: () => openOwn(file), catch: localFailure }),
+    (handle) =>
+      Effect.gen(function*() {
+        const stats = yield* Effect.tryPromise({ try: () => handle.stat(), catch: localFailure })
+        if (stats.size > maxBytes) return { tooLarge: stats.size } satisfies Inserted
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          const added = yield* sql`INSERT INTO veyyon_artifact (session_id, id, size, mtime_ms) VALUES (${sessionId}, ${id}, ${stats.size}, ${stats.mtimeMs})
+            ON CONFLICT (session_id, id) DO NOTHING RETURNING id`
+          if (added.length === 0) return "already-there" as const
+          const buffer = Buffer.allocUnsafe(ARTIFACT_CHUNK_BYTES)
+          let total = 0
+          for (let seq = 0;; seq++) {
+            const { bytesRead } = yield* Effect.tryPromise({ try: () => handle.read(buffer, 0, buffer.length, total), catch: localFailure })
+            if (bytesRead === 0) break
+            total += bytesRead
+            if (total > maxBytes) return yield* Effect.fail(new LocalFileProblem({ reason: `it grew past ${maxBytes} bytes while it was copied` }))
+            yield* sql`INSERT INTO veyyon_artifact_chunk (session_id, id, seq, data) VALUES (${sessionId}, ${id}, ${seq}, ${new Uint8Array(buffer.subarray(0, bytesRead))})`
+          }
+          if (total !== stats.size) yield* sql`UPDATE veyyon_artifact SET size = ${total} WHERE session_id = ${sessionId} AND id = ${id}`
+          return "inserted" as const
+        }))
+      }),
+    (handle) => Effect.promise(() => handle.close().catch(() => undefined))
+  )
+})
 
 /** The artifacts of a session in Postgres, as retention sees them. */
 export const sessionRows = (sessionId: string) =>
@@ -119,45 +118,43 @@ export const existingIds = (sessionId: string, ids: ReadonlyArray<string>) =>
  * Copies artifact `id` of `sessionId` to the file `target` (a private temp file beside it,
  * renamed into place); false when Postgres has no such artifact.
  */
-export const fetchArtifact = (sessionId: string, id: string, target: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return yield* sql.withTransaction(Effect.gen(function*() {
-      yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
-      const rows = yield* sql<{ readonly size: number }>`SELECT size::float8 AS size FROM veyyon_artifact WHERE session_id = ${sessionId} AND id = ${id}`
-      const size = rows[0]?.size
-      if (size === undefined) return false
-      const temporary = temporaryBeside(target)
-      return yield* Effect.acquireUseRelease(
-        Effect.tryPromise({ try: () => NodeFs.promises.open(temporary, EXCLUSIVE_CREATE, PRIVATE_FILE_MODE), catch: localFailure }),
-        (handle) =>
-          Effect.gen(function*() {
-            let total = 0
-            for (let seq = 0; total < size; seq++) {
-              const chunk = yield* sql<{ readonly data: Uint8Array }>`SELECT data FROM veyyon_artifact_chunk WHERE session_id = ${sessionId} AND id = ${id} AND seq = ${seq}`
-              const data = chunk[0]?.data
-              if (data === undefined || data.length === 0) return yield* Effect.fail(new LocalFileProblem({ reason: `its chunk ${seq} is missing in the database` }))
-              yield* Effect.tryPromise({ try: () => handle.write(data), catch: localFailure })
-              total += data.length
-            }
-            if (total !== size) return yield* Effect.fail(new LocalFileProblem({ reason: `the database holds ${total} bytes of it, not ${size}` }))
-            yield* Effect.tryPromise({ try: () => handle.close(), catch: localFailure })
-            yield* Effect.tryPromise({ try: () => NodeFs.promises.rename(temporary, target), catch: localFailure })
-            return true
-          }),
-        (handle) => Effect.promise(() => handle.close().catch(() => undefined).then(() => NodeFs.promises.rm(temporary, { force: true })))
-      )
-    }))
-  })
+export const fetchArtifact = Effect.fnUntraced(function*(sessionId: string, id: string, target: string) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+    const rows = yield* sql<{ readonly size: number }>`SELECT size::float8 AS size FROM veyyon_artifact WHERE session_id = ${sessionId} AND id = ${id}`
+    const size = rows[0]?.size
+    if (size === undefined) return false
+    const temporary = temporaryBeside(target)
+    return yield* Effect.acquireUseRelease(
+      Effect.tryPromise({ try: () => NodeFs.promises.open(temporary, EXCLUSIVE_CREATE, PRIVATE_FILE_MODE), catch: localFailure }),
+      (handle) =>
+        Effect.gen(function*() {
+          let total = 0
+          for (let seq = 0; total < size; seq++) {
+            const chunk = yield* sql<{ readonly data: Uint8Array }>`SELECT data FROM veyyon_artifact_chunk WHERE session_id = ${sessionId} AND id = ${id} AND seq = ${seq}`
+            const data = chunk[0]?.data
+            if (data === undefined || data.length === 0) return yield* Effect.fail(new LocalFileProblem({ reason: `its chunk ${seq} is missing in the database` }))
+            yield* Effect.tryPromise({ try: () => handle.write(data), catch: localFailure })
+            total += data.length
+          }
+          if (total !== size) return yield* Effect.fail(new LocalFileProblem({ reason: `the database holds ${total} bytes of it, not ${size}` }))
+          yield* Effect.tryPromise({ try: () => handle.close(), catch: localFailure })
+          yield* Effect.tryPromise({ try: () => NodeFs.promises.rename(temporary, target), catch: localFailure })
+          return true
+        }),
+      (handle) => Effect.promise(() => handle.close().catch(() => undefined).then(() => NodeFs.promises.rm(temporary, { force: true })))
+    )
+  }))
+})
 
 /** Applies `retention` to session `sessionId`'s artifacts in Postgres at `now`; the ids removed. */
-export const pruneSessionRows = (sessionId: string, retention: ArtifactRetention, now: number) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const doomed = idsToPrune(yield* sessionRows(sessionId), retention, now)
-    if (doomed.length > 0) yield* sql`DELETE FROM veyyon_artifact WHERE session_id = ${sessionId} AND ${sql.in("id", doomed)}`
-    return doomed
-  })
+export const pruneSessionRows = Effect.fnUntraced(function*(sessionId: string, retention: ArtifactRetention, now: number) {
+  const sql = yield* SqlClient.SqlClient
+  const doomed = idsToPrune(yield* sessionRows(sessionId), retention, now)
+  if (doomed.length > 0) yield* sql`DELETE FROM veyyon_artifact WHERE session_id = ${sessionId} AND ${sql.in("id", doomed)}`
+  return doomed
+})
 
 /** Removes every session's artifacts older than the age limit at `now`; how many went. */
 export const sweepOldRows = (retention: ArtifactRetention, now: number) =>

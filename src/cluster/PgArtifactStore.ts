@@ -11,10 +11,9 @@
  * today; `prune` applies it to the session's rows in Postgres too, and opening the layer
  * removes every session's artifacts in Postgres past the age limit.
  */
-import type { SqlError } from "@effect/sql"
-import { SqlClient } from "@effect/sql"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Clock, Duration, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 import {
   type ArtifactDirUnavailable,
   type ArtifactEntry,
@@ -41,27 +40,26 @@ const sessionStore = (
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => Effect.provideService(effect, SqlClient.SqlClient, sql)
 
   /** Copies `id` from Postgres into the local directory; fails with ArtifactNotFound when Postgres has none. */
-  const fetch = (id: string) =>
-    Effect.gen(function*() {
-      const target = yield* local.path(id)
-      const found = yield* withSql(fetchArtifact(sessionId, id, target)).pipe(
-        Effect.timeoutFail({
-          duration: ARTIFACT_TRANSFER_TIMEOUT,
-          onTimeout: () => new LocalFileProblem({ reason: `the cluster's artifact store (Postgres) did not answer within ${Duration.format(ARTIFACT_TRANSFER_TIMEOUT)}` })
-        }),
-        Effect.mapError((error) =>
-          new ArtifactReadFailed({
-            id,
-            path: target,
-            reason: error._tag === "LocalFileProblem" ? error.reason : `the cluster's artifact store (Postgres) failed: ${sqlProblem(error)}`
-          })
-        )
+  const fetch = Effect.fnUntraced(function*(id: string) {
+    const target = yield* local.path(id)
+    const found = yield* withSql(fetchArtifact(sessionId, id, target)).pipe(
+      Effect.timeoutOrElse({
+        duration: ARTIFACT_TRANSFER_TIMEOUT,
+        orElse: () => Effect.fail(new LocalFileProblem({ reason: `the cluster's artifact store (Postgres) did not answer within ${Duration.format(ARTIFACT_TRANSFER_TIMEOUT)}` }))
+      }),
+      Effect.mapError((error) =>
+        new ArtifactReadFailed({
+          id,
+          path: target,
+          reason: error._tag === "LocalFileProblem" ? error.reason : `the cluster's artifact store (Postgres) failed: ${sqlProblem(error)}`
+        })
       )
-      if (!found) return yield* new ArtifactNotFound({ id, dir: local.dir })
-    })
+    )
+    if (!found) return yield* new ArtifactNotFound({ id, dir: local.dir })
+  })
 
   const readBytes = (id: string) =>
-    local.readBytes(id).pipe(Effect.catchTag("ArtifactNotFound", () => Effect.zipRight(fetch(id), local.readBytes(id))))
+    local.readBytes(id).pipe(Effect.catchTag("ArtifactNotFound", () => Effect.andThen(fetch(id), local.readBytes(id))))
 
   const list = Effect.gen(function*() {
     const here = yield* local.list
@@ -76,7 +74,7 @@ const sessionStore = (
   const prune = Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     yield* withSql(pruneSessionRows(sessionId, retention, now)).pipe(
-      Effect.catchAll((error) => Effect.logWarning(`could not prune session ${sessionId}'s artifacts in Postgres: ${sqlProblem(error)}`))
+      Effect.catch((error) => Effect.logWarning(`could not prune session ${sessionId}'s artifacts in Postgres: ${sqlProblem(error)}`))
     )
     return yield* local.prune
   })
@@ -89,7 +87,7 @@ const sessionStore = (
       local.resolve(uri).pipe(Effect.catchTag("ArtifactNotFound", (missing) =>
         fetch(missing.id).pipe(
           Effect.catchTag("ArtifactReadFailed", () => Effect.fail(missing)),
-          Effect.zipRight(local.resolve(uri))
+          Effect.andThen(local.resolve(uri))
         ))),
     list,
     forSession: (nested) => Effect.map(local.forSession(nested), (store) => sessionStore(sql, store, nested, retention)),

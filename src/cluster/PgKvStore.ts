@@ -19,8 +19,8 @@
  * operation fails after `KV_OPERATION_TIMEOUT` with a `KvWriteFailed`/`KvReadFailed` that
  * says so, instead of holding the cell while the database is unreachable.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
 import { Duration, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 import {
   answerKvCall,
   checkedKvKey,
@@ -60,8 +60,8 @@ const failed = (name: "KvWriteFailed" | "KvReadFailed") => (error: SqlError.SqlE
 
 /** How long the store waits; the defaults are `KV_LOCK_TIMEOUT` and `KV_OPERATION_TIMEOUT`. */
 export interface PgKvStoreOptions {
-  readonly lockTimeout?: Duration.DurationInput
-  readonly operationTimeout?: Duration.DurationInput
+  readonly lockTimeout?: Duration.Input
+  readonly operationTimeout?: Duration.Input
 }
 
 const checkedSpace = (sessionId: string): Effect.Effect<string, KvRefused> => {
@@ -70,26 +70,25 @@ const checkedSpace = (sessionId: string): Effect.Effect<string, KvRefused> => {
 }
 
 /** Builds the store on the `SqlClient` in context, creating its tables when they are missing. */
-export const makePgKvStore = (options: PgKvStoreOptions = {}): Effect.Effect<KvStoreService, SqlError.SqlError, SqlClient.SqlClient> => Effect.gen(function*() {
+export const makePgKvStore: (options?: PgKvStoreOptions) => Effect.Effect<KvStoreService, SqlError.SqlError, SqlClient.SqlClient> = Effect.fnUntraced(function*(options: PgKvStoreOptions = {}) {
   const sql = yield* SqlClient.SqlClient
   yield* ensureSchema(SCHEMA)
-  const lockTimeout = `${Duration.toMillis(Duration.decode(options.lockTimeout ?? KV_LOCK_TIMEOUT))}ms`
-  const operationTimeout = Duration.decode(options.operationTimeout ?? KV_OPERATION_TIMEOUT)
+  const lockTimeout = `${Duration.toMillis(Duration.fromInputUnsafe(options.lockTimeout ?? KV_LOCK_TIMEOUT))}ms`
+  const operationTimeout = Duration.fromInputUnsafe(options.operationTimeout ?? KV_OPERATION_TIMEOUT)
 
   const bounded = (name: "KvWriteFailed" | "KvReadFailed") => <A>(effect: Effect.Effect<A, KvRefused>): Effect.Effect<A, KvRefused> =>
-    Effect.timeoutFail(effect, {
+    Effect.timeoutOrElse(effect, {
       duration: operationTimeout,
-      onTimeout: () => new KvRefused({ name, reason: `the cluster's kv store (Postgres) did not answer within ${Duration.format(operationTimeout)}` })
+      orElse: () => Effect.fail(new KvRefused({ name, reason: `the cluster's kv store (Postgres) did not answer within ${Duration.format(operationTimeout)}` }))
     })
 
   /** Locks the session's usage row (creating it) and answers its bytes; only inside a transaction. */
-  const lockUsage = (space: string) =>
-    Effect.gen(function*() {
-      yield* sql`SELECT set_config('lock_timeout', ${lockTimeout}, true)`
-      yield* sql`INSERT INTO veyyon_kv_usage (session_id, bytes) VALUES (${space}, 0) ON CONFLICT (session_id) DO NOTHING`
-      const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space} FOR UPDATE`
-      return rows[0]?.bytes ?? 0
-    })
+  const lockUsage = Effect.fnUntraced(function*(space: string) {
+    yield* sql`SELECT set_config('lock_timeout', ${lockTimeout}, true)`
+    yield* sql`INSERT INTO veyyon_kv_usage (session_id, bytes) VALUES (${space}, 0) ON CONFLICT (session_id) DO NOTHING`
+    const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space} FOR UPDATE`
+    return rows[0]?.bytes ?? 0
+  })
 
   const storedBytes = (space: string, key: string) =>
     Effect.map(
@@ -97,64 +96,59 @@ export const makePgKvStore = (options: PgKvStoreOptions = {}): Effect.Effect<KvS
       (rows) => rows[0]?.bytes ?? 0
     )
 
-  const set = (sessionId: string, key: string, valueJson: string) =>
-    Effect.gen(function*() {
-      const space = yield* checkedSpace(sessionId)
-      const valid = yield* checkedKvKey(key)
-      const value = validKvValue(valid, valueJson)
-      if (value instanceof KvRefused) return yield* value
-      const bytes = kvEntryBytes(valid, value).length
-      yield* sql.withTransaction(Effect.gen(function*() {
-        const used = yield* lockUsage(space)
-        const old = yield* storedBytes(space, valid)
-        if (used - old + bytes > KV_STORE_MAX) return yield* kvStoreFull(used - old, bytes)
-        yield* sql`INSERT INTO veyyon_kv (session_id, key, value, bytes) VALUES (${space}, ${valid}, ${value}, ${bytes})
-          ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, bytes = excluded.bytes`
-        yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes + ${bytes - old} WHERE session_id = ${space}`
-      })).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed("KvWriteFailed")(error))))
-    }).pipe(bounded("KvWriteFailed"))
+  const set = Effect.fnUntraced(function*(sessionId: string, key: string, valueJson: string) {
+    const space = yield* checkedSpace(sessionId)
+    const valid = yield* checkedKvKey(key)
+    const value = validKvValue(valid, valueJson)
+    if (value instanceof KvRefused) return yield* value
+    const bytes = kvEntryBytes(valid, value).length
+    yield* sql.withTransaction(Effect.gen(function*() {
+      const used = yield* lockUsage(space)
+      const old = yield* storedBytes(space, valid)
+      if (used - old + bytes > KV_STORE_MAX) return yield* kvStoreFull(used - old, bytes)
+      yield* sql`INSERT INTO veyyon_kv (session_id, key, value, bytes) VALUES (${space}, ${valid}, ${value}, ${bytes})
+        ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, bytes = excluded.bytes`
+      yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes + ${bytes - old} WHERE session_id = ${space}`
+    })).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed("KvWriteFailed")(error))))
+  }, bounded("KvWriteFailed"))
 
-  const remove = (sessionId: string, key: string) =>
-    Effect.gen(function*() {
-      const space = yield* checkedSpace(sessionId)
-      const valid = yield* checkedKvKey(key)
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* lockUsage(space)
-        const removed = yield* sql<{ readonly bytes: number }>`DELETE FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid} RETURNING bytes`
-        const bytes = removed[0]?.bytes
-        if (bytes === undefined) return false
-        yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes - ${bytes} WHERE session_id = ${space}`
-        return true
-      })).pipe(Effect.mapError(failed("KvWriteFailed")))
-    }).pipe(bounded("KvWriteFailed"))
+  const remove = Effect.fnUntraced(function*(sessionId: string, key: string) {
+    const space = yield* checkedSpace(sessionId)
+    const valid = yield* checkedKvKey(key)
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      yield* lockUsage(space)
+      const removed = yield* sql<{ readonly bytes: number }>`DELETE FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid} RETURNING bytes`
+      const bytes = removed[0]?.bytes
+      if (bytes === undefined) return false
+      yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes - ${bytes} WHERE session_id = ${space}`
+      return true
+    })).pipe(Effect.mapError(failed("KvWriteFailed")))
+  }, bounded("KvWriteFailed"))
 
-  const get = (sessionId: string, key: string) =>
-    Effect.gen(function*() {
-      const space = yield* checkedSpace(sessionId)
-      const valid = yield* checkedKvKey(key)
-      const rows = yield* sql<{ readonly value: string }>`SELECT value FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid}`.pipe(
-        Effect.mapError(failed("KvReadFailed"))
-      )
-      return rows[0]?.value
-    }).pipe(bounded("KvReadFailed"))
+  const get = Effect.fnUntraced(function*(sessionId: string, key: string) {
+    const space = yield* checkedSpace(sessionId)
+    const valid = yield* checkedKvKey(key)
+    const rows = yield* sql<{ readonly value: string }>`SELECT value FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid}`.pipe(
+      Effect.mapError(failed("KvReadFailed"))
+    )
+    return rows[0]?.value
+  }, bounded("KvReadFailed"))
 
-  const list = (sessionId: string) =>
-    Effect.gen(function*() {
-      const space = yield* checkedSpace(sessionId)
-      const rows = yield* sql<{ readonly key: string }>`SELECT key FROM veyyon_kv WHERE session_id = ${space}`.pipe(
-        Effect.mapError(failed("KvReadFailed"))
-      )
-      return rows.map((row) => row.key).sort(compareCodePoints)
-    }).pipe(bounded("KvReadFailed"))
+  const list = Effect.fnUntraced(function*(sessionId: string) {
+    const space = yield* checkedSpace(sessionId)
+    const rows = yield* sql<{ readonly key: string }>`SELECT key FROM veyyon_kv WHERE session_id = ${space}`.pipe(
+      Effect.mapError(failed("KvReadFailed"))
+    )
+    return rows.map((row) => row.key).sort(compareCodePoints)
+  }, bounded("KvReadFailed"))
 
-  const size = (sessionId: string) =>
-    Effect.gen(function*() {
-      const space = yield* checkedSpace(sessionId)
-      const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space}`.pipe(
-        Effect.mapError(failed("KvReadFailed"))
-      )
-      return rows[0]?.bytes ?? 0
-    }).pipe(bounded("KvReadFailed"))
+  const size = Effect.fnUntraced(function*(sessionId: string) {
+    const space = yield* checkedSpace(sessionId)
+    const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space}`.pipe(
+      Effect.mapError(failed("KvReadFailed"))
+    )
+    return rows[0]?.bytes ?? 0
+  }, bounded("KvReadFailed"))
 
   const operations = { set, get, list, delete: remove }
   const service: KvStoreService = {

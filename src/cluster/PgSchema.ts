@@ -4,8 +4,8 @@
  * scoped advisory lock, so runners and clients starting at once against an empty database
  * do not race each other's `CREATE TABLE`.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
 
 /** The longest session id (UTF-8 bytes) the cluster's stores keep data for; Postgres indexes cap a key's size. */
 export const SESSION_ID_MAX = 1024
@@ -29,7 +29,7 @@ export const ensureSchema = (statements: ReadonlyArray<string>): Effect.Effect<v
 
 /** What a database failure says, for an error a cell or a caller reads. */
 export const sqlProblem = (error: SqlError.SqlError): string => {
-  const cause = error.cause as { readonly message?: unknown } | undefined
+  const cause = error.reason.cause as { readonly message?: unknown } | undefined
   const detail = typeof cause?.message === "string" ? cause.message : undefined
   return detail === undefined || detail === error.message ? error.message : `${error.message}: ${detail}`
 }

@@ -4,10 +4,10 @@
  * ledger under a random incarnation id, its kernels in the directories its workspace decides; kv in Postgres, each cell's artifacts published there. Closing its scope hands the shards off (the
  * sessions' kernels end here; their next cells run elsewhere with a notice).
  */
-import type { Sharding } from "@effect/cluster/Sharding"
-import type { SocketServerError } from "@effect/platform/SocketServer"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
+import type { Sharding } from "effect/cluster/Sharding"
+import type { SocketServerError } from "effect/socket/SocketServer"
+import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
 import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
 import type { ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
@@ -32,12 +32,9 @@ export interface RunnerLayerOptions extends EvalLayerOptions {
 /** A runner of the cluster `cluster` describes, running kernels with the eval layer `options` builds. */
 export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOptions = {}): Layer.Layer<Sharding | KernelRegistry, RunnerLayerError> => {
   const workspaceSettings = options.workspace !== undefined
-    ? Either.right(options.workspace)
+    ? Result.succeed(options.workspace)
     : resolveWorkspaceSettings(options.env === false ? {} : options.env ?? process.env)
-  const workspace = Layer.unwrapEffect(Either.match(workspaceSettings, {
-    onLeft: Effect.fail,
-    onRight: (settings) => Effect.succeed(RunnerWorkspace.layer(settings))
-  }))
+  const workspace = Layer.unwrap(Effect.map(Effect.fromResult(workspaceSettings), RunnerWorkspace.layer))
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)
   const ledger = SessionLedger.layer(randomUUID(), advertised)

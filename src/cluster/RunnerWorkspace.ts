@@ -7,7 +7,7 @@
  * default) and is refused with `InvalidCwd` otherwise. The root `/` and system
  * directories cannot be allowed.
  */
-import { Context, Data, Effect, Either, Layer } from "effect"
+import { Context, Data, Effect, Layer, Result } from "effect"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { InvalidCwd, normalizeCwd } from "../services/KernelRegistry.ts"
@@ -44,27 +44,27 @@ const forbidden = (dir: string): boolean => FORBIDDEN_ROOTS.some((system) => (sy
 /** The workspace settings from `VEYYON_RUNNER_WORKSPACE` and `VEYYON_RUNNER_ALLOWED_ROOTS` of `env` (each allowed root must exist). */
 export const resolveWorkspaceSettings = (
   env: Readonly<Record<string, string | undefined>>
-): Either.Either<RunnerWorkspaceSettings, InvalidWorkspaceSettings> =>
-  Either.gen(function*() {
+): Result.Result<RunnerWorkspaceSettings, InvalidWorkspaceSettings> =>
+  Result.gen(function*() {
     const rootRaw = env[WORKSPACE_ENV]?.trim()
     if (rootRaw !== undefined && rootRaw !== "" && !path.isAbsolute(rootRaw)) {
-      return yield* Either.left(new InvalidWorkspaceSettings({ problem: `${WORKSPACE_ENV} must be an absolute path, got ${JSON.stringify(rootRaw)}` }))
+      return yield* Result.fail(new InvalidWorkspaceSettings({ problem: `${WORKSPACE_ENV} must be an absolute path, got ${JSON.stringify(rootRaw)}` }))
     }
     const root = rootRaw === undefined || rootRaw === "" ? defaultWorkspaceRoot("runner") : path.resolve(rootRaw)
     const allowedRoots: Array<string> = []
     for (const entry of (env[ALLOWED_ROOTS_ENV] ?? "").split(":").map((part) => part.trim()).filter((part) => part !== "")) {
       if (!path.isAbsolute(entry)) {
-        return yield* Either.left(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${JSON.stringify(entry)} is not an absolute path` }))
+        return yield* Result.fail(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${JSON.stringify(entry)} is not an absolute path` }))
       }
       let real: string
       try {
         real = NodeFs.realpathSync(entry)
         if (!NodeFs.statSync(real).isDirectory()) throw new Error("it is not a directory")
       } catch (error) {
-        return yield* Either.left(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${entry} cannot be used (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }))
+        return yield* Result.fail(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${entry} cannot be used (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }))
       }
       if (forbidden(real)) {
-        return yield* Either.left(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${entry} is the root or a system directory, which clients may never use as a cwd` }))
+        return yield* Result.fail(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${entry} is the root or a system directory, which clients may never use as a cwd` }))
       }
       allowedRoots.push(real)
     }
@@ -81,7 +81,7 @@ export interface RunnerWorkspaceService {
 }
 
 /** Where a runner's kernels live. */
-export class RunnerWorkspace extends Context.Tag("veyyon/RunnerWorkspace")<RunnerWorkspace, RunnerWorkspaceService>() {
+export class RunnerWorkspace extends Context.Service<RunnerWorkspace, RunnerWorkspaceService>()("veyyon/RunnerWorkspace") {
   /** The service for resolved settings. */
   static make = (settings: RunnerWorkspaceSettings): RunnerWorkspaceService => {
     const sessions: SessionWorkspace = makeSessionWorkspace(settings.root)

@@ -8,9 +8,9 @@
  * Every call is bounded (`LEDGER_CALL_TIMEOUT`): a stuck database makes a cell fail to
  * start with a clear error, never hang.
  */
-import { SqlClient } from "@effect/sql"
-import { SqlError } from "@effect/sql/SqlError"
 import { Context, Duration, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { decideExecute, endedRow, finishedRow, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
@@ -23,7 +23,7 @@ export const LEDGER_CALL_TIMEOUT = Duration.seconds(30)
 /** How a ledger bounds its calls. */
 export interface SessionLedgerOptions {
   /** The longest one call may take (default `LEDGER_CALL_TIMEOUT`). */
-  readonly callTimeout?: Duration.DurationInput
+  readonly callTimeout?: Duration.Input
 }
 
 /** The ledger's table. */
@@ -83,56 +83,58 @@ export interface SessionLedgerService {
 }
 
 /** The ledger service. */
-export class SessionLedger extends Context.Tag("veyyon-eval/SessionLedger")<SessionLedger, SessionLedgerService>() {
+export class SessionLedger extends Context.Service<SessionLedger, SessionLedgerService>()("veyyon-eval/SessionLedger") {
   /** The ledger for runner incarnation `incarnation` advertised at `address`; creates the table if missing. */
   static layer(incarnation: string, address: string, options: SessionLedgerOptions = {}): Layer.Layer<SessionLedger, SqlError, SqlClient.SqlClient> {
     return Layer.effect(SessionLedger, makeLedger(incarnation, address, options))
   }
 }
 
-const makeLedger = (incarnation: string, address: string, options: SessionLedgerOptions) =>
-  Effect.gen(function*() {
-    const callTimeout = Duration.decode(options.callTimeout ?? LEDGER_CALL_TIMEOUT)
-    const sql = yield* SqlClient.SqlClient
-    yield* ensureSchema([SCHEMA])
-    const read = (sessionId: string, lock: boolean) =>
-      Effect.map(
-        lock
-          ? sql<DbRow>`SELECT * FROM ${sql(LEDGER_TABLE)} WHERE session_id = ${sessionId} FOR UPDATE`
-          : sql<DbRow>`SELECT * FROM ${sql(LEDGER_TABLE)} WHERE session_id = ${sessionId}`,
-        (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!))
-      )
-    const write = (row: LedgerRow) =>
-      sql`INSERT INTO ${sql(LEDGER_TABLE)} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, updated_at)
-        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, now())
-        ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
-          generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
-          done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended, updated_at = now()`
-    const update = <A>(sessionId: string, step: (row: LedgerRow | undefined) => { readonly next: LedgerRow | undefined; readonly value: A }) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const found = yield* read(sessionId, true)
-        const { next, value } = step(found)
-        if (next !== undefined && next !== found) yield* write(next)
-        return value
-      })).pipe(
-        Effect.timeoutFail({
-          duration: callTimeout,
-          onTimeout: () => new SqlError({ message: `the session ledger (Postgres) did not answer within ${Duration.format(callTimeout)}` })
-        })
-      )
-    return {
-      incarnation,
-      beginExecute: (sessionId, callId) =>
-        update(sessionId, (row) => {
-          const decision = decideExecute(row, sessionId, incarnation, address, callId)
-          return { next: decision.next, value: decision }
-        }),
-      finishExecute: (sessionId, callId, result) =>
-        update(sessionId, (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId, result), value: undefined })),
-      release: (sessionId) =>
-        update(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined })),
-      end: (sessionId) =>
-        update(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined })),
-      row: (sessionId) => read(sessionId, false)
-    } satisfies SessionLedgerService
-  })
+const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: string, options: SessionLedgerOptions) {
+  const callTimeout = Duration.fromInputUnsafe(options.callTimeout ?? LEDGER_CALL_TIMEOUT)
+  const sql = yield* SqlClient.SqlClient
+  yield* ensureSchema([SCHEMA])
+  const read = (sessionId: string, lock: boolean) =>
+    Effect.map(
+      lock
+        ? sql<DbRow>`SELECT * FROM ${sql(LEDGER_TABLE)} WHERE session_id = ${sessionId} FOR UPDATE`
+        : sql<DbRow>`SELECT * FROM ${sql(LEDGER_TABLE)} WHERE session_id = ${sessionId}`,
+      (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!))
+    )
+  const write = (row: LedgerRow) =>
+    sql`INSERT INTO ${sql(LEDGER_TABLE)} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, updated_at)
+      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, now())
+      ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
+        generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
+        done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended, updated_at = now()`
+  const update = <A>(sessionId: string, step: (row: LedgerRow | undefined) => { readonly next: LedgerRow | undefined; readonly value: A }) =>
+    sql.withTransaction(Effect.gen(function*() {
+      const found = yield* read(sessionId, true)
+      const { next, value } = step(found)
+      if (next !== undefined && next !== found) yield* write(next)
+      return value
+    })).pipe(
+      Effect.timeoutOrElse({
+        duration: callTimeout,
+        orElse: () => {
+          const message = `the session ledger (Postgres) did not answer within ${Duration.format(callTimeout)}`
+          return Effect.fail(new SqlError({ reason: new UnknownError({ cause: new Error(message), message, operation: "ledger" }) }))
+        }
+      })
+    )
+  return {
+    incarnation,
+    beginExecute: (sessionId, callId) =>
+      update(sessionId, (row) => {
+        const decision = decideExecute(row, sessionId, incarnation, address, callId)
+        return { next: decision.next, value: decision }
+      }),
+    finishExecute: (sessionId, callId, result) =>
+      update(sessionId, (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId, result), value: undefined })),
+    release: (sessionId) =>
+      update(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined })),
+    end: (sessionId) =>
+      update(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined })),
+    row: (sessionId) => read(sessionId, false)
+  } satisfies SessionLedgerService
+})

@@ -8,7 +8,7 @@
  * clock (a `TestClock`) it is a fiber sleeping on that clock. Neither is tied to a scope,
  * so a cell starts and stops its watchdog without a finalizer.
  */
-import { Clock, Deferred, Duration, Effect, Exit, type Fiber, FiberId, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, type Fiber, type Scope } from "effect"
 import * as WatchdogBudget from "./WatchdogBudget.ts"
 
 /** A running watchdog for one cell. */
@@ -51,15 +51,15 @@ const hostWindow = (millis: number, ring: Effect.Effect<void>): Window => {
 }
 
 const fiberWindow = (window: Duration.Duration, ring: Effect.Effect<void>): Window => {
-  let fiber: Fiber.RuntimeFiber<void> | undefined
+  let fiber: Fiber.Fiber<void> | undefined
   return {
-    arm: Effect.map(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(window), ring))), (started) => {
+    arm: Effect.map(Effect.forkDetach(Effect.interruptible(Effect.andThen(Effect.sleep(window), ring))), (started) => {
       fiber = started
     }),
     disarm: Effect.sync(() => {
       const running = fiber
       fiber = undefined
-      running?.unsafeInterruptAsFork(FiberId.none)
+      running?.interruptUnsafe()
     })
   }
 }
@@ -70,15 +70,15 @@ const fiberWindow = (window: Duration.Duration, ring: Effect.Effect<void>): Wind
  * fibers cannot interleave inside them.
  */
 export const start = (
-  budget: Duration.DurationInput,
+  budget: Duration.Input,
   onExpire: Effect.Effect<void> = Effect.void
 ): Effect.Effect<CellWatchdog> =>
   Clock.clockWith((clock) => {
-    const window = Duration.decode(budget)
-    const expired = Deferred.unsafeMake<void>(FiberId.none)
+    const window = Duration.fromInputUnsafe(budget)
+    const expired = Deferred.makeUnsafe<void>()
     let stopped = false
     let state = WatchdogBudget.running
-    const ring = Effect.suspend(() => (stopped ? Effect.void : Effect.zipRight(Deferred.done(expired, Exit.void), onExpire)))
+    const ring = Effect.suspend(() => (stopped ? Effect.void : Effect.andThen(Deferred.done(expired, Exit.void), onExpire)))
     const { arm, disarm } = clock === liveClock ? hostWindow(Duration.toMillis(window), ring) : fiberWindow(window, ring)
     const apply = (step: WatchdogBudget.BudgetStep) =>
       Effect.suspend(() => {
@@ -101,7 +101,7 @@ export const start = (
 
 /** `start`, stopped when the scope closes. */
 export const make = (
-  budget: Duration.DurationInput,
+  budget: Duration.Input,
   onExpire: Effect.Effect<void> = Effect.void
 ): Effect.Effect<CellWatchdog, never, Scope.Scope> =>
   Effect.acquireRelease(start(budget, onExpire), (watchdog) => watchdog.stop)

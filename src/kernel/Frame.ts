@@ -5,11 +5,11 @@
  * Host -> runner: execute requests, the exit request, bridge results, complete and inspect requests.
  * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
  */
-import { Either, type ParseResult, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { decodeStreamLine } from "./StreamLine.ts"
 
 /** A MIME bundle: MIME type -> value (strings, base64 for binary types, JSON for `application/json`). */
-export const MimeBundle = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const MimeBundle = Schema.Record(Schema.String, Schema.Unknown)
 /** A MIME bundle as decoded. */
 export type MimeBundle = typeof MimeBundle.Type
 
@@ -23,7 +23,7 @@ export class ExecuteRequestFrame extends Schema.Class<ExecuteRequestFrame>("Exec
   silent: Schema.Boolean,
   storeHistory: Schema.Boolean,
   cwd: Schema.optional(Schema.String),
-  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.String) }))
+  env: Schema.optional(Schema.Record(Schema.String, Schema.NullOr(Schema.String)))
 }) {}
 
 /** Host -> runner: end the input; the requests read before it are answered, then the process exits with status 0. */
@@ -60,17 +60,17 @@ export class InspectRequestFrame extends Schema.Class<InspectRequestFrame>("Insp
   id: Schema.String,
   code: Schema.String,
   cursorPos: Schema.Number,
-  detailLevel: Schema.Literal(0, 1)
+  detailLevel: Schema.Literals([0, 1])
 }) {}
 
 /** Every frame the host sends. */
-export const HostFrame = Schema.Union(
+export const HostFrame = Schema.Union([
   ExecuteRequestFrame,
   ExitRequestFrame,
   BridgeResultFrame,
   CompleteRequestFrame,
   InspectRequestFrame
-)
+])
 /** Every frame the host sends, as a value. */
 export type HostFrame = typeof HostFrame.Type
 
@@ -131,9 +131,9 @@ export class ErrorFrame extends Schema.Class<ErrorFrame>("ErrorFrame")({
 export const DoneFrame = Schema.Struct({
   type: Schema.Literal("done"),
   id: Schema.String,
-  status: Schema.Literal("ok", "error"),
+  status: Schema.Literals(["ok", "error"]),
   executionCount: Schema.Number,
-  cancelled: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  cancelled: Schema.Boolean.pipe(Schema.withDecodingDefault(Effect.succeed(false)))
 })
 /** A decoded `done` frame (a plain object). */
 export type DoneFrame = typeof DoneFrame.Type
@@ -144,7 +144,7 @@ export class BridgeFrame extends Schema.Class<BridgeFrame>("BridgeFrame")({
   id: Schema.String,
   callId: Schema.String,
   method: Schema.String,
-  params: Schema.optionalWith(Schema.Unknown, { default: () => ({}) })
+  params: Schema.Unknown.pipe(Schema.withDecodingDefault(Effect.succeed({})))
 }) {}
 
 /** Runner -> host: the answer to a `complete` request; `code[cursorStart:cursorEnd]` is what a match replaces. */
@@ -168,7 +168,7 @@ export class InspectReplyFrame extends Schema.Class<InspectReplyFrame>("InspectR
 }) {}
 
 /** Every frame the runner sends. */
-export const RunnerFrame = Schema.Union(
+export const RunnerFrame = Schema.Union([
   StartedFrame,
   StdoutFrame,
   StderrFrame,
@@ -179,12 +179,12 @@ export const RunnerFrame = Schema.Union(
   BridgeFrame,
   CompleteReplyFrame,
   InspectReplyFrame
-)
+])
 /** Every frame the runner sends, as a value. */
 export type RunnerFrame = typeof RunnerFrame.Type
 
-const decodeRunnerLineWithSchema = Schema.decodeUnknownEither(Schema.parseJson(RunnerFrame))
-const decodeRunnerValue = Schema.decodeUnknownEither(RunnerFrame)
+const decodeRunnerLineWithSchema = Schema.decodeUnknownResult(Schema.fromJsonString(RunnerFrame))
+const decodeRunnerValue = Schema.decodeUnknownResult(RunnerFrame)
 
 const isString = (value: unknown): value is string => typeof value === "string"
 
@@ -222,9 +222,9 @@ const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
 }
 
 /** Decodes one NDJSON line into a runner frame, never throwing. */
-export const decodeRunnerLine = (line: string): Either.Either<RunnerFrame, ParseResult.ParseError> => {
+export const decodeRunnerLine = (line: string): Result.Result<RunnerFrame, Schema.SchemaError> => {
   const stream = decodeStreamLine(line)
-  if (stream !== undefined) return Either.right(stream)
+  if (stream !== undefined) return Result.succeed(stream)
   let value: unknown
   try {
     value = JSON.parse(line)
@@ -232,7 +232,7 @@ export const decodeRunnerLine = (line: string): Either.Either<RunnerFrame, Parse
     return decodeRunnerLineWithSchema(line)
   }
   const hot = decodeHotFrame(value)
-  return hot === undefined ? decodeRunnerValue(value) : Either.right(hot)
+  return hot === undefined ? decodeRunnerValue(value) : Result.succeed(hot)
 }
 
 /**

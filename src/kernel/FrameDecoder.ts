@@ -2,7 +2,7 @@
  * Turns the runner's stdout bytes into frames. A line that is not a valid frame is
  * logged and skipped; it never ends the stream.
  */
-import { Chunk, Effect, Either, ParseResult, Stream } from "effect"
+import { Effect, Result, Stream } from "effect"
 import { decodeRunnerLine, type RunnerFrame } from "./Frame.ts"
 import { LineSplitter } from "./LineSplitter.ts"
 
@@ -31,16 +31,14 @@ export const decodeFrames = <E, R>(
       for (const line of lines) {
         if (line.length === 0) continue
         const decoded = decodeRunnerLine(line)
-        if (Either.isRight(decoded)) {
-          frames.push(decoded.right)
+        if (Result.isSuccess(decoded)) {
+          frames.push(decoded.success)
         } else {
-          warnings.push(
-            `skipped a runner line that is not a frame: ${preview(line)} (${ParseResult.TreeFormatter.formatErrorSync(decoded.left)})`
-          )
+          warnings.push(`skipped a runner line that is not a frame: ${preview(line)} (${decoded.failure.message})`)
         }
       }
       if (overlong > 0) warnings.push(`skipped ${overlong} runner line(s) longer than ${splitter.maxLineBytes} bytes`)
-      const emit = Chunk.unsafeFromArray(frames)
+      const emit: readonly [ReadonlyArray<RunnerFrame>] = [frames]
       if (warnings.length === 0 && !trace) return Effect.succeed(emit)
       return Effect.gen(function*() {
         if (trace) for (const line of lines) yield* Effect.logInfo(`ipc <- ${preview(line)}`)
@@ -49,7 +47,7 @@ export const decodeFrames = <E, R>(
       })
     }
     return bytes.pipe(
-      Stream.mapChunksEffect((chunk) => {
+      Stream.mapArrayEffect((chunk) => {
         const lines: Array<string> = []
         let overlong = 0
         for (const bytesChunk of chunk) {
@@ -64,8 +62,9 @@ export const decodeFrames = <E, R>(
           const tail = splitter.flush()
           return tail === undefined
             ? Stream.empty
-            : Stream.fromEffect(decodeLines([tail], 0)).pipe(Stream.flattenChunks)
+            : Stream.fromEffect(decodeLines([tail], 0)).pipe(Stream.flattenIterable)
         })
-      )
+      ),
+      Stream.flattenIterable
     )
   })

@@ -7,7 +7,7 @@
  * long queue pauses the channel until the reader catches up. A line that is not a frame
  * is logged and skipped.
  */
-import { Deferred, Effect, Either, Exit, FiberId, ParseResult, type Scope } from "effect"
+import { Deferred, Effect, Exit, Result, type Scope } from "effect"
 import { decodeRunnerLine, type RunnerFrame } from "./Frame.ts"
 import { DEFAULT_MAX_FRAME_BYTES } from "./FrameDecoder.ts"
 import type { ByteFlow, ByteListener } from "./KernelProcess.ts"
@@ -37,86 +37,84 @@ const preview = (line: string): string => (line.length > 200 ? `${line.slice(0, 
  * fiber in the current scope; the returned effect completes once the channel ended and
  * every frame before its end was handled.
  */
-export const make = (
+export const make = Effect.fnUntraced(function*(
   listen: (listener: ByteListener) => ByteFlow,
   options: InboxOptions
-): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const splitter = new LineSplitter(options.maxLineBytes ?? DEFAULT_MAX_FRAME_BYTES)
-    let queue: Array<Item> = []
-    let queuedBytes = 0
-    let ended = false
-    let busy = false
-    let paused = false
-    let wake: Deferred.Deferred<void> | undefined
-    const drained = yield* Deferred.make<void>()
+): Effect.fn.Return<Effect.Effect<void>, never, Scope.Scope> {
+  const splitter = new LineSplitter(options.maxLineBytes ?? DEFAULT_MAX_FRAME_BYTES)
+  let queue: Array<Item> = []
+  let queuedBytes = 0
+  let ended = false
+  let busy = false
+  let paused = false
+  let wake: Deferred.Deferred<void> | undefined
+  const drained = yield* Deferred.make<void>()
 
-    const signal = () => {
-      const waiting = wake
-      wake = undefined
-      if (waiting !== undefined) Deferred.unsafeDone(waiting, Exit.void)
+  const signal = () => {
+    const waiting = wake
+    wake = undefined
+    if (waiting !== undefined) Deferred.doneUnsafe(waiting, Exit.void)
+  }
+  const accept = (line: string) => {
+    if (line.length === 0) return
+    if (options.trace) queue.push({ traced: `ipc <- ${preview(line)}` })
+    const decoded = decodeRunnerLine(line)
+    if (Result.isFailure(decoded)) {
+      queue.push({ warning: `skipped a runner line that is not a frame: ${preview(line)} (${decoded.failure.message})` })
+      return
     }
-    const accept = (line: string) => {
-      if (line.length === 0) return
-      if (options.trace) queue.push({ traced: `ipc <- ${preview(line)}` })
-      const decoded = decodeRunnerLine(line)
-      if (Either.isLeft(decoded)) {
-        queue.push({
-          warning: `skipped a runner line that is not a frame: ${preview(line)} (${ParseResult.TreeFormatter.formatErrorSync(decoded.left)})`
-        })
-        return
+    if (queue.length === 0 && !busy && options.takeNow(decoded.success)) return
+    queue.push({ frame: decoded.success })
+    queuedBytes += line.length
+  }
+
+  const flow = listen({
+    onBytes: (bytes) => {
+      const split = splitter.push(bytes)
+      for (const line of split.lines) accept(line)
+      if (split.overlong > 0) queue.push({ warning: `skipped ${split.overlong} runner line(s) longer than ${splitter.maxLineBytes} bytes` })
+      if ((queue.length > HIGH_WATER_ITEMS || queuedBytes > HIGH_WATER_BYTES) && !paused) {
+        paused = true
+        flow.pause()
       }
-      if (queue.length === 0 && !busy && options.takeNow(decoded.right)) return
-      queue.push({ frame: decoded.right })
-      queuedBytes += line.length
+      if (queue.length > 0) signal()
+    },
+    onEnd: () => {
+      const tail = splitter.flush()
+      if (tail !== undefined) accept(tail)
+      ended = true
+      signal()
     }
-
-    const flow = listen({
-      onBytes: (bytes) => {
-        const split = splitter.push(bytes)
-        for (const line of split.lines) accept(line)
-        if (split.overlong > 0) queue.push({ warning: `skipped ${split.overlong} runner line(s) longer than ${splitter.maxLineBytes} bytes` })
-        if ((queue.length > HIGH_WATER_ITEMS || queuedBytes > HIGH_WATER_BYTES) && !paused) {
-          paused = true
-          flow.pause()
-        }
-        if (queue.length > 0) signal()
-      },
-      onEnd: () => {
-        const tail = splitter.flush()
-        if (tail !== undefined) accept(tail)
-        ended = true
-        signal()
-      }
-    })
-
-    const handle = (item: Item): Effect.Effect<void> =>
-      "frame" in item
-        ? options.route(item.frame)
-        : "warning" in item
-        ? Effect.logWarning(item.warning)
-        : Effect.logInfo(item.traced)
-
-    const reader = Effect.gen(function*() {
-      while (true) {
-        if (queue.length === 0) {
-          if (paused) {
-            paused = false
-            flow.resume()
-          }
-          if (ended) return
-          wake = Deferred.unsafeMake<void>(FiberId.none)
-          yield* Deferred.await(wake)
-          continue
-        }
-        const items = queue
-        queue = []
-        queuedBytes = 0
-        busy = true
-        for (const item of items) yield* handle(item)
-        busy = false
-      }
-    })
-    yield* reader.pipe(Effect.ensuring(Deferred.succeed(drained, undefined)), Effect.forkScoped)
-    return Deferred.await(drained)
   })
+
+  const handle = (item: Item): Effect.Effect<void> =>
+    "frame" in item
+      ? options.route(item.frame)
+      : "warning" in item
+      ? Effect.logWarning(item.warning)
+      : Effect.logInfo(item.traced)
+
+  const reader = Effect.gen(function*() {
+    while (true) {
+      if (queue.length === 0) {
+        if (paused) {
+          paused = false
+          flow.resume()
+        }
+        if (ended) return
+        const waiting = Deferred.makeUnsafe<void>()
+        wake = waiting
+        yield* Deferred.await(waiting)
+        continue
+      }
+      const items = queue
+      queue = []
+      queuedBytes = 0
+      busy = true
+      for (const item of items) yield* handle(item)
+      busy = false
+    }
+  })
+  yield* reader.pipe(Effect.ensuring(Deferred.succeed(drained, undefined)), Effect.forkScoped)
+  return Deferred.await(drained)
+})

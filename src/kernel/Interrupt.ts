@@ -41,13 +41,13 @@ const begunOrDone = (request: CellRequest) => request.started || request.done !=
 const isDone = (request: CellRequest) => request.done !== undefined
 
 /** Stops `request` for `reason`, escalating to a kill when it does not stop in time. */
-export const interruptCell = (
-  context: InterruptContext,
-  request: CellRequest,
-  reason: InterruptReason,
-  timeoutSeconds: number | undefined
-): Effect.Effect<InterruptOutcome, KernelError> =>
-  Effect.gen(function*() {
+export const interruptCell = Effect.fnUntraced(
+  function*(
+    context: InterruptContext,
+    request: CellRequest,
+    reason: InterruptReason,
+    timeoutSeconds: number | undefined
+  ): Effect.fn.Return<InterruptOutcome, KernelError> {
     const began = Option.isSome(yield* awaitUntil(request, begunOrDone).pipe(Effect.timeoutOption(context.escalation)))
     if (began) yield* context.dispatch(LifecycleEvent.Interrupt({ requestId: request.id, reason }))
     const answered = began && Option.isSome(yield* awaitUntil(request, isDone).pipe(Effect.timeoutOption(context.escalation)))
@@ -59,4 +59,7 @@ export const interruptCell = (
     yield* context.dispatch(LifecycleEvent.EscalationTimeout({ requestId: request.id }))
     yield* context.shutdown
     return { frame: undefined, notice: killedNotice(reason, timeoutSeconds, context.escalation) }
-  }).pipe(Effect.withSpan("kernel.interrupt", { attributes: { "kernel.key": context.label, reason }, captureStackTrace: false }))
+  },
+  (effect, context, _request, reason) =>
+    Effect.withSpan(effect, "kernel.interrupt", { attributes: { "kernel.key": context.label, reason }, captureStackTrace: false })
+)

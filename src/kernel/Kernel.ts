@@ -12,7 +12,7 @@
  * `WatchdogBudget` (the per-cell budget).
  */
 import * as NodeFs from "node:fs"
-import { Cause, Deferred, Duration, Effect, Exit, FiberId, Mailbox, Option, Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Option, Queue, Scope, Semaphore, Stream } from "effect"
 import { AgentBridge } from "../services/AgentBridge.ts"
 import { bridgeCalls } from "./BridgeCalls.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
@@ -130,7 +130,7 @@ export interface Kernel {
   readonly shutdown: Effect.Effect<void>
 }
 
-const MAILBOX_CAPACITY = 64
+const OUTPUT_BUFFER = 64
 
 /** Stops the cell when `signal` aborts (at once if it has); returns what removes the listener. */
 const watchSignal = (signal: AbortSignal, request: CellRequest): (() => void) | undefined => {
@@ -169,17 +169,13 @@ const annotateSpan = (requestId: string, outcome: CellOutcome, outputBytes: numb
 export const streamOf = <E, R>(
   start: (onOutput: OutputHandler) => Effect.Effect<CellOutcome, E, R>
 ): Stream.Stream<KernelOutput, E, R> =>
-  Stream.unwrapScoped(
-    Effect.gen(function*() {
-      const mailbox = yield* Mailbox.make<KernelOutput, E>({ capacity: MAILBOX_CAPACITY })
-      yield* Effect.addFinalizer(() => mailbox.shutdown)
-      yield* start((output) => Effect.asVoid(mailbox.offer(output))).pipe(
-        Effect.flatMap((outcome) => Effect.zipRight(mailbox.offer(KernelOutput.Done(outcome)), mailbox.end)),
-        Effect.catchAll((error) => mailbox.fail(error)),
-        Effect.forkScoped
-      )
-      return Mailbox.toStream(mailbox)
-    })
+  Stream.callback<KernelOutput, E, R>(
+    (queue) =>
+      Effect.flatMap(
+        start((output) => Effect.asVoid(Queue.offer(queue, output))),
+        (outcome) => Effect.andThen(Queue.offer(queue, KernelOutput.Done(outcome)), Queue.end(queue))
+      ),
+    { bufferSize: OUTPUT_BUFFER }
   )
 
 const checkExecutable = (launch: KernelLaunch): Effect.Effect<void, KernelStartError> =>
@@ -220,283 +216,286 @@ export const make = (
   Effect.flatMap(spawn(launch), (pending) => pending.start({ cwd: launch.cwd, initEnv: launch.initEnv, key: launch.key }))
 
 /** Spawns a runner in the current scope (in `launch.cwd`, with `launch.env`) without starting it up; the scope's close shuts it down. */
-export const spawn = (
+export const spawn = Effect.fnUntraced(function*(
   launch: KernelLaunch
-): Effect.Effect<PendingKernel, KernelStartError, Scope.Scope | KernelSpawner> =>
-  Effect.gen(function*() {
-    const spawner = yield* KernelSpawner
-    const timings = yield* KernelTimings
-    let label = launch.key ?? launch.cwd
-    let bridge: AgentBridge["Type"] | undefined
-    if (launch.skipCheck !== true) yield* checkExecutable(launch)
+): Effect.fn.Return<PendingKernel, KernelStartError, Scope.Scope | KernelSpawner> {
+  const spawner = yield* KernelSpawner
+  const timings = yield* KernelTimings
+  let label = launch.key ?? launch.cwd
+  let bridge: AgentBridge["Service"] | undefined
+  if (launch.skipCheck !== true) yield* checkExecutable(launch)
 
-    const proc = yield* spawner
-      .spawn({
-        command: launch.command,
-        args: launch.args,
-        ...(launch.channel === undefined ? {} : { channel: launch.channel }),
-        cwd: launch.cwd,
-        env: launch.env
+  const proc = yield* spawner
+    .spawn({
+      command: launch.command,
+      args: launch.args,
+      ...(launch.channel === undefined ? {} : { channel: launch.channel }),
+      cwd: launch.cwd,
+      env: launch.env
+    })
+    .pipe(Effect.mapError((error) => new KernelStartError({ reason: error.message, stderr: "" })))
+
+  let lifecycle: LifecycleState = LifecycleState.Starting()
+  const deadSignal = yield* Deferred.make<DeathCause>()
+  const stderrTail = new StderrTail()
+  const table = new RequestTable()
+
+  const sendLine = (line: string): Effect.Effect<void, KernelClosed> =>
+    Effect.catch(proc.write(line), () => Effect.fail(new KernelClosed({ reason: "its process no longer reads requests" })))
+  const writeLine = launch.trace === true
+    ? (line: string) => Effect.andThen(Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`), sendLine(line))
+    : sendLine
+  const write = (frame: HostFrame) => writeLine(encodeHostLine(frame))
+
+  const failActive = (requestId: string, cause: DeathCause) =>
+    Effect.suspend(() => {
+      const request = table.get(requestId)
+      if (request === undefined) return Effect.void
+      return DeathCause.$match(cause, {
+        Exited: ({ exit }) => failRequest(request, new KernelDied({ exit, stderr: stderrTail.text() })),
+        Shutdown: () => failRequest(request, new KernelClosed({ reason: "it was shut down while the cell ran" })),
+        Killed: () => Effect.void
       })
-      .pipe(Effect.mapError((error) => new KernelStartError({ reason: error.message, stderr: "" })))
-
-    let lifecycle: LifecycleState = LifecycleState.Starting()
-    const deadSignal = yield* Deferred.make<DeathCause>()
-    const stderrTail = new StderrTail()
-    const table = new RequestTable()
-
-    const sendLine = (line: string): Effect.Effect<void, KernelClosed> =>
-      Effect.catchAll(proc.write(line), () => Effect.fail(new KernelClosed({ reason: "its process no longer reads requests" })))
-    const writeLine = launch.trace === true
-      ? (line: string) => Effect.zipRight(Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`), sendLine(line))
-      : sendLine
-    const write = (frame: HostFrame) => writeLine(encodeHostLine(frame))
-
-    const failActive = (requestId: string, cause: DeathCause) =>
-      Effect.suspend(() => {
-        const request = table.get(requestId)
-        if (request === undefined) return Effect.void
-        return DeathCause.$match(cause, {
-          Exited: ({ exit }) => failRequest(request, new KernelDied({ exit, stderr: stderrTail.text() })),
-          Shutdown: () => failRequest(request, new KernelClosed({ reason: "it was shut down while the cell ran" })),
-          Killed: () => Effect.void
-        })
-      })
-
-    const actionEffect = (action: LifecycleAction): Effect.Effect<void> => {
-      switch (action._tag) {
-        case "SendSigint":
-          return proc.signal("SIGINT")
-        case "FailActive":
-          return failActive(action.requestId, action.cause)
-        case "Escalate":
-          return Effect.void
-      }
-    }
-
-    const dispatch = (event: LifecycleEvent): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const next = transition(lifecycle, event)
-        lifecycle = next.state
-        const effects = next.actions.map(actionEffect)
-        if (next.state._tag === "Dead") effects.push(Effect.asVoid(Deferred.succeed(deadSignal, next.state.cause)))
-        return effects.length === 0 ? Effect.void : Effect.all(effects, { discard: true })
-      })
-
-    const shutdownOnce = yield* Effect.cached(
-      Effect.uninterruptible(
-        Effect.gen(function*() {
-          const state = lifecycle
-          const busy = inFlight(state) !== undefined || (state._tag === "ShuttingDown" && state.cause._tag === "Killed")
-          yield* dispatch(LifecycleEvent.Shutdown())
-          yield* runShutdown(proc, shutdownSteps(timings.shutdownGrace, busy)).pipe(
-            Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid }, captureStackTrace: false })
-          )
-          const exit = yield* proc.exitNow
-          if (exit !== undefined) yield* dispatch(LifecycleEvent.Exited({ exit }))
-        })
-      )
-    )
-    yield* Effect.addFinalizer(() => shutdownOnce)
-
-    const route = frameRouter(table, {
-      onDone: (_, frame) => dispatch(LifecycleEvent.Done({ requestId: frame.id })),
-      onBridge: (request, call) => bridge === undefined ? Effect.void : bridgeCalls(bridge, write, label)(request, call)
     })
 
-    /** The hot frames, taken in the data callback when nothing is queued before them. */
-    const takeNow = (frame: RunnerFrame): boolean => {
-      if (frame.type === "stdout" || frame.type === "stderr") {
-        const emitNow = table.get(frame.id)?.emitNow
-        if (emitNow === undefined) return false
-        return emitNow(frame.type === "stdout" ? KernelOutput.Stdout({ text: frame.data }) : KernelOutput.Stderr({ text: frame.data }))
-      }
-      if (frame.type !== "started" && frame.type !== "done") return false
-      const request = table.get(frame.id)
-      if (request === undefined) return frame.type === "started"
-      if (frame.type === "started") {
-        markStarted(request)
-        return true
-      }
-      const next = transition(lifecycle, LifecycleEvent.Done({ requestId: frame.id }))
-      if (next.actions.length > 0 || next.state._tag === "Dead") return false
+  const actionEffect = (action: LifecycleAction): Effect.Effect<void> => {
+    switch (action._tag) {
+      case "SendSigint":
+        return proc.signal("SIGINT")
+      case "FailActive":
+        return failActive(action.requestId, action.cause)
+      case "Escalate":
+        return Effect.void
+    }
+  }
+
+  const dispatch = (event: LifecycleEvent): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const next = transition(lifecycle, event)
       lifecycle = next.state
-      markDone(request, frame)
+      const effects = next.actions.map(actionEffect)
+      if (next.state._tag === "Dead") effects.push(Effect.asVoid(Deferred.succeed(deadSignal, next.state.cause)))
+      return effects.length === 0 ? Effect.void : Effect.all(effects, { discard: true })
+    })
+
+  const shutdownOnce = yield* Effect.cached(
+    Effect.uninterruptible(
+      Effect.gen(function*() {
+        const state = lifecycle
+        const busy = inFlight(state) !== undefined || (state._tag === "ShuttingDown" && state.cause._tag === "Killed")
+        yield* dispatch(LifecycleEvent.Shutdown())
+        yield* runShutdown(proc, shutdownSteps(timings.shutdownGrace, busy)).pipe(
+          Effect.withSpan("kernel.shutdown", { attributes: { "kernel.key": label, "kernel.pid": proc.pid } }, { captureStackTrace: false })
+        )
+        const exit = yield* proc.exitNow
+        if (exit !== undefined) yield* dispatch(LifecycleEvent.Exited({ exit }))
+      })
+    )
+  )
+  yield* Effect.addFinalizer(() => shutdownOnce)
+
+  const route = frameRouter(table, {
+    onDone: (_, frame) => dispatch(LifecycleEvent.Done({ requestId: frame.id })),
+    onBridge: (request, call) => bridge === undefined ? Effect.void : bridgeCalls(bridge, write, label)(request, call)
+  })
+
+  /** The hot frames, taken in the data callback when nothing is queued before them. */
+  const takeNow = (frame: RunnerFrame): boolean => {
+    if (frame.type === "stdout" || frame.type === "stderr") {
+      const emitNow = table.get(frame.id)?.emitNow
+      if (emitNow === undefined) return false
+      return emitNow(frame.type === "stdout" ? KernelOutput.Stdout({ text: frame.data }) : KernelOutput.Stderr({ text: frame.data }))
+    }
+    if (frame.type !== "started" && frame.type !== "done") return false
+    const request = table.get(frame.id)
+    if (request === undefined) return frame.type === "started"
+    if (frame.type === "started") {
+      markStarted(request)
       return true
     }
+    const next = transition(lifecycle, LifecycleEvent.Done({ requestId: frame.id }))
+    if (next.actions.length > 0 || next.state._tag === "Dead") return false
+    lifecycle = next.state
+    markDone(request, frame)
+    return true
+  }
 
-    const stdoutDone = yield* Deferred.make<void>()
-    if (proc.listenFrames !== undefined) {
-      const drained = yield* FrameInbox.make(proc.listenFrames, { takeNow, route, trace: launch.trace === true })
-      yield* drained.pipe(Effect.ensuring(Deferred.succeed(stdoutDone, undefined)), Effect.forkScoped)
-    } else {
-      yield* decodeFrames(proc.frames ?? proc.stdout, { trace: launch.trace === true }).pipe(
-        Stream.runForEach(route),
-        Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
-        Effect.forkScoped
-      )
-    }
-    const plainOutput = (bytes: Stream.Stream<Uint8Array>, toOutput: (text: string) => KernelOutput, tail: boolean) =>
-      bytes.pipe(
-        Stream.decodeText(),
-        Stream.runForEach((text) => {
-          if (tail) stderrTail.push(text)
-          const request = table.current
-          return request === undefined ? Effect.void : request.emit(toOutput(text))
-        }),
-        Effect.forkScoped
-      )
-    yield* plainOutput(proc.stderr, (text) => KernelOutput.Stderr({ text }), true)
-    if (proc.frames !== undefined) yield* plainOutput(proc.stdout, (text) => KernelOutput.Stdout({ text }), false)
-    yield* proc.exited.pipe(
-      Effect.tap(() => Effect.interruptible(Deferred.await(stdoutDone)).pipe(Effect.timeoutOption(Duration.millis(500)))),
-      Effect.flatMap((exit) => dispatch(LifecycleEvent.Exited({ exit }))),
+  const stdoutDone = yield* Deferred.make<void>()
+  if (proc.listenFrames !== undefined) {
+    const drained = yield* FrameInbox.make(proc.listenFrames, { takeNow, route, trace: launch.trace === true })
+    yield* drained.pipe(Effect.ensuring(Deferred.succeed(stdoutDone, undefined)), Effect.forkScoped)
+  } else {
+    yield* decodeFrames(proc.frames ?? proc.stdout, { trace: launch.trace === true }).pipe(
+      Stream.runForEach(route),
+      Effect.ensuring(Deferred.succeed(stdoutDone, undefined)),
       Effect.forkScoped
     )
+  }
+  const plainOutput = (bytes: Stream.Stream<Uint8Array>, toOutput: (text: string) => KernelOutput, tail: boolean) =>
+    bytes.pipe(
+      Stream.decodeText(),
+      Stream.runForEach((text) => {
+        if (tail) stderrTail.push(text)
+        const request = table.current
+        return request === undefined ? Effect.void : request.emit(toOutput(text))
+      }),
+      Effect.forkScoped
+    )
+  yield* plainOutput(proc.stderr, (text) => KernelOutput.Stderr({ text }), true)
+  if (proc.frames !== undefined) yield* plainOutput(proc.stdout, (text) => KernelOutput.Stdout({ text }), false)
+  yield* proc.exited.pipe(
+    Effect.tap(() => Effect.interruptible(Deferred.await(stdoutDone)).pipe(Effect.timeoutOption(Duration.millis(500)))),
+    Effect.flatMap((exit) => dispatch(LifecycleEvent.Exited({ exit }))),
+    Effect.forkScoped
+  )
 
-    const preludeRun = yield* sendPrelude({ table, writeLine, stderrTail }, launch.prelude)
+  const preludeRun = yield* sendPrelude({ table, writeLine, stderrTail }, launch.prelude)
 
-    let started = false
-    const start = (binding: KernelBinding) => Effect.gen(function*() {
-      if (started) return yield* new KernelStartError({ reason: "this runner was already started", stderr: "" })
-      started = true
-      bridge = yield* AgentBridge
-      if (binding.key !== undefined) label = binding.key
-      yield* startUp({
-        table,
-        writeLine,
-        stderrTail,
-        dead: Deferred.await(deadSignal),
-        framesDrained: Deferred.await(stdoutDone),
-        cwd: binding.cwd,
-        initEnv: binding.initEnv,
-        prelude: preludeRun,
-        startTimeout: timings.startTimeout,
-        label,
-        pid: proc.pid
+  let started = false
+  const start = Effect.fnUntraced(function*(binding: KernelBinding) {
+    if (started) return yield* new KernelStartError({ reason: "this runner was already started", stderr: "" })
+    started = true
+    bridge = yield* AgentBridge
+    if (binding.key !== undefined) label = binding.key
+    yield* startUp({
+      table,
+      writeLine,
+      stderrTail,
+      dead: Deferred.await(deadSignal),
+      framesDrained: Deferred.await(stdoutDone),
+      cwd: binding.cwd,
+      initEnv: binding.initEnv,
+      prelude: preludeRun,
+      startTimeout: timings.startTimeout,
+      label,
+      pid: proc.pid
+    })
+    yield* dispatch(LifecycleEvent.Ready())
+
+
+    const permits = yield* Semaphore.make(1)
+    const interrupts: InterruptContext = { escalation: timings.interruptEscalation, dispatch, shutdown: shutdownOnce, label }
+
+    /** What a cell leaves running beside it, stopped when it ends (no finalizer: `onExit`). */
+    const endCell = (request: CellRequest, unwatch: (() => void) | undefined) =>
+      Effect.suspend(() => {
+        table.remove(request)
+        unwatch?.()
+        const stopWatchdog = request.watchdog?.stop
+        const bridgeScope = request.bridgeScope
+        if (bridgeScope === undefined) return stopWatchdog ?? Effect.void
+        const closeBridge = Scope.close(bridgeScope, Exit.void)
+        return stopWatchdog === undefined ? closeBridge : Effect.andThen(stopWatchdog, closeBridge)
       })
-      yield* dispatch(LifecycleEvent.Ready())
 
-
-      const permits = yield* Effect.makeSemaphore(1)
-      const interrupts: InterruptContext = { escalation: timings.interruptEscalation, dispatch, shutdown: shutdownOnce, label }
-
-      /** What a cell leaves running beside it, stopped when it ends (no finalizer: `onExit`). */
-      const endCell = (request: CellRequest, unwatch: (() => void) | undefined) =>
-        Effect.suspend(() => {
-          table.remove(request)
-          unwatch?.()
-          const stopWatchdog = request.watchdog?.stop
-          const bridgeScope = request.bridgeScope
-          if (bridgeScope === undefined) return stopWatchdog ?? Effect.void
-          const closeBridge = Scope.close(bridgeScope, Exit.void)
-          return stopWatchdog === undefined ? closeBridge : Effect.zipRight(stopWatchdog, closeBridge)
+    const runCell = Effect.fnUntraced(
+      function*(req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.fn.Return<CellOutcome, KernelError> {
+        const state = lifecycle
+        if (state._tag === "Dead" && state.cause._tag === "Exited") {
+          return yield* new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() })
+        }
+        if (isTerminal(state)) return yield* new KernelClosed({ reason: "it was shut down" })
+        let bytes = 0
+        const request: CellRequest = table.add((output) => {
+          if (output._tag === "Stdout" || output._tag === "Stderr") bytes += output.text.length
+          return Effect.catchCause(
+            Effect.suspend(() => onOutput(output)),
+            (cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : abortRequest(request, cause)
+          )
         })
-
-      const runCell = (req: ExecuteRequest, onOutput: OutputHandler, traced: boolean): Effect.Effect<CellOutcome, KernelError> =>
-        Effect.suspend(() => {
-          const state = lifecycle
-          if (state._tag === "Dead" && state.cause._tag === "Exited") {
-            return Effect.fail(new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() }))
-          }
-          if (isTerminal(state)) return Effect.fail(new KernelClosed({ reason: "it was shut down" }))
-          let bytes = 0
-          const request: CellRequest = table.add((output) => {
-            if (output._tag === "Stdout" || output._tag === "Stderr") bytes += output.text.length
-            return Effect.catchAllCause(
-              Effect.suspend(() => onOutput(output)),
-              (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : abortRequest(request, cause)
-            )
-          })
-          const now = onOutput.now
-          if (now !== undefined) {
-            request.emitNow = (output) => {
-              let taken: boolean
-              try {
-                taken = now(output)
-              } catch (defect) {
-                Deferred.unsafeDone(request.ended, Exit.die(defect))
-                return true
-              }
-              if (taken && (output._tag === "Stdout" || output._tag === "Stderr")) bytes += output.text.length
-              return taken
+        const now = onOutput.now
+        if (now !== undefined) {
+          request.emitNow = (output) => {
+            let taken: boolean
+            try {
+              taken = now(output)
+            } catch (defect) {
+              Deferred.doneUnsafe(request.ended, Exit.die(defect))
+              return true
             }
+            if (taken && (output._tag === "Stdout" || output._tag === "Stderr")) bytes += output.text.length
+            return taken
           }
-          let unwatch: (() => void) | undefined
-          const outcomeOf = (ended: CellEnding): Effect.Effect<CellOutcome, KernelError> => {
-            const outcome = ended._tag === "finished"
-              ? Effect.succeed(cellOutcome(ended, ended.frame, undefined))
-              : Effect.map(interruptCell(interrupts, request, ended.reason, req.timeoutSeconds), ({ frame, notice }) =>
-                cellOutcome(ended, frame, notice))
-            return traced ? Effect.tap(outcome, (done) => annotateSpan(request.id, done, bytes)) : outcome
-          }
-          const send = writeLine(executeLine(request.id, req)).pipe(
-            Effect.catchAll(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" })))
+        }
+        let unwatch: (() => void) | undefined
+        const outcomeOf = (ended: CellEnding): Effect.Effect<CellOutcome, KernelError> => {
+          const outcome = ended._tag === "finished"
+            ? Effect.succeed(cellOutcome(ended, ended.frame, undefined))
+            : Effect.map(interruptCell(interrupts, request, ended.reason, req.timeoutSeconds), ({ frame, notice }) =>
+              cellOutcome(ended, frame, notice))
+          return traced ? Effect.tap(outcome, (done) => annotateSpan(request.id, done, bytes)) : outcome
+        }
+        const send = writeLine(executeLine(request.id, req)).pipe(
+          Effect.catch(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" })))
+        )
+        const watched = req.timeoutSeconds === undefined
+          ? send
+          : Effect.flatMap(CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout")), (watchdog) => {
+            request.watchdog = watchdog
+            return send
+          })
+        const signal = req.signal
+        const cancel = req.cancel
+        const armed = signal !== undefined
+          ? Effect.andThen(Effect.sync(() => (unwatch = watchSignal(signal, request))), watched)
+          : cancel === undefined
+          ? watched
+          : Effect.flatMap(Effect.forkDetach(Effect.interruptible(Effect.andThen(cancel, stopRequest(request, "cancel")))), (fiber) => {
+            unwatch = () => fiber.interruptUnsafe()
+            return watched
+          })
+        const cell = dispatch(LifecycleEvent.Execute({ requestId: request.id })).pipe(
+          Effect.andThen(armed),
+          Effect.andThen(Deferred.await(request.ended)),
+          Effect.flatMap(outcomeOf)
+        )
+        return yield* cell.pipe(
+          Effect.onExit(() =>
+            request.done !== undefined || isTerminal(lifecycle)
+              ? endCell(request, unwatch)
+              : Effect.andThen(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, unwatch))
           )
-          const watched = req.timeoutSeconds === undefined
-            ? send
-            : Effect.flatMap(CellWatchdog.start(Duration.seconds(req.timeoutSeconds), stopRequest(request, "timeout")), (watchdog) => {
-              request.watchdog = watchdog
-              return send
-            })
-          const armed = req.signal !== undefined
-            ? Effect.zipRight(Effect.sync(() => (unwatch = watchSignal(req.signal!, request))), watched)
-            : req.cancel === undefined
-            ? watched
-            : Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(req.cancel, stopRequest(request, "cancel")))), (fiber) => {
-              unwatch = () => fiber.unsafeInterruptAsFork(FiberId.none)
-              return watched
-            })
-          const cell = dispatch(LifecycleEvent.Execute({ requestId: request.id })).pipe(
-            Effect.zipRight(armed),
-            Effect.zipRight(Deferred.await(request.ended)),
-            Effect.flatMap(outcomeOf)
-          )
-          return cell.pipe(
-            Effect.onExit(() =>
-              request.done !== undefined || isTerminal(lifecycle)
-                ? endCell(request, unwatch)
-                : Effect.zipRight(Effect.ignore(interruptCell(interrupts, request, "abandon", req.timeoutSeconds)), endCell(request, unwatch))
-            )
-          )
-        }).pipe(permits.withPermits(1))
+        )
+      },
+      permits.withPermits(1)
+    )
 
-      const run = (req: ExecuteRequest, onOutput: OutputHandler): Effect.Effect<CellOutcome, KernelError> =>
-        withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
-          attributes: { "kernel.key": label, "kernel.pid": proc.pid },
-          captureStackTrace: false
-        }, cellSpanFailure)
+    const run = (req: ExecuteRequest, onOutput: OutputHandler): Effect.Effect<CellOutcome, KernelError> =>
+      withSpanWhenTraced((traced) => runCell(req, onOutput, traced), "kernel.execute", {
+        attributes: { "kernel.key": label, "kernel.pid": proc.pid },
+        captureStackTrace: false
+      }, cellSpanFailure)
 
-      const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
+    const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
 
-      const { complete, inspect } = queries({
-        table,
-        write,
-        closed: () => isTerminal(lifecycle),
-        dead: Deferred.await(deadSignal)
-      })
-
-      return {
-        pid: proc.pid,
-        run,
-        execute,
-        complete,
-        inspect,
-        state: Effect.sync(() => lifecycle),
-        isAlive: Effect.sync(() => !isTerminal(lifecycle)),
-        dead: Deferred.await(deadSignal),
-        shutdown: shutdownOnce
-      } satisfies Kernel
+    const { complete, inspect } = queries({
+      table,
+      write,
+      closed: () => isTerminal(lifecycle),
+      dead: Deferred.await(deadSignal)
     })
 
     return {
       pid: proc.pid,
+      run,
+      execute,
+      complete,
+      inspect,
+      state: Effect.sync(() => lifecycle),
       isAlive: Effect.sync(() => !isTerminal(lifecycle)),
       dead: Deferred.await(deadSignal),
-      shutdown: shutdownOnce,
-      start
-    } satisfies PendingKernel
+      shutdown: shutdownOnce
+    } satisfies Kernel
   })
+
+  return {
+    pid: proc.pid,
+    isAlive: Effect.sync(() => !isTerminal(lifecycle)),
+    dead: Deferred.await(deadSignal),
+    shutdown: shutdownOnce,
+    start
+  } satisfies PendingKernel
+})
 
 /** Runs a cell and collects its outputs; convenient for tests and one-shot callers. */
 export const executeCollect = (
@@ -507,4 +506,4 @@ export const executeCollect = (
 
 /** Whether an exit of `execute` was a kernel death (the registry's cue to replace and retry). */
 export const isKernelDeath = <A>(exit: Exit.Exit<A, KernelError>): boolean =>
-  Exit.isFailure(exit) && Option.exists(Cause.failureOption(exit.cause), (error) => error._tag === "KernelDied")
+  Exit.isFailure(exit) && Option.exists(Cause.findErrorOption(exit.cause), (error) => error._tag === "KernelDied")

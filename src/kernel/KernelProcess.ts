@@ -93,9 +93,6 @@ export interface KernelProcess {
 }
 
 /** Spawns kernel processes; the scope's close kills whatever is still running. */
-export class KernelSpawner extends Context.Tag("veyyon/KernelSpawner")<
-  KernelSpawner,
-  {
-    readonly spawn: (spec: SpawnSpec) => Effect.Effect<KernelProcess, SpawnError, Scope.Scope>
-  }
->() {}
+export class KernelSpawner extends Context.Service<KernelSpawner, {
+  readonly spawn: (spec: SpawnSpec) => Effect.Effect<KernelProcess, SpawnError, Scope.Scope>
+}>()("veyyon/KernelSpawner") {}

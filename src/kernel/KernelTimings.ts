@@ -20,10 +20,10 @@ export const INTERRUPT_ESCALATION_MS = 5_000
 export const SHUTDOWN_GRACE_MS = 1_000
 
 /** The kernel delays in force; defaults to the seed's values. */
-export class KernelTimings extends Context.Reference<KernelTimings>()("veyyon/KernelTimings", {
-  defaultValue: (): Timings => ({
+export const KernelTimings = Context.Reference<Timings>("veyyon/KernelTimings", {
+  defaultValue: () => ({
     interruptEscalation: Duration.millis(INTERRUPT_ESCALATION_MS),
     shutdownGrace: Duration.millis(SHUTDOWN_GRACE_MS),
     startTimeout: Duration.seconds(60)
   })
-}) {}
+})

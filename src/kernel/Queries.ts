@@ -48,10 +48,10 @@ export const queries = (context: QueryContext): Queries => {
       context.table.queries.set(id, reply)
       const ended = Effect.flatMap(context.dead, () => new KernelClosed({ reason: "it ended before answering" }))
       const answer = yield* context.write(frame(id)).pipe(
-        Effect.zipRight(Effect.raceFirst(Deferred.await(reply), ended)),
-        Effect.timeoutFail({
+        Effect.andThen(Effect.raceFirst(Deferred.await(reply), ended)),
+        Effect.timeoutOrElse({
           duration: INTROSPECT_TIMEOUT,
-          onTimeout: () => new IntrospectionFailed({ reason: `the kernel did not answer within ${Duration.format(INTROSPECT_TIMEOUT)}` })
+          orElse: () => Effect.fail(new IntrospectionFailed({ reason: `the kernel did not answer within ${Duration.format(INTROSPECT_TIMEOUT)}` }))
         }),
         Effect.ensuring(Effect.sync(() => context.table.queries.delete(id)))
       )

@@ -5,7 +5,7 @@
  * Everything else about it (started, the `done` frame) is plain state set by the router,
  * with a wake-up signal made only when someone waits for it (the interrupt path).
  */
-import { Cause, Deferred, Effect, Exit, FiberId, type FiberSet, type Scope } from "effect"
+import { type Cause, Deferred, Effect, Exit, type FiberSet, type Scope } from "effect"
 import type * as CellWatchdog from "./CellWatchdog.ts"
 import { type CompleteReplyFrame, type DoneFrame, encodeHostLine, type InspectReplyFrame, type RunnerFrame, STATUS_MIME } from "./Frame.ts"
 import type { KernelError } from "./KernelError.ts"
@@ -35,7 +35,7 @@ export interface CellRequest {
   /** Completed at the next change of `started`, `done` or `failure`; made only while someone waits. */
   wake: Deferred.Deferred<void> | undefined
   /** The scope of the cell's bridge calls, made at the first one and closed when the cell ends. */
-  bridgeScope: Scope.CloseableScope | undefined
+  bridgeScope: Scope.Closeable | undefined
   bridges: FiberSet.FiberSet | undefined
   watchdog: CellWatchdog.CellWatchdog | undefined
 }
@@ -46,7 +46,7 @@ export const stopBecause = (reason: InterruptReason): CellEnding => ({ _tag: "st
 const wakeUp = (request: CellRequest): void => {
   const wake = request.wake
   request.wake = undefined
-  if (wake !== undefined) Deferred.unsafeDone(wake, Exit.void)
+  if (wake !== undefined) Deferred.doneUnsafe(wake, Exit.void)
 }
 
 /** Records that the runner began the request. */
@@ -58,7 +58,7 @@ export const markStarted = (request: CellRequest): void => {
 /** Records the request's `done` and wakes whoever waits on it. */
 export const markDone = (request: CellRequest, frame: DoneFrame): void => {
   request.done = frame
-  Deferred.unsafeDone(request.ended, Exit.succeed({ _tag: "finished", frame }))
+  Deferred.doneUnsafe(request.ended, Exit.succeed({ _tag: "finished", frame }))
   wakeUp(request)
 }
 
@@ -66,13 +66,13 @@ export const markDone = (request: CellRequest, frame: DoneFrame): void => {
 export const failRequest = (request: CellRequest, error: KernelError): Effect.Effect<void> =>
   Effect.sync(() => {
     if (request.failure === undefined) request.failure = error
-    Deferred.unsafeDone(request.ended, Exit.fail(error))
+    Deferred.doneUnsafe(request.ended, Exit.fail(error))
     wakeUp(request)
   })
 
 /** Ends a request's wait with a stop (timeout, cancel) now, from a callback; no effect once it ended. */
 export const stopRequestNow = (request: CellRequest, reason: InterruptReason): void => {
-  Deferred.unsafeDone(request.ended, Exit.succeed(stopBecause(reason)))
+  Deferred.doneUnsafe(request.ended, Exit.succeed(stopBecause(reason)))
 }
 
 /** Ends a request's wait with a stop (timeout, cancel); no effect once it ended. */
@@ -81,15 +81,15 @@ export const stopRequest = (request: CellRequest, reason: InterruptReason): Effe
 
 /** Ends a request's wait with the failure of its output handler. */
 export const abortRequest = (request: CellRequest, cause: Cause.Cause<never>): Effect.Effect<void> =>
-  Effect.sync(() => Deferred.unsafeDone(request.ended, Exit.failCause(cause)))
+  Effect.sync(() => Deferred.doneUnsafe(request.ended, Exit.failCause(cause)))
 
 /** Waits until `reached` holds of the request, failing with its failure if it fails first. */
 export const awaitUntil = (request: CellRequest, reached: (request: CellRequest) => boolean): Effect.Effect<void, KernelError> =>
   Effect.suspend(() => {
     if (reached(request)) return Effect.void
     if (request.failure !== undefined) return Effect.fail(request.failure)
-    const wake = request.wake ?? (request.wake = Deferred.unsafeMake<void>(FiberId.none))
-    return Effect.zipRight(Effect.interruptible(Deferred.await(wake)), awaitUntil(request, reached))
+    const wake = request.wake ?? (request.wake = Deferred.makeUnsafe<void>())
+    return Effect.andThen(Effect.interruptible(Deferred.await(wake)), awaitUntil(request, reached))
   })
 
 /** The fields of an execute request line. */
@@ -135,7 +135,7 @@ export class RequestTable {
       id: this.newId("r"),
       emit,
       emitNow: undefined,
-      ended: Deferred.unsafeMake<CellEnding, KernelError>(FiberId.none),
+      ended: Deferred.makeUnsafe<CellEnding, KernelError>(),
       started: false,
       done: undefined,
       failure: undefined,
@@ -214,10 +214,10 @@ export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (fr
       const status = statusOf(frame.bundle)
       if (status === undefined) return request.emit(KernelOutput.Display({ bundle: frame.bundle }))
       const control = status.op === "timeout" ? watchdogControl(request, status.fields) : Effect.void
-      return Effect.zipRight(control, request.emit(KernelOutput.Status(status)))
+      return Effect.andThen(control, request.emit(KernelOutput.Status(status)))
     }
     case "done":
-      return Effect.zipRight(handlers.onDone(request, frame), Effect.sync(() => markDone(request, frame)))
+      return Effect.andThen(handlers.onDone(request, frame), Effect.sync(() => markDone(request, frame)))
     case "bridge":
       return handlers.onBridge(request, frame)
   }

@@ -31,16 +31,15 @@ export const shutdownSteps = (grace: Duration.Duration, busy = false): ReadonlyA
 const EXIT_REQUEST_LINE = encodeHostLine({ type: "exit" })
 
 /** Walks `steps` until `proc` has exited, recording each step as an event of the current span. */
-export const runShutdown = (proc: KernelProcess, steps: ReadonlyArray<ShutdownStep>): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    const span = yield* Effect.option(Effect.currentSpan)
-    if ((yield* proc.exitNow) === undefined) {
-      for (const step of steps) {
-        if (Option.isSome(span)) span.value.event(step.send, BigInt(Date.now()) * 1_000_000n)
-        yield* step.send === "exit-request" ? Effect.ignore(proc.write(EXIT_REQUEST_LINE)) : proc.signal(step.send)
-        const exited = yield* Effect.interruptible(proc.exited).pipe(Effect.timeoutOption(step.grace), Effect.map(Option.isSome))
-        if (exited) break
-      }
+export const runShutdown = Effect.fnUntraced(function*(proc: KernelProcess, steps: ReadonlyArray<ShutdownStep>): Effect.fn.Return<void> {
+  const span = yield* Effect.option(Effect.currentSpan)
+  if ((yield* proc.exitNow) === undefined) {
+    for (const step of steps) {
+      if (Option.isSome(span)) span.value.event(step.send, BigInt(Date.now()) * 1_000_000n)
+      yield* step.send === "exit-request" ? Effect.ignore(proc.write(EXIT_REQUEST_LINE)) : proc.signal(step.send)
+      const exited = yield* Effect.interruptible(proc.exited).pipe(Effect.timeoutOption(step.grace), Effect.map(Option.isSome))
+      if (exited) break
     }
-    yield* proc.signal("SIGKILL")
-  })
+  }
+  yield* proc.signal("SIGKILL")
+})

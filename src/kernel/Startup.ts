@@ -5,7 +5,7 @@
  * start timeout and cut short by the process's death. Every kernel runs them in that
  * order, spare or not. Any failure is a `KernelStartError` with the stderr tail.
  */
-import { Deferred, Duration, Effect } from "effect"
+import { Deferred, Duration, Effect, Result } from "effect"
 import { type KernelClosed, KernelDied, type KernelError, KernelStartError } from "./KernelError.ts"
 import { describeExit, type ProcessExit } from "./KernelProcess.ts"
 import type { DeathCause } from "./Lifecycle.ts"
@@ -36,25 +36,28 @@ export interface StartupContext extends StartupChannel {
 }
 
 /** Sends one silent start-up request; the returned effect awaits its end and takes it out of the table. */
-const sendStartRequest = (channel: StartupChannel, code: string, extra: { cwd?: string; env?: Readonly<Record<string, string>> }) =>
-  Effect.gen(function*() {
-    const errors: Array<string> = []
-    const request = channel.table.add((output) =>
-      Effect.sync(() => {
-        if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
+const sendStartRequest = Effect.fnUntraced(function*(
+  channel: StartupChannel,
+  code: string,
+  extra: { cwd?: string; env?: Readonly<Record<string, string>> }
+) {
+  const errors: Array<string> = []
+  const request = channel.table.add((output) =>
+    Effect.sync(() => {
+      if (output._tag === "Error") errors.push(`${output.ename}: ${output.evalue}`)
+    })
+  )
+  yield* channel.writeLine(executeLine(request.id, { code, silent: true, storeHistory: false, ...extra })).pipe(
+    Effect.tapError(() => Effect.sync(() => channel.table.remove(request)))
+  )
+  return Effect.flatMap(Deferred.await(request.ended), () =>
+    request.done?.status === "error"
+      ? new KernelStartError({
+        reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
+        stderr: channel.stderrTail.text()
       })
-    )
-    yield* channel.writeLine(executeLine(request.id, { code, silent: true, storeHistory: false, ...extra })).pipe(
-      Effect.tapError(() => Effect.sync(() => channel.table.remove(request)))
-    )
-    return Effect.flatMap(Deferred.await(request.ended), () =>
-      request.done?.status === "error"
-        ? new KernelStartError({
-          reason: `the start-up code failed: ${errors.join("; ") || "unknown error"}`,
-          stderr: channel.stderrTail.text()
-        })
-        : Effect.void).pipe(Effect.ensuring(Effect.sync(() => channel.table.remove(request))))
-  })
+      : Effect.void).pipe(Effect.ensuring(Effect.sync(() => channel.table.remove(request))))
+})
 
 /**
  * Sends the prelude (none: nothing to send) right after the spawn, before any session is
@@ -68,7 +71,7 @@ export const sendPrelude = (
 ): Effect.Effect<Effect.Effect<void, KernelStartError | KernelError>> =>
   prelude === undefined || prelude.length === 0
     ? Effect.succeed(Effect.void)
-    : Effect.map(Effect.either(sendStartRequest(channel, prelude, {})), (sent) => (sent._tag === "Left" ? Effect.fail(sent.left) : sent.right))
+    : Effect.map(Effect.result(sendStartRequest(channel, prelude, {})), (sent) => (Result.isFailure(sent) ? Effect.fail(sent.failure) : sent.success))
 
 /** How long start-up waits for the exit of a runner whose input closed, to report that instead. */
 const CLOSED_GRACE = Duration.seconds(2)
@@ -101,14 +104,16 @@ export const startUp = (context: StartupContext): Effect.Effect<void, KernelStar
     Effect.catchTag("KernelClosed", (closed) => Effect.raceFirst(deathDuringStart, Effect.delay(Effect.fail(closed), CLOSED_GRACE))),
     Effect.mapError(startError),
     Effect.raceFirst(deathDuringStart),
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: context.startTimeout,
-      onTimeout: () =>
-        new KernelStartError({
-          reason: `start-up took longer than ${Duration.format(context.startTimeout)}`,
-          stderr: context.stderrTail.text()
-        })
+      orElse: () =>
+        Effect.fail(
+          new KernelStartError({
+            reason: `start-up took longer than ${Duration.format(context.startTimeout)}`,
+            stderr: context.stderrTail.text()
+          })
+        )
     }),
-    Effect.withSpan("kernel.start", { attributes: { "kernel.key": context.label, "kernel.pid": context.pid }, captureStackTrace: false })
+    Effect.withSpan("kernel.start", { attributes: { "kernel.key": context.label, "kernel.pid": context.pid } }, { captureStackTrace: false })
   )
 }

@@ -3,7 +3,7 @@
  * registry, interpreter resolution, runner cache, process spawner, sandbox, output sink
  * and artifact store, with the agent bridge the embedder provides (or the default one).
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Layer } from "effect"
 import { AgentBridge, AgentBridgeNotConfigured } from "../services/AgentBridge.ts"
 import { ArtifactStore, type ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
@@ -45,7 +45,7 @@ export const evalLayer = (
     NodeKernelSpawnerLive,
     Sandbox.Live,
     options.bridge ?? AgentBridgeNotConfigured
-  ).pipe(Layer.provideMerge(Layer.merge(settings, NodeContext.layer)))
+  ).pipe(Layer.provideMerge(Layer.merge(settings, NodeServices.layer)))
   const registry = KernelRegistry.layer.pipe(Layer.provideMerge(platform))
   const tool = EvalTool.layer.pipe(Layer.provideMerge(OutputSink.Live), Layer.provideMerge(registry))
   return tool

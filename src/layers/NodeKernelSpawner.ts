@@ -72,111 +72,108 @@ const endGroup = (group: TreeGroup) =>
     group.kill()
     return group.empty()
   }).pipe(
-    Effect.repeat({ until: (empty) => empty, schedule: Schedule.spaced(Duration.millis(10)).pipe(Schedule.upTo(Duration.seconds(5))) }),
+    Effect.repeat({ until: (empty) => empty, schedule: Schedule.spaced(Duration.millis(10)).pipe(Schedule.upTo({ duration: Duration.seconds(5) })) }),
     Effect.ensuring(Effect.sync(() => group.remove()))
   )
 
-const spawnProcess = (spec: SpawnSpec) =>
-  Effect.gen(function*() {
-    const exit = yield* Deferred.make<ProcessExit>()
-    let exitStatus: ProcessExit | undefined
-    const group = containment().create(spec.pidsMax)
-    const launch = launchOf(spec, group)
-    const child = yield* Effect.async<ChildProcess, SpawnError>((resume) => {
-      let child: ChildProcess
-      try {
-        child = spawnChild(launch.command, [...launch.args], {
-          cwd: spec.cwd,
-          env: { ...spec.env },
-          detached: true,
-          stdio: spec.channel === "fd3" ? ["ignore", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"]
-        })
-      } catch (cause) {
-        resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
-        return
-      }
-      const onError = (cause: Error) => resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
-      child.once("error", onError)
-      child.once("spawn", () => {
-        child.off("error", onError)
-        child.on("error", () => {})
-        resume(Effect.succeed(child))
+const spawnProcess = Effect.fnUntraced(function*(spec: SpawnSpec) {
+  const exit = yield* Deferred.make<ProcessExit>()
+  let exitStatus: ProcessExit | undefined
+  const group = containment().create(spec.pidsMax)
+  const launch = launchOf(spec, group)
+  const child = yield* Effect.callback<ChildProcess, SpawnError>((resume) => {
+    let child: ChildProcess
+    try {
+      child = spawnChild(launch.command, [...launch.args], {
+        cwd: spec.cwd,
+        env: { ...spec.env },
+        detached: true,
+        stdio: spec.channel === "fd3" ? ["ignore", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"]
       })
-      child.once("exit", (code, signal) => {
-        exitStatus = { code, signal }
-        Deferred.unsafeDone(exit, Effect.succeed(exitStatus))
-      })
+    } catch (cause) {
+      resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
+      return
+    }
+    const onError = (cause: Error) => resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
+    child.once("error", onError)
+    child.once("spawn", () => {
+      child.off("error", onError)
+      child.on("error", () => {})
+      resume(Effect.succeed(child))
     })
-    const socket = spec.channel === "fd3" ? (child.stdio[3] as Duplex | null | undefined) ?? null : null
-    const input: Writable | null = spec.channel === "fd3" ? socket : child.stdin
-    input?.on("error", () => {})
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => {
-        if (exitStatus !== undefined) return Effect.void
-        signalGroup(child, "SIGKILL")
-        return Deferred.await(exit)
-      }).pipe(Effect.zipRight(group === undefined ? Effect.void : endGroup(group)))
-    )
-    const pid = child.pid!
-    let runnerPid: number | undefined
-    const signal = (signal: KernelSignal): void => {
-      if (signal === "SIGINT" && spec.sandboxed === true) {
-        runnerPid ??= sandboxedRunner(pid)
-        if (runnerPid !== undefined && exitStatus === undefined) {
-          try {
-            process.kill(runnerPid, "SIGINT")
-          } catch {
-            // already gone
-          }
-        }
-        return
-      }
-      signalGroup(child, signal)
-      if (signal === "SIGKILL") group?.kill()
-    }
-    const write = (text: string): Effect.Effect<void, StdinClosed> =>
-      Effect.suspend(() => {
-        if (input === null || input.destroyed || input.writableEnded) return Effect.fail(new StdinClosed({ pid }))
-        input.write(text)
-        return Effect.void
-      })
-    const readable = (stream: NodeJS.ReadableStream | null): Stream.Stream<Uint8Array> =>
-      stream === null
-        ? Stream.empty
-        : NodeStream.fromReadable<never, Uint8Array>(() => stream, () => undefined as never, {
-          closeOnDone: false
-        }).pipe(Stream.catchAllCause(() => Stream.empty))
-    const frameSource = (socket ?? child.stdout) as NodeJS.ReadableStream | null
-    const listenFrames = (listener: ByteListener): ByteFlow => {
-      if (frameSource === null) {
-        listener.onEnd()
-        return { pause: () => {}, resume: () => {} }
-      }
-      let ended = false
-      const end = () => {
-        if (ended) return
-        ended = true
-        listener.onEnd()
-      }
-      frameSource.on("data", (bytes: Uint8Array) => listener.onBytes(bytes))
-      frameSource.once("end", end)
-      frameSource.once("close", end)
-      frameSource.on("error", end)
-      return { pause: () => frameSource.pause(), resume: () => frameSource.resume() }
-    }
-    const handle: KernelProcess = {
-      pid,
-      listenFrames,
-      ...(socket === null ? {} : { frames: readable(socket) }),
-      stdout: readable(child.stdout),
-      stderr: readable(child.stderr),
-      write,
-      signal: (name) => Effect.sync(() => signal(name)),
-      exited: Deferred.await(exit),
-      exitNow: Effect.sync(() => exitStatus)
-    }
-    return handle
+    child.once("exit", (code, signal) => {
+      exitStatus = { code, signal }
+      Deferred.doneUnsafe(exit, Effect.succeed(exitStatus))
+    })
   })
+  const socket = spec.channel === "fd3" ? (child.stdio[3] as Duplex | null | undefined) ?? null : null
+  const input: Writable | null = spec.channel === "fd3" ? socket : child.stdin
+  input?.on("error", () => {})
+  yield* Effect.addFinalizer(() =>
+    Effect.suspend(() => {
+      if (exitStatus !== undefined) return Effect.void
+      signalGroup(child, "SIGKILL")
+      return Deferred.await(exit)
+    }).pipe(Effect.andThen(group === undefined ? Effect.void : endGroup(group)))
+  )
+  const pid = child.pid!
+  let runnerPid: number | undefined
+  const signal = (signal: KernelSignal): void => {
+    if (signal === "SIGINT" && spec.sandboxed === true) {
+      runnerPid ??= sandboxedRunner(pid)
+      if (runnerPid !== undefined && exitStatus === undefined) {
+        try {
+          process.kill(runnerPid, "SIGINT")
+        } catch {
+          // already gone
+        }
+      }
+      return
+    }
+    signalGroup(child, signal)
+    if (signal === "SIGKILL") group?.kill()
+  }
+  const write = (text: string): Effect.Effect<void, StdinClosed> =>
+    Effect.suspend(() => {
+      if (input === null || input.destroyed || input.writableEnded) return Effect.fail(new StdinClosed({ pid }))
+      input.write(text)
+      return Effect.void
+    })
+  const readable = (stream: NodeJS.ReadableStream | null): Stream.Stream<Uint8Array> =>
+    stream === null
+      ? Stream.empty
+      : NodeStream.fromReadable<Uint8Array>({ evaluate: () => stream, closeOnDone: false }).pipe(Stream.catchCause(() => Stream.empty))
+  const frameSource = (socket ?? child.stdout) as NodeJS.ReadableStream | null
+  const listenFrames = (listener: ByteListener): ByteFlow => {
+    if (frameSource === null) {
+      listener.onEnd()
+      return { pause: () => {}, resume: () => {} }
+    }
+    let ended = false
+    const end = () => {
+      if (ended) return
+      ended = true
+      listener.onEnd()
+    }
+    frameSource.on("data", (bytes: Uint8Array) => listener.onBytes(bytes))
+    frameSource.once("end", end)
+    frameSource.once("close", end)
+    frameSource.on("error", end)
+    return { pause: () => frameSource.pause(), resume: () => frameSource.resume() }
+  }
+  const handle: KernelProcess = {
+    pid,
+    listenFrames,
+    ...(socket === null ? {} : { frames: readable(socket) }),
+    stdout: readable(child.stdout),
+    stderr: readable(child.stderr),
+    write,
+    signal: (name) => Effect.sync(() => signal(name)),
+    exited: Deferred.await(exit),
+    exitNow: Effect.sync(() => exitStatus)
+  }
+  return handle
+})
 
 /** `KernelSpawner` backed by real child processes. */
 export const NodeKernelSpawnerLive = Layer.succeed(KernelSpawner, { spawn: spawnProcess })

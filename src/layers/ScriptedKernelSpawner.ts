@@ -16,7 +16,7 @@
  * - `wait MS`: wait MS milliseconds of the clock
  * Empty code (init, prelude) just completes.
  */
-import { Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, Queue, Stream } from "effect"
+import { type Cause, Deferred, Duration, Effect, Fiber, Layer, Option, Queue, Stream } from "effect"
 import { KernelSpawner, StdinClosed, type KernelProcess, type KernelSignal, type ProcessExit } from "../kernel/KernelProcess.ts"
 
 /** What the test can observe of one fake process. */
@@ -45,169 +45,168 @@ let nextPid = 100_000
 
 const line = (frame: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(frame) + "\n")
 
-const spawnScripted = (spawns: ScriptedSpawns, command: string) =>
-  Effect.gen(function*() {
-    const pid = nextPid++
-    const record: ScriptedProcessRecord = {
-      pid,
-      command,
-      signals: [],
-      requests: [],
-      idleSignals: [],
-      overlaps: 0,
-      exit: undefined,
-      killFromOutside: () => Effect.void
-    }
-    spawns.records.push(record)
-    const stdout = yield* Mailbox.make<Uint8Array>()
-    const stdin = yield* Queue.unbounded<string>()
-    const exited = yield* Deferred.make<ProcessExit>()
-    const bridgeAnswers = new Map<string, Deferred.Deferred<unknown>>()
-    let sigint = yield* Deferred.make<void>()
-    let running = false
-    let ignoreTerm = false
-    let executionCount = 0
+const spawnScripted = Effect.fnUntraced(function*(spawns: ScriptedSpawns, command: string) {
+  const pid = nextPid++
+  const record: ScriptedProcessRecord = {
+    pid,
+    command,
+    signals: [],
+    requests: [],
+    idleSignals: [],
+    overlaps: 0,
+    exit: undefined,
+    killFromOutside: () => Effect.void
+  }
+  spawns.records.push(record)
+  const stdout = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+  const stdin = yield* Queue.unbounded<string>()
+  const exited = yield* Deferred.make<ProcessExit>()
+  const bridgeAnswers = new Map<string, Deferred.Deferred<unknown>>()
+  let sigint = yield* Deferred.make<void>()
+  let running = false
+  let ignoreTerm = false
+  let executionCount = 0
 
-    const finish = (exit: ProcessExit) =>
-      Effect.gen(function*() {
-        if (record.exit !== undefined) return
-        record.exit = exit
-        yield* stdout.end
-        yield* Deferred.succeed(exited, exit)
-      })
-    record.killFromOutside = (signal) => finish({ code: null, signal })
-    const emit = (frame: unknown) => (record.exit === undefined ? Effect.asVoid(stdout.offer(line(frame))) : Effect.void)
+  const finish = (exit: ProcessExit) =>
+    Effect.gen(function*() {
+      if (record.exit !== undefined) return
+      record.exit = exit
+      yield* Queue.end(stdout)
+      yield* Deferred.succeed(exited, exit)
+    })
+  record.killFromOutside = (signal) => finish({ code: null, signal })
+  const emit = (frame: unknown) => (record.exit === undefined ? Effect.asVoid(Queue.offer(stdout, line(frame))) : Effect.void)
 
-    const runCommand = (id: string, command: string): Effect.Effect<"continue" | "error" | "cancelled"> => {
-      const [verb = "", ...rest] = command.trim().split(" ")
-      const arg = rest.join(" ")
-      switch (verb) {
-        case "":
-          return Effect.succeed("continue")
-        case "print":
-          return Effect.as(emit({ type: "stdout", id, data: `${arg}\n` }), "continue")
-        case "display":
-          return Effect.as(emit({ type: "display", id, bundle: { "text/plain": arg } }), "continue")
-        case "pause":
-        case "resume":
-          return Effect.as(
-            emit({ type: "display", id, bundle: { "application/x-veyyon-status": { op: "timeout", action: verb } } }),
-            "continue"
-          )
-        case "raise":
-          return Effect.as(emit({ type: "error", id, ename: "ValueError", evalue: arg, traceback: [`ValueError: ${arg}`] }), "error")
-        case "wait":
-          return Effect.as(Effect.sleep(Duration.millis(Number(arg))), "continue")
-        case "sleep":
-          return Deferred.await(sigint).pipe(
-            Effect.zipRight(emit({ type: "error", id, ename: "KeyboardInterrupt", evalue: "", traceback: ["KeyboardInterrupt"] })),
-            Effect.as("cancelled" as const)
-          )
-        case "hang":
-        case "hang-hard":
-          ignoreTerm = verb === "hang-hard"
-          return Effect.never
-        case "exit":
-          return Effect.zipRight(finish({ code: Number(arg), signal: null }), Effect.never)
-        case "crash-once":
-          if (spawns.crashed) return Effect.succeed("continue")
-          spawns.crashed = true
-          return Effect.zipRight(finish({ code: Number(arg), signal: null }), Effect.never)
-        case "bridge": {
-          const callId = `c${Math.random().toString(36).slice(2)}`
-          return Effect.gen(function*() {
-            const answer = yield* Deferred.make<unknown>()
-            bridgeAnswers.set(callId, answer)
-            yield* emit({ type: "bridge", id, callId, method: arg, params: { prompt: "hi" } })
-            const value = yield* Deferred.await(answer)
-            yield* emit({ type: "stdout", id, data: `${JSON.stringify(value)}\n` })
-            return "continue" as const
-          })
-        }
-        default:
-          return Effect.as(emit({ type: "error", id, ename: "NameError", evalue: verb, traceback: [] }), "error")
-      }
-    }
-
-    const runRequest = (request: { id: string; code: string; silent?: boolean; storeHistory?: boolean }) =>
-      Effect.gen(function*() {
-        record.requests.push(request.code)
-        running = true
-        sigint = yield* Deferred.make<void>()
-        yield* emit({ type: "started", id: request.id })
-        let outcome: "continue" | "error" | "cancelled" = "continue"
-        for (const command of request.code.split(";")) {
-          outcome = yield* runCommand(request.id, command)
-          if (outcome !== "continue") break
-        }
-        if (request.silent !== true && request.storeHistory !== false) executionCount++
-        running = false
-        yield* emit({
-          type: "done",
-          id: request.id,
-          status: outcome === "continue" ? "ok" : "error",
-          executionCount,
-          cancelled: outcome === "cancelled"
+  const runCommand = (id: string, command: string): Effect.Effect<"continue" | "error" | "cancelled"> => {
+    const [verb = "", ...rest] = command.trim().split(" ")
+    const arg = rest.join(" ")
+    switch (verb) {
+      case "":
+        return Effect.succeed("continue")
+      case "print":
+        return Effect.as(emit({ type: "stdout", id, data: `${arg}\n` }), "continue")
+      case "display":
+        return Effect.as(emit({ type: "display", id, bundle: { "text/plain": arg } }), "continue")
+      case "pause":
+      case "resume":
+        return Effect.as(
+          emit({ type: "display", id, bundle: { "application/x-veyyon-status": { op: "timeout", action: verb } } }),
+          "continue"
+        )
+      case "raise":
+        return Effect.as(emit({ type: "error", id, ename: "ValueError", evalue: arg, traceback: [`ValueError: ${arg}`] }), "error")
+      case "wait":
+        return Effect.as(Effect.sleep(Duration.millis(Number(arg))), "continue")
+      case "sleep":
+        return Deferred.await(sigint).pipe(
+          Effect.andThen(emit({ type: "error", id, ename: "KeyboardInterrupt", evalue: "", traceback: ["KeyboardInterrupt"] })),
+          Effect.as("cancelled" as const)
+        )
+      case "hang":
+      case "hang-hard":
+        ignoreTerm = verb === "hang-hard"
+        return Effect.never
+      case "exit":
+        return Effect.andThen(finish({ code: Number(arg), signal: null }), Effect.never)
+      case "crash-once":
+        if (spawns.crashed) return Effect.succeed("continue")
+        spawns.crashed = true
+        return Effect.andThen(finish({ code: Number(arg), signal: null }), Effect.never)
+      case "bridge": {
+        const callId = `c${Math.random().toString(36).slice(2)}`
+        return Effect.gen(function*() {
+          const answer = yield* Deferred.make<unknown>()
+          bridgeAnswers.set(callId, answer)
+          yield* emit({ type: "bridge", id, callId, method: arg, params: { prompt: "hi" } })
+          const value = yield* Deferred.await(answer)
+          yield* emit({ type: "stdout", id, data: `${JSON.stringify(value)}\n` })
+          return "continue" as const
         })
-      })
-
-    const server = yield* Effect.gen(function*() {
-      while (record.exit === undefined) {
-        const request = JSON.parse(yield* Queue.take(stdin)) as {
-          id: string
-          code: string
-          silent?: boolean
-          storeHistory?: boolean
-        }
-        yield* runRequest(request).pipe(Effect.raceFirst(Deferred.await(exited)))
       }
-    }).pipe(Effect.forkDaemon)
-
-    const readLine = (text: string) =>
-      Effect.suspend(() => {
-        const frame = JSON.parse(text) as Record<string, unknown>
-        if (frame.type === "exit") return ignoreTerm ? Effect.void : finish({ code: 0, signal: null })
-        if (frame.type !== "bridge_result") {
-          if (running) record.overlaps++
-          return Queue.offer(stdin, text)
-        }
-        const answer = bridgeAnswers.get(String(frame.callId))
-        return answer === undefined ? Effect.void : Deferred.succeed(answer, frame.ok === true ? frame.value : frame.error)
-      })
-
-    const signal = (sig: KernelSignal) =>
-      Effect.gen(function*() {
-        if (record.exit !== undefined) return
-        record.signals.push(sig)
-        if (!running) record.idleSignals.push(sig)
-        if (sig === "SIGINT") {
-          if (running) yield* Deferred.succeed(sigint, undefined)
-        } else if (sig === "SIGKILL" || !ignoreTerm) {
-          yield* finish({ code: null, signal: sig })
-        }
-      })
-
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        yield* signal("SIGKILL")
-        yield* Fiber.interrupt(server)
-      })
-    )
-
-    const handle: KernelProcess = {
-      pid,
-      stdout: Mailbox.toStream(stdout),
-      stderr: Stream.empty,
-      write: (text) =>
-        record.exit !== undefined
-          ? Effect.fail(new StdinClosed({ pid }))
-          : Effect.forEach(text.split("\n").filter((l) => l.length > 0), readLine, { discard: true }),
-      signal,
-      exited: Deferred.await(exited),
-      exitNow: Effect.sync(() => record.exit)
+      default:
+        return Effect.as(emit({ type: "error", id, ename: "NameError", evalue: verb, traceback: [] }), "error")
     }
-    return handle
-  })
+  }
+
+  const runRequest = (request: { id: string; code: string; silent?: boolean; storeHistory?: boolean }) =>
+    Effect.gen(function*() {
+      record.requests.push(request.code)
+      running = true
+      sigint = yield* Deferred.make<void>()
+      yield* emit({ type: "started", id: request.id })
+      let outcome: "continue" | "error" | "cancelled" = "continue"
+      for (const command of request.code.split(";")) {
+        outcome = yield* runCommand(request.id, command)
+        if (outcome !== "continue") break
+      }
+      if (request.silent !== true && request.storeHistory !== false) executionCount++
+      running = false
+      yield* emit({
+        type: "done",
+        id: request.id,
+        status: outcome === "continue" ? "ok" : "error",
+        executionCount,
+        cancelled: outcome === "cancelled"
+      })
+    })
+
+  const server = yield* Effect.gen(function*() {
+    while (record.exit === undefined) {
+      const request = JSON.parse(yield* Queue.take(stdin)) as {
+        id: string
+        code: string
+        silent?: boolean
+        storeHistory?: boolean
+      }
+      yield* runRequest(request).pipe(Effect.raceFirst(Deferred.await(exited)))
+    }
+  }).pipe(Effect.forkDetach)
+
+  const readLine = (text: string) =>
+    Effect.suspend(() => {
+      const frame = JSON.parse(text) as Record<string, unknown>
+      if (frame.type === "exit") return ignoreTerm ? Effect.void : finish({ code: 0, signal: null })
+      if (frame.type !== "bridge_result") {
+        if (running) record.overlaps++
+        return Queue.offer(stdin, text)
+      }
+      const answer = bridgeAnswers.get(String(frame.callId))
+      return answer === undefined ? Effect.void : Deferred.succeed(answer, frame.ok === true ? frame.value : frame.error)
+    })
+
+  const signal = (sig: KernelSignal) =>
+    Effect.gen(function*() {
+      if (record.exit !== undefined) return
+      record.signals.push(sig)
+      if (!running) record.idleSignals.push(sig)
+      if (sig === "SIGINT") {
+        if (running) yield* Deferred.succeed(sigint, undefined)
+      } else if (sig === "SIGKILL" || !ignoreTerm) {
+        yield* finish({ code: null, signal: sig })
+      }
+    })
+
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      yield* signal("SIGKILL")
+      yield* Fiber.interrupt(server)
+    })
+  )
+
+  const handle: KernelProcess = {
+    pid,
+    stdout: Stream.fromQueue(stdout),
+    stderr: Stream.empty,
+    write: (text) =>
+      record.exit !== undefined
+        ? Effect.fail(new StdinClosed({ pid }))
+        : Effect.forEach(text.split("\n").filter((l) => l.length > 0), readLine, { discard: true }),
+    signal,
+    exited: Deferred.await(exited),
+    exitNow: Effect.sync(() => record.exit)
+  }
+  return handle
+})
 
 /** A scripted spawner and the records of what it spawned. */
 export const makeScriptedSpawner = (): { readonly spawns: ScriptedSpawns; readonly layer: Layer.Layer<KernelSpawner> } => {
@@ -220,4 +219,4 @@ export const allExited = (spawns: ScriptedSpawns): boolean => spawns.records.eve
 
 /** The record of the most recent spawn, if any. */
 export const lastSpawn = (spawns: ScriptedSpawns): Option.Option<ScriptedProcessRecord> =>
-  Option.fromNullable(spawns.records[spawns.records.length - 1])
+  Option.fromNullishOr(spawns.records[spawns.records.length - 1])

@@ -1,15 +1,14 @@
 /**
- * The MCP server veyyon serves on every door: `@effect/ai`'s `McpServer` with one tool,
+ * The MCP server veyyon serves on every door: `effect/ai`'s `McpServer` holding one tool,
  * `eval` (the eval tool's own name, description and input schema, plus an
- * `outputSchema` for its structured result), running on the framing layer of
- * `McpDoor`. Each client (a stdio connection, an HTTP session) is one kernel session;
+ * `outputSchema` for its structured result), and the artifact resource template,
+ * answered through the framing layer of `McpDoor`: the handshake, the lists and the
+ * calls are `McpSchema` values, tool calls dispatched by the server. Each client (a stdio connection, an HTTP session) is one kernel session;
  * its artifacts are its resources. A `tools/call` that carries a progress token gets
  * progress notifications until its answer.
  */
-import { InternalError, InvalidParams, McpServerClient, ResourceTemplate, Tool, ToolAnnotations } from "@effect/ai/McpSchema"
-import * as McpServer from "@effect/ai/McpServer"
-import * as RpcServer from "@effect/rpc/RpcServer"
-import { Cause, Effect, Either, Option, type Scope } from "effect"
+import { Cause, Context, Effect, Option, Result, Schema, type Scope } from "effect"
+import { McpSchema, McpServer } from "effect/ai"
 import { Buffer } from "node:buffer"
 import { randomBytes } from "node:crypto"
 import { cellToolResult, EVAL_OUTPUT_SCHEMA, failureToolResult } from "../cli/mcpResult.ts"
@@ -19,7 +18,7 @@ import { EvalTool, type EvalToolService } from "../services/EvalTool.ts"
 import type { PrivateDirRefused } from "../services/PrivateDir.ts"
 import type { SessionWorkspace } from "../services/SessionWorkspace.ts"
 import { listResult, readArtifact } from "./ArtifactResources.ts"
-import { ErrorCode } from "./JsonRpc.ts"
+import { ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "./JsonRpc.ts"
 import { McpCall, type McpDoor, McpFailure, makeMcpDoor } from "./McpDoor.ts"
 import { makeLineTracker, withProgress } from "./Progress.ts"
 
@@ -51,7 +50,7 @@ export interface McpServeOptions {
 }
 
 const toolTotalSeconds = (payload: unknown): number =>
-  Either.getOrElse(clampTimeoutSeconds((payload as { readonly timeout?: unknown } | undefined)?.timeout), () => DEFAULT_TIMEOUT_SECONDS)
+  Result.getOrElse(clampTimeoutSeconds((payload as { readonly timeout?: unknown } | undefined)?.timeout), () => DEFAULT_TIMEOUT_SECONDS)
 
 const evalHandler = (
   tool: EvalToolService,
@@ -60,10 +59,10 @@ const evalHandler = (
   progressIntervalMs: number
 ) => (payload: unknown) =>
   Effect.gen(function*() {
-    const client = yield* McpServerClient
+    const request = yield* McpSchema.McpRequestContext
     const call = yield* Effect.serviceOption(McpCall)
-    const token = Option.flatMap(call, (info) => Option.fromNullable(info.progressToken))
-    const sessionId = sessionIds(sessions, client.clientId)
+    const token = Option.flatMap(call, (info) => Option.fromNullishOr(info.progressToken))
+    const sessionId = sessions.sessionIdOf(request.clientId)
     const cwd = yield* cwdOf(sessionId)
     if (Option.isNone(call) || Option.isNone(token)) return yield* tool.run(payload, { sessionId, cwd })
     const tracker = makeLineTracker()
@@ -76,8 +75,8 @@ const evalHandler = (
     })
   }).pipe(
     Effect.map(cellToolResult),
-    Effect.catchAll((error) => Effect.succeed(failureToolResult(error))),
-    Effect.catchAllDefect((defect) =>
+    Effect.catch((error) => Effect.succeed(failureToolResult(error))),
+    Effect.catchDefect((defect) =>
       Effect.succeed(failureToolResult({
         _tag: "Defect",
         message: `the eval tool failed unexpectedly: ${Cause.pretty(Cause.die(defect)).split("\n")[0]}`
@@ -85,14 +84,15 @@ const evalHandler = (
     )
   )
 
-const sessionIds = (sessions: McpSessions, clientId: number) => sessions.sessionIdOf(clientId)
+/** The protocol version answered to a client that asked for `requested`: that one when spoken here, else the newest. */
+export const negotiatedVersion = (requested: string): string =>
+  SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : SUPPORTED_PROTOCOL_VERSIONS[0]!
 
-const withOutputSchema = (method: string, result: unknown): unknown => {
-  if (method !== "tools/list" || typeof result !== "object" || result === null) return result
-  const tools = (result as { readonly tools?: ReadonlyArray<{ readonly name?: string }> }).tools
-  if (!Array.isArray(tools)) return result
-  return { ...result, tools: tools.map((tool) => (tool.name === "eval" ? { ...tool, outputSchema: EVAL_OUTPUT_SCHEMA } : tool)) }
-}
+const asMcpFailure = (error: { readonly code: number; readonly message: string }) => new McpFailure({ code: error.code, message: error.message })
+
+const encoded = <S extends Schema.Codec<any, any>>(schema: S) => (value: S["Type"]) => Schema.encodeEffect(schema)(value).pipe(Effect.orDie)
+
+const noReverseRequests = Effect.die(new Error("this server sends no requests to its clients"))
 
 /**
  * Serves the eval tool through a door for as long as `transport` runs: `transport`
@@ -119,10 +119,12 @@ export const serveMcp = <E, R>(
       }
       return id
     }
+    const clients = new Map<number, McpSchema.McpServerClient["Service"]>()
     const forget = (clientId: number) =>
       Effect.suspend(() => {
         const id = ids.get(clientId)
         ids.delete(clientId)
+        clients.delete(clientId)
         return id === undefined || sessionDirs === undefined ? Effect.void : sessionDirs.remove(id)
       })
     const storeOf = (clientId: number) =>
@@ -130,52 +132,90 @@ export const serveMcp = <E, R>(
         new McpFailure({ code: ErrorCode.InternalError, message: error.message }))
     const readFor = (clientId: number, uri: unknown) => Effect.flatMap(storeOf(clientId), (store) => readArtifact(store, uri))
 
+    const clientOf = (clientId: number, initialize: typeof McpSchema.Initialize.payloadSchema.Type): McpSchema.McpServerClient["Service"] => ({
+      clientId,
+      protocolVersion: negotiatedVersion(initialize.protocolVersion) as McpSchema.McpServerClient["Service"]["protocolVersion"],
+      clientCapabilities: initialize.capabilities,
+      clientInfo: initialize.clientInfo,
+      initializePayload: initialize,
+      getClient: noReverseRequests
+    })
+    const anonymous = (clientId: number) =>
+      clientOf(clientId, { protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0]!, capabilities: {}, clientInfo: { name: "unknown", version: "0" } })
+
     const door = yield* makeMcpDoor({
-      localMethods: {
+      methods: {
+        initialize: (clientId, params) =>
+          Effect.gen(function*() {
+            const initialize = params as typeof McpSchema.Initialize.payloadSchema.Type
+            const client = clientOf(clientId, initialize)
+            clients.set(clientId, client)
+            return yield* encoded(McpSchema.InitializeResult)({
+              protocolVersion: client.protocolVersion,
+              capabilities: { tools: { listChanged: false }, resources: { listChanged: false, subscribe: false } },
+              serverInfo: { name: MCP_SERVER_NAME, version: options.version }
+            })
+          }),
+        ping: () => Effect.succeed({}),
+        "tools/list": () => encoded(McpSchema.ListToolsResult)(new McpSchema.ListToolsResult({ tools: server.tools.map((entry) => entry.tool) })),
+        "tools/call": (clientId, params) =>
+          server.callTool(params as typeof McpSchema.CallTool.payloadSchema.Type).pipe(
+            Effect.provideService(McpSchema.McpServerClient, clients.get(clientId) ?? anonymous(clientId)),
+            Effect.mapError(asMcpFailure),
+            Effect.flatMap(encoded(McpSchema.CallToolResult))
+          ),
         "resources/list": (clientId) =>
           storeOf(clientId).pipe(
             Effect.flatMap((store) => store.list),
             Effect.map(listResult),
             Effect.mapError((error) => (error instanceof McpFailure ? error : new McpFailure({ code: ErrorCode.InternalError, message: error.message })))
           ),
-        "resources/read": (clientId, params) => readFor(clientId, params.uri)
-      },
-      decorate: withOutputSchema
+        "resources/read": (clientId, params) => readFor(clientId, params.uri),
+        "resources/templates/list": () =>
+          encoded(McpSchema.ListResourceTemplatesResult)(
+            new McpSchema.ListResourceTemplatesResult({ resourceTemplates: server.resourceTemplates.map((entry) => entry.template) })
+          )
+      }
     })
     const sessions: McpSessions = {
       sessionIdOf,
-      end: (clientId) => Effect.zipRight(door.disconnect(clientId), Effect.zipRight(tool.endSession(sessionIdOf(clientId)), forget(clientId)))
+      end: (clientId) => Effect.andThen(door.disconnect(clientId), Effect.andThen(tool.endSession(sessionIdOf(clientId)), forget(clientId)))
     }
 
     yield* server.addTool({
-      tool: new Tool({
+      tool: new McpSchema.Tool({
         name: tool.definition.name,
         title: EVAL_TOOL_TITLE,
         description: `${tool.definition.description}\n${RESOURCES_GUIDANCE}`,
-        inputSchema: tool.definition.parameters,
-        annotations: new ToolAnnotations({
+        inputSchema: tool.definition.parameters as McpSchema.ToolJson,
+        outputSchema: EVAL_OUTPUT_SCHEMA,
+        annotations: {
           title: EVAL_TOOL_TITLE,
           readOnlyHint: false,
           destructiveHint: true,
           idempotentHint: false,
           openWorldHint: true
-        })
+        }
       }),
+      annotations: Context.empty(),
       handle: evalHandler(tool, sessions, cwdOf, options.progressIntervalMs)
     })
     yield* server.addResourceTemplate({
-      template: new ResourceTemplate({
+      template: new McpSchema.ResourceTemplate({
         uriTemplate: "artifact://{id}",
         name: "artifact",
         title: "Cell artifact",
-        description: "A file a cell of this session produced (full output of a truncated result, an image, spilled outputs).",
-        mimeType: undefined
+        description: "A file a cell of this session produced (full output of a truncated result, an image, spilled outputs)."
       }),
+      annotations: Context.empty(),
       routerPath: "/artifact/:id",
       completions: {},
       handle: (uri) =>
-        Effect.flatMap(McpServerClient, (client) => readFor(client.clientId, uri)).pipe(
-          Effect.map(({ contents }) => ({
+        Effect.gen(function*() {
+          const request = yield* McpSchema.McpRequestContext
+          return yield* readFor(request.clientId, uri)
+        }).pipe(
+          Effect.map(({ contents }): McpSchema.ReadResourceResult => ({
             contents: contents.map((content) =>
               content.blob === undefined
                 ? { uri: content.uri, mimeType: content.mimeType, text: content.text }
@@ -183,12 +223,12 @@ export const serveMcp = <E, R>(
             )
           })),
           Effect.mapError((failure) =>
-            failure.code === ErrorCode.InvalidParams ? new InvalidParams({ message: failure.message }) : new InternalError({ message: failure.message })
+            failure.code === ErrorCode.InvalidParams
+              ? new McpSchema.InvalidParams({ message: failure.message })
+              : new McpSchema.InternalError({ message: failure.message })
           )
         )
     })
-    yield* Effect.forkScoped(
-      McpServer.run({ name: MCP_SERVER_NAME, version: options.version }).pipe(Effect.provideService(RpcServer.Protocol, door.protocol))
-    )
+
     yield* transport(door, sessions)
   }).pipe(Effect.scoped, Effect.provide(McpServer.McpServer.layer))

@@ -10,15 +10,21 @@
  * starts one and returns its `Mcp-Session-Id`; every later request must carry it (404
  * for an unknown or ended one, so the client starts again), and an `MCP-Protocol-Version`
  * header, when sent, must name a version the server speaks (400 otherwise). A session idle for longer
- * than `idleTtlMs` with nothing running is ended like a DELETE.
+ * than `idleTtlMs` with nothing running is ended like a DELETE. Any other path is 404.
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
-import { Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
+import { ByteSize, Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
-import { ErrorCode, errorReply, type Frame, type JsonRpcOut, MAX_MESSAGE_BYTES, parseFrame, tooLargeReply } from "./JsonRpc.ts"
+import {
+  ErrorCode,
+  errorReply,
+  type Frame,
+  type JsonRpcOut,
+  MAX_MESSAGE_BYTES,
+  parseFrame,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  tooLargeReply
+} from "./JsonRpc.ts"
 import type { McpDoor, Reply } from "./McpDoor.ts"
 import type { McpSessions } from "./EvalMcpServer.ts"
 
@@ -31,8 +37,6 @@ export const SESSION_HEADER = "mcp-session-id"
 /** The header a client names its negotiated protocol version in, after `initialize`. */
 export const PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 
-/** The protocol versions the server speaks (those `initialize` can negotiate). */
-export const SUPPORTED_PROTOCOL_VERSIONS: ReadonlyArray<string> = ["2025-06-18", "2025-03-26", "2024-11-05"]
 
 /** How the door checks and bounds requests. */
 export interface HttpDoorOptions {
@@ -70,7 +74,7 @@ export const bearerMatches = (header: string | undefined, token: string): boolea
 }
 
 const jsonResponse = (status: number, body: JsonRpcOut, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson(body, { status, headers })
+  HttpServerResponse.jsonUnsafe(body, { status, headers })
 
 const httpError = (status: number, code: number, message: string, headers: Record<string, string> = {}) =>
   jsonResponse(status, errorReply(null, code, message), headers)
@@ -93,7 +97,7 @@ type Outgoing = { readonly message: JsonRpcOut | undefined; readonly final: bool
 
 const sseEvent = (message: JsonRpcOut) => new TextEncoder().encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
 
-/** The door's router; ends idle sessions in the background for as long as the scope lives. */
+/** The door's HTTP app; ends idle sessions in the background for as long as the scope lives. */
 export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: HttpDoorOptions) =>
   Effect.gen(function*() {
     const maxBytes = options.maxMessageBytes ?? MAX_MESSAGE_BYTES
@@ -143,11 +147,11 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       const length = Number(request.headers["content-length"])
       if (Number.isFinite(length) && length > maxBytes) return Effect.succeed(TOO_LARGE)
       return request.text.pipe(
-        HttpIncomingMessage.withMaxBodySize(Option.some(maxBytes)),
+        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBytes)),
         Effect.map((text): Body => (Buffer.byteLength(text, "utf8") > maxBytes ? TOO_LARGE : { _tag: "Read", text })),
-        Effect.catchAll((error) =>
+        Effect.catch((error) =>
           Effect.succeed<Body>(
-            error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+            error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
               ? TOO_LARGE
               : { _tag: "Unreadable", reason: error.message }
           )
@@ -199,8 +203,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
         if (wantsStream) {
           const events = Stream.fromQueue(queue).pipe(
             Stream.takeUntil((item) => item.final),
-            Stream.filterMap((item) => Option.fromNullable(item.message)),
-            Stream.map(sseEvent),
+            Stream.flatMap((item) => (item.message === undefined ? Stream.empty : Stream.make(sseEvent(item.message)))),
             Stream.ensuring(done)
           )
           return HttpServerResponse.stream(events, { contentType: "text/event-stream", headers: { ...headers, "cache-control": "no-cache" } })
@@ -249,9 +252,19 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       return HttpServerResponse.empty({ status: 405, headers: { allow: "POST, DELETE" } })
     })
 
-    return HttpRouter.empty.pipe(
-      HttpRouter.post(MCP_PATH, post),
-      HttpRouter.del(MCP_PATH, del),
-      HttpRouter.get(MCP_PATH, get)
-    )
+    const notFound = HttpServerResponse.empty({ status: 404 })
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (new URL(request.url, "http://door").pathname !== MCP_PATH) return notFound
+      switch (request.method) {
+        case "POST":
+          return yield* post
+        case "DELETE":
+          return yield* del
+        case "GET":
+          return yield* get
+        default:
+          return notFound
+      }
+    }).pipe(Effect.interruptible)
   })

@@ -7,6 +7,9 @@
 /** The largest message either door accepts, in bytes (8 MiB); a bigger one gets an error reply. */
 export const MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
+/** The MCP protocol versions the server speaks, newest first (those `initialize` can negotiate). */
+export const SUPPORTED_PROTOCOL_VERSIONS: ReadonlyArray<string> = ["2025-06-18", "2025-03-26", "2024-11-05"]
+
 /** JSON-RPC error codes used by the doors. */
 export const ErrorCode = {
   ParseError: -32700,

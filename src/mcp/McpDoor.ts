@@ -1,21 +1,20 @@
 /**
- * The framing layer between the MCP doors (stdio, HTTP) and `@effect/ai`'s `McpServer`:
- * an `RpcServer.Protocol` we own. It parses JSON-RPC itself so the server's guarantees
- * hold whatever the library does: malformed JSON gets -32700 with `id: null`, an unknown
- * method -32601 with the request's own id, params that do not fit the method's schema
- * -32602 with one sentence, and the door keeps serving after each. Request ids go back
- * exactly as the client sent them (strings included).
+ * The framing layer of the MCP doors (stdio, HTTP): JSON-RPC parsed here, so the server's
+ * guarantees hold whatever the library does: malformed JSON gets -32700 with `id: null`,
+ * an unknown method -32601 with the request's own id, params that do not fit the
+ * method's schema (`effect/ai`'s `McpSchema`) -32602 with one sentence, and the door
+ * keeps serving after each. Request ids go back exactly as the client sent them
+ * (strings included).
  *
- * Every request carries a `Reply`: where its progress notifications and its one answer
- * go (stdout on stdio, the POST's response over HTTP). Handlers see the call as the
- * `McpCall` service, so a tool can send progress for its own request.
+ * Every request runs on its own fiber and carries a `Reply`: where its progress
+ * notifications and its one answer go (stdout on stdio, the POST's response over HTTP).
+ * Handlers see the call as the `McpCall` service, so a tool can send progress for its
+ * own request; `notifications/cancelled` interrupts the request, which then gets no answer.
  */
-import { ClientNotificationRpcs, ClientRpcs } from "@effect/ai/McpSchema"
-import type { FromClientEncoded, FromServerEncoded, RequestEncoded } from "@effect/rpc/RpcMessage"
-import * as RpcServer from "@effect/rpc/RpcServer"
-import { Context, Data, Deferred, Effect, Either, FiberSet, Mailbox, Schema } from "effect"
-import { type FieldHints, paramsProblem } from "../services/ParamsProblem.ts"
-import { ErrorCode, errorReply, type Frame, type JsonRpcId, type JsonRpcOut, notification, progressTokenOf, resultReply } from "./JsonRpc.ts"
+import { Cause, Context, Data, Effect, Exit, FiberMap, Schema } from "effect"
+import { McpSchema } from "effect/ai"
+import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "../services/ParamsProblem.ts"
+import { ErrorCode, errorReply, type Frame, type JsonRpcId, type JsonRpcOut, progressTokenOf, resultReply } from "./JsonRpc.ts"
 
 /** Where the messages about one request go. */
 export interface Reply {
@@ -36,27 +35,25 @@ export interface McpCallInfo {
 }
 
 /** The call being handled; present in every request handler the door starts. */
-export class McpCall extends Context.Tag("veyyon-eval/McpCall")<McpCall, McpCallInfo>() {}
+export class McpCall extends Context.Service<McpCall, McpCallInfo>()("veyyon-eval/McpCall") {}
 
 /** A JSON-RPC error a door method answers with. */
 export class McpFailure extends Data.TaggedError("McpFailure")<{ readonly code: number; readonly message: string }> {}
 
-/** A method the door answers itself for a client, given the request's params. */
-export type LocalMethod = (clientId: number, params: Record<string, unknown>) => Effect.Effect<unknown, McpFailure>
+/** A method the door answers for a client, given the request's params (decoded by the method's `McpSchema` payload schema when it has one). */
+export type Method = (clientId: number, params: Record<string, unknown>) => Effect.Effect<unknown, McpFailure, McpCall>
 
 /** How a door is built. */
 export interface DoorOptions {
-  /** Methods answered here instead of by `McpServer` (per-session ones, such as resources). */
-  readonly localMethods: Readonly<Record<string, LocalMethod>>
-  /** Adjusts a result of `McpServer` before it is sent (e.g. tool fields its schema drops). */
-  readonly decorate?: (method: string, result: unknown) => unknown
+  /** The requests the server answers, by method. */
+  readonly methods: Readonly<Record<string, Method>>
+  /** Called for every notification a client sends but `notifications/cancelled`. */
+  readonly onNotification?: (clientId: number, method: string, params: unknown) => Effect.Effect<void>
 }
 
-/** The door: the protocol for `McpServer`, and the entry points for a transport. */
+/** The door: the entry points for a transport. */
 export interface McpDoor {
-  /** The `RpcServer.Protocol` to run `McpServer` on. */
-  readonly protocol: RpcServer.Protocol["Type"]
-  /** Registers a client; `push` receives messages not tied to a request (list changes), when the transport has a channel for them. */
+  /** Registers a client; `push` receives messages not tied to a request, when the transport has a channel for them. */
   readonly connect: (clientId: number, push?: (message: JsonRpcOut) => Effect.Effect<void>) => Effect.Effect<void>
   /** Handles one frame from a client. Returns once it is dispatched, not answered. */
   readonly receive: (clientId: number, frame: Frame, reply: Reply) => Effect.Effect<void>
@@ -68,12 +65,9 @@ export interface McpDoor {
 
 interface Pending {
   readonly id: JsonRpcId
-  readonly method: string
   readonly reply: Reply
   cancelled: boolean
 }
-
-type Dispatch = (clientId: number, data: FromClientEncoded) => Effect.Effect<void>
 
 const PARAM_HINTS: FieldHints = {
   name: "pass the tool's name as a string, e.g. \"eval\"",
@@ -86,132 +80,72 @@ const PARAM_HINTS: FieldHints = {
   _meta: "pass an object, e.g. { \"progressToken\": 1 }"
 }
 
-const KNOWN_METHODS = [...ClientRpcs.requests.keys()].filter((method) => !ClientNotificationRpcs.requests.has(method))
-
-interface EncodedCause {
-  readonly _tag: string
-  readonly error?: { readonly code?: unknown; readonly message?: unknown }
-  readonly defect?: unknown
-  readonly left?: EncodedCause
-  readonly right?: EncodedCause
-}
-
-const firstFailure = (cause: EncodedCause | undefined): EncodedCause | undefined => {
-  if (cause === undefined) return undefined
-  if (cause._tag === "Fail" || cause._tag === "Die") return cause
-  return firstFailure(cause.left) ?? firstFailure(cause.right)
-}
-
 const defectText = (defect: unknown): string => {
   if (typeof defect === "string") return defect.split("\n")[0]!
   if (typeof defect === "object" && defect !== null && "message" in defect) return String(defect.message).split("\n")[0]!
   return "an unexpected failure"
 }
 
-/** The JSON-RPC answer for an `Exit` of `McpServer`, or undefined when it was interrupted. */
-export const exitReply = (id: JsonRpcId, exit: FromServerEncoded & { readonly _tag: "Exit" }, decorate: (result: unknown) => unknown): JsonRpcOut | undefined => {
-  const encoded = exit.exit as { readonly _tag: "Success"; readonly value: unknown } | { readonly _tag: "Failure"; readonly cause: EncodedCause }
-  if (encoded._tag === "Success") return resultReply(id, decorate(encoded.value))
-  const failure = firstFailure(encoded.cause)
-  if (failure === undefined) return undefined
-  if (failure._tag === "Fail" && typeof failure.error?.code === "number") {
-    return errorReply(id, failure.error.code, String(failure.error.message ?? "request failed"))
-  }
-  return errorReply(id, ErrorCode.InternalError, `Internal error: ${defectText(failure._tag === "Die" ? failure.defect : failure.error)}.`)
+/** The problem with `params` for `method` by its `McpSchema` payload schema, or undefined when they fit (or it has none). */
+const paramsProblemOf = (method: string, params: Record<string, unknown>): string | undefined => {
+  const rpc = McpSchema.ClientRequestRpcs.requests.get(method)
+  if (rpc === undefined) return undefined
+  const decoded = Schema.decodeUnknownExit(rpc.payloadSchema as Schema.Codec<unknown, unknown>)(params, PARAMS_PARSE_OPTIONS)
+  if (Exit.isSuccess(decoded)) return undefined
+  const error = Cause.findErrorOption(decoded.cause)
+  return error._tag === "Some" ? paramsProblem(error.value, method, PARAM_HINTS) : "the params could not be read"
 }
 
-/** Builds a door; its background work lives in the current scope. */
+/** The JSON-RPC answer for a finished request, or undefined when it was interrupted. */
+export const exitReply = (id: JsonRpcId, exit: Exit.Exit<unknown, McpFailure>): JsonRpcOut | undefined => {
+  if (Exit.isSuccess(exit)) return resultReply(id, exit.value)
+  const failure = Cause.findErrorOption(exit.cause)
+  if (failure._tag === "Some") return errorReply(id, failure.value.code, failure.value.message)
+  if (Cause.hasInterruptsOnly(exit.cause)) return undefined
+  return errorReply(id, ErrorCode.InternalError, `Internal error: ${defectText(Cause.squash(exit.cause))}.`)
+}
+
+/** Builds a door; its requests' fibers live in the current scope. */
 export const makeMcpDoor = (options: DoorOptions) =>
   Effect.gen(function*() {
-    const dispatch = yield* Deferred.make<Dispatch>()
-    const disconnects = yield* Mailbox.make<number>()
-    const fibers = yield* FiberSet.make()
+    const fibers = yield* FiberMap.make<string>()
     const pending = new Map<string, Pending>()
-    const byClientId = new Map<string, string>()
     const pushes = new Map<number, ((message: JsonRpcOut) => Effect.Effect<void>) | undefined>()
-    const decorate = options.decorate ?? ((_method: string, result: unknown) => result)
-    let counter = 0
+    const known = Object.keys(options.methods)
 
-    const pendingKey = (clientId: number, requestId: string) => `${clientId}/${requestId}`
     const idKey = (clientId: number, id: JsonRpcId) => `${clientId}/${typeof id}:${id}`
 
-    const settle = (clientId: number, requestId: string): Pending | undefined => {
-      const entry = pending.get(pendingKey(clientId, requestId))
-      if (entry === undefined) return undefined
-      pending.delete(pendingKey(clientId, requestId))
-      byClientId.delete(idKey(clientId, entry.id))
+    const settle = (key: string): Pending | undefined => {
+      const entry = pending.get(key)
+      pending.delete(key)
       return entry
     }
 
-    const send = (clientId: number, sent: FromServerEncoded): Effect.Effect<void> => {
-      // McpServer also sends its notifications (list changes) through here, as requests.
-      const message = sent as FromServerEncoded | RequestEncoded
-      switch (message._tag) {
-        case "Exit": {
-          const entry = settle(clientId, message.requestId)
-          if (entry === undefined) return Effect.void
-          if (entry.cancelled) return entry.reply.end()
-          const answer = exitReply(entry.id, message, (result) => decorate(entry.method, result))
-          return entry.reply.end(
-            answer ?? errorReply(entry.id, ErrorCode.InternalError, "The request was interrupted: its session ended or the server is stopping.")
-          )
-        }
-        case "Request": {
-          const push = pushes.get(clientId)
-          return push === undefined ? Effect.void : push(notification(message.tag, message.payload))
-        }
-        case "Defect":
-          return Effect.logWarning("MCP server defect", defectText(message.defect))
-        default:
-          return Effect.void
-      }
-    }
-
-    const protocol = RpcServer.Protocol.of({
-      run: (f) => Effect.zipRight(Deferred.succeed(dispatch, f), Effect.never),
-      disconnects,
-      send,
-      end: () => Effect.void,
-      clientIds: Effect.sync(() => new Set(pushes.keys())),
-      initialMessage: Effect.succeedNone,
-      supportsAck: false,
-      supportsTransferables: false,
-      supportsSpanPropagation: false
-    })
-
-    const answerLocally = (clientId: number, id: JsonRpcId, method: LocalMethod, params: Record<string, unknown>, reply: Reply) =>
-      FiberSet.run(
-        fibers,
-        method(clientId, params).pipe(
-          Effect.matchEffect({
-            onFailure: (failure) => reply.end(errorReply(id, failure.code, failure.message)),
-            onSuccess: (result) => reply.end(resultReply(id, result))
-          }),
-          Effect.catchAllDefect((defect) => reply.end(errorReply(id, ErrorCode.InternalError, `Internal error: ${defectText(defect)}.`)))
+    const finish = (key: string, exit: Exit.Exit<unknown, McpFailure>) =>
+      Effect.suspend(() => {
+        const entry = settle(key)
+        if (entry === undefined) return Effect.void
+        if (entry.cancelled) return entry.reply.end()
+        return entry.reply.end(
+          exitReply(entry.id, exit) ??
+            errorReply(entry.id, ErrorCode.InternalError, "The request was interrupted: its session ended or the server is stopping.")
         )
-      ).pipe(Effect.asVoid)
+      })
 
     const request = (clientId: number, frame: Frame & { readonly _tag: "Request" }, reply: Reply) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const params = (frame.params ?? {}) as Record<string, unknown>
-        const local = options.localMethods[frame.method]
-        if (local !== undefined) return yield* answerLocally(clientId, frame.id, local, params, reply)
-        const rpc = ClientRpcs.requests.get(frame.method)
-        if (rpc === undefined || ClientNotificationRpcs.requests.has(frame.method)) {
-          return yield* reply.end(
-            errorReply(frame.id, ErrorCode.MethodNotFound, `Method not found: ${frame.method}. This server answers ${[...KNOWN_METHODS].join(", ")}.`)
-          )
+        const method = options.methods[frame.method]
+        if (method === undefined) {
+          return reply.end(errorReply(frame.id, ErrorCode.MethodNotFound, `Method not found: ${frame.method}. This server answers ${known.join(", ")}.`))
         }
-        const decoded = Schema.decodeUnknownEither(rpc.payloadSchema as Schema.Schema<unknown, unknown>)(params)
-        if (Either.isLeft(decoded)) {
-          return yield* reply.end(errorReply(frame.id, ErrorCode.InvalidParams, `Invalid params: ${paramsProblem(decoded.left, frame.method, PARAM_HINTS)}.`))
+        const problem = paramsProblemOf(frame.method, params)
+        if (problem !== undefined) return reply.end(errorReply(frame.id, ErrorCode.InvalidParams, `Invalid params: ${problem}.`))
+        const key = idKey(clientId, frame.id)
+        if (pending.has(key)) {
+          return reply.end(errorReply(frame.id, ErrorCode.InvalidRequest, `Request id ${JSON.stringify(frame.id)} is already in use by a request still running; use a new id.`))
         }
-        if (byClientId.has(idKey(clientId, frame.id))) {
-          return yield* reply.end(errorReply(frame.id, ErrorCode.InvalidRequest, `Request id ${JSON.stringify(frame.id)} is already in use by a request still running; use a new id.`))
-        }
-        const requestId = String(++counter)
-        pending.set(pendingKey(clientId, requestId), { id: frame.id, method: frame.method, reply, cancelled: false })
-        byClientId.set(idKey(clientId, frame.id), requestId)
+        pending.set(key, { id: frame.id, reply, cancelled: false })
         const progressToken = progressTokenOf(params)
         const call: McpCallInfo = {
           clientId,
@@ -219,22 +153,22 @@ export const makeMcpDoor = (options: DoorOptions) =>
           ...(progressToken === undefined ? {} : { progressToken }),
           notify: reply.send
         }
-        const f = yield* Deferred.await(dispatch)
-        yield* f(clientId, { _tag: "Request", id: requestId, tag: frame.method, payload: params, headers: [] }).pipe(
-          Effect.provideService(McpCall, call)
+        const run = method(clientId, params).pipe(
+          Effect.provideService(McpCall, call),
+          Effect.onExit((exit) => finish(key, exit))
         )
+        return Effect.asVoid(FiberMap.run(fibers, key, run))
       })
 
     const cancel = (clientId: number, params: unknown) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const target = (params as { readonly requestId?: unknown } | undefined)?.requestId
-        if (typeof target !== "string" && typeof target !== "number") return
-        const requestId = byClientId.get(idKey(clientId, target))
-        if (requestId === undefined) return
-        const entry = pending.get(pendingKey(clientId, requestId))
-        if (entry !== undefined) entry.cancelled = true
-        const f = yield* Deferred.await(dispatch)
-        yield* f(clientId, { _tag: "Interrupt", requestId })
+        if (typeof target !== "string" && typeof target !== "number") return Effect.void
+        const key = idKey(clientId, target)
+        const entry = pending.get(key)
+        if (entry === undefined) return Effect.void
+        entry.cancelled = true
+        return FiberMap.remove(fibers, key)
       })
 
     const receive = (clientId: number, frame: Frame, reply: Reply): Effect.Effect<void> => {
@@ -242,7 +176,9 @@ export const makeMcpDoor = (options: DoorOptions) =>
         case "Request":
           return request(clientId, frame, reply)
         case "Notification":
-          return frame.method === "notifications/cancelled" ? cancel(clientId, frame.params) : reply.end()
+          return frame.method === "notifications/cancelled"
+            ? Effect.andThen(cancel(clientId, frame.params), reply.end())
+            : Effect.andThen(options.onNotification?.(clientId, frame.method, frame.params) ?? Effect.void, reply.end())
         case "Response":
           return reply.end()
         case "Invalid":
@@ -256,14 +192,13 @@ export const makeMcpDoor = (options: DoorOptions) =>
         const prefix = `${clientId}/`
         for (const key of [...pending.keys()]) {
           if (!key.startsWith(prefix)) continue
-          const entry = settle(clientId, key.slice(prefix.length))
+          const entry = settle(key)
+          yield* FiberMap.remove(fibers, key)
           if (entry !== undefined) yield* entry.reply.end()
         }
-        yield* disconnects.offer(clientId)
       })
 
     const door: McpDoor = {
-      protocol,
       connect: (clientId, push) => Effect.sync(() => void pushes.set(clientId, push)),
       receive,
       disconnect,
@@ -281,4 +216,3 @@ export const writerReply = (write: (message: JsonRpcOut) => Effect.Effect<void>)
   send: write,
   end: (message) => (message === undefined ? Effect.void : write(message))
 })
-

@@ -81,8 +81,8 @@ export const withProgress = <A, E, R>(
       last = elapsed
       return options.notify(progressNotification(options.token, elapsed, options.totalSeconds, options.latest()))
     })
-    const ticker = yield* Effect.fork(
-      Effect.zipRight(Effect.sleep(Duration.millis(options.intervalMs)), Effect.repeat(tick, Schedule.spaced(Duration.millis(options.intervalMs))))
+    const ticker = yield* Effect.forkChild(
+      Effect.andThen(Effect.sleep(Duration.millis(options.intervalMs)), Effect.repeat(tick, Schedule.spaced(Duration.millis(options.intervalMs))))
     )
     return yield* Effect.ensuring(effect, Fiber.interrupt(ticker))
   })

@@ -21,10 +21,9 @@ export class AgentBridgeError extends Data.TaggedError("AgentBridgeError")<{
 }> {}
 
 /** Answers bridge calls from cells. */
-export class AgentBridge extends Context.Tag("veyyon/AgentBridge")<
-  AgentBridge,
-  { readonly call: (call: BridgeCall) => Effect.Effect<unknown, AgentBridgeError> }
->() {}
+export class AgentBridge extends Context.Service<AgentBridge, {
+  readonly call: (call: BridgeCall) => Effect.Effect<unknown, AgentBridgeError>
+}>()("veyyon/AgentBridge") {}
 
 /** The bridge used when the embedder provides none: every call fails and says why. */
 export const AgentBridgeNotConfigured = Layer.succeed(AgentBridge, {

@@ -24,10 +24,8 @@
  * until the rest fit the size budget; a root store prunes every session below it by age
  * when it opens, and removes session directories left with nothing in them.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import type { PlatformError } from "@effect/platform/Error"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import { Clock, Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Clock, Context, Effect, Exit, Fiber, FileSystem, Layer, type PlatformError, Schema, Scope, Semaphore } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
@@ -246,11 +244,10 @@ export const sessionArtifactsDir = (root: string, sessionId: string): string => 
   return path.join(root, `${slug}-${hash}`)
 }
 
-const describeError = (error: PlatformError): string =>
-  error._tag === "SystemError" ? `${error.reason}: ${error.message}` : error.message
+const describeError = (error: PlatformError.PlatformError): string => error.message
 
-const isSystemReason = (error: PlatformError, reason: string): boolean =>
-  error._tag === "SystemError" && error.reason === reason
+const isSystemReason = (error: PlatformError.PlatformError, reason: PlatformError.SystemErrorTag): boolean =>
+  error.reason._tag === reason
 
 const checkedId = (id: string): Effect.Effect<string, InvalidArtifactId> => {
   const problem = artifactIdProblem(id)
@@ -359,182 +356,180 @@ export const makeArtifactStore = (
 
     const fileOf = (id: string) => path.join(root, id)
 
-    const openWriter = (id: string, scope: Scope.CloseableScope) =>
-      Effect.gen(function*() {
-        const file = fileOf(id)
-        const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
-        const handle = yield* fs.open(file, { flag: "wx", mode: PRIVATE_FILE_MODE }).pipe(Scope.extend(scope))
-        const lock = yield* Effect.makeSemaphore(1)
-        /** Taken at the first copy, so a writer given only whole byte chunks takes none. */
-        let buffer: Buffer | undefined
-        /** The other buffer: being written while `writing` runs, then free for the next rotation. */
-        let spare: Buffer | undefined
-        let writing: Fiber.RuntimeFiber<void, ArtifactWriteFailed> | undefined
-        let filled = 0
-        let written = 0
-        let closed = false
+    const openWriter = Effect.fnUntraced(function*(id: string, scope: Scope.Closeable) {
+      const file = fileOf(id)
+      const fail = (reason: string) => new ArtifactWriteFailed({ id, path: file, reason })
+      const handle = yield* fs.open(file, { flag: "wx", mode: PRIVATE_FILE_MODE }).pipe(Scope.provide(scope))
+      const lock = yield* Semaphore.make(1)
+      /** Taken at the first copy, so a writer given only whole byte chunks takes none. */
+      let buffer: Buffer | undefined
+      /** The other buffer: being written while `writing` runs, then free for the next rotation. */
+      let spare: Buffer | undefined
+      let writing: Fiber.Fiber<void, ArtifactWriteFailed> | undefined
+      let filled = 0
+      let written = 0
+      let closed = false
 
-        const writeOut = (data: Uint8Array) =>
-          handle.writeAll(data).pipe(Effect.mapError((error) => fail(describeError(error))))
+      const writeOut = (data: Uint8Array) =>
+        handle.writeAll(data).pipe(Effect.mapError((error) => fail(describeError(error))))
 
-        /** Waits for the write under way, failing with its failure. */
-        const settle = Effect.suspend(() => {
-          const fiber = writing
-          writing = undefined
-          return fiber === undefined ? Effect.void : Fiber.join(fiber)
-        })
+      /** Waits for the write under way, failing with its failure. */
+      const settle = Effect.suspend(() => {
+        const fiber = writing
+        writing = undefined
+        return fiber === undefined ? Effect.void : Fiber.join(fiber)
+      })
 
-        /** Starts writing the full buffer behind the caller, after the write under way; the other buffer takes appends meanwhile. */
-        const rotate = Effect.zipRight(
-          settle,
-          Effect.suspend(() => {
-            if (filled === 0 || buffer === undefined) return Effect.void
-            const data = buffer.subarray(0, filled)
-            const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
-            spare = buffer
-            buffer = next
-            filled = 0
-            return Effect.map(Effect.forkDaemon(writeOut(data)), (fiber) => {
-              writing = fiber
-            })
-          })
-        )
-
-        /** Writes everything buffered and waits for it. */
-        const flush = Effect.zipRight(
-          settle,
-          Effect.suspend(() => {
-            if (filled === 0 || buffer === undefined) return Effect.void
-            const data = buffer.subarray(0, filled)
-            filled = 0
-            return writeOut(data)
-          })
-        )
-
-        yield* Scope.addFinalizer(
-          scope,
-          Effect.suspend(() => {
-            closed = true
-            return flush
-          }).pipe(Effect.ignore)
-        )
-
-        /** Appends, writes and closes under way; `appendNow` only runs when there are none. */
-        let busy = 0
-        const exclusive = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-          Effect.suspend(() => {
-            busy++
-            return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => busy--))
-          })
-
-        /** Copies `chunk` into the buffer when it surely fits: its size in bytes, or -1 (nothing copied). */
-        const copyWhenRoom = (chunk: string | Uint8Array): number => {
-          buffer ??= Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
-          const room = buffer.length - filled
-          if (typeof chunk !== "string") {
-            if (chunk.length > room) return -1
-            buffer.set(chunk, filled)
-            filled += chunk.length
-            return chunk.length
-          }
-          // A UTF-16 code unit takes at most 3 bytes, so a string of room / 3 units fits unmeasured.
-          if (chunk.length * 3 > room && Buffer.byteLength(chunk, "utf8") > room) return -1
-          const size = buffer.write(chunk, filled, "utf8")
-          filled += size
-          return size
-        }
-
-        /** Starts writing the full buffer at once when the last write is done and went well (else the caller's effect waits). */
-        const rotateNow = (): boolean => {
-          if (writing !== undefined) {
-            const done = writing.unsafePoll()
-            if (done === null || Exit.isFailure(done)) return false
-            writing = undefined
-          }
-          const data = buffer!.subarray(0, filled)
+      /** Starts writing the full buffer behind the caller, after the write under way; the other buffer takes appends meanwhile. */
+      const rotate = Effect.andThen(
+        settle,
+        Effect.suspend(() => {
+          if (filled === 0 || buffer === undefined) return Effect.void
+          const data = buffer.subarray(0, filled)
           const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
           spare = buffer
           buffer = next
           filled = 0
-          writing = Effect.runFork(writeOut(data))
-          return true
-        }
+          return Effect.map(Effect.forkDetach(writeOut(data)), (fiber) => {
+            writing = fiber
+          })
+        })
+      )
 
-        const appendNow = (chunk: string | Uint8Array): boolean => {
-          if (busy > 0 || closed) return false
-          let size = copyWhenRoom(chunk)
-          if (size < 0) {
-            if (filled === 0 || chunk.length > WRITE_BUFFER_BYTES || !rotateNow()) return false
-            size = copyWhenRoom(chunk)
-            if (size < 0) return false
+      /** Writes everything buffered and waits for it. */
+      const flush = Effect.andThen(
+        settle,
+        Effect.suspend(() => {
+          if (filled === 0 || buffer === undefined) return Effect.void
+          const data = buffer.subarray(0, filled)
+          filled = 0
+          return writeOut(data)
+        })
+      )
+
+      yield* Scope.addFinalizer(
+        scope,
+        Effect.suspend(() => {
+          closed = true
+          return flush
+        }).pipe(Effect.ignore)
+      )
+
+      /** Appends, writes and closes under way; `appendNow` only runs when there are none. */
+      let busy = 0
+      const exclusive = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+        Effect.suspend(() => {
+          busy++
+          return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => busy--))
+        })
+
+      /** Copies `chunk` into the buffer when it surely fits: its size in bytes, or -1 (nothing copied). */
+      const copyWhenRoom = (chunk: string | Uint8Array): number => {
+        buffer ??= Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+        const room = buffer.length - filled
+        if (typeof chunk !== "string") {
+          if (chunk.length > room) return -1
+          buffer.set(chunk, filled)
+          filled += chunk.length
+          return chunk.length
+        }
+        // A UTF-16 code unit takes at most 3 bytes, so a string of room / 3 units fits unmeasured.
+        if (chunk.length * 3 > room && Buffer.byteLength(chunk, "utf8") > room) return -1
+        const size = buffer.write(chunk, filled, "utf8")
+        filled += size
+        return size
+      }
+
+      /** Starts writing the full buffer at once when the last write is done and went well (else the caller's effect waits). */
+      const rotateNow = (): boolean => {
+        if (writing !== undefined) {
+          const done = writing.pollUnsafe()
+          if (done === undefined || Exit.isFailure(done)) return false
+          writing = undefined
+        }
+        const data = buffer!.subarray(0, filled)
+        const next = spare ?? Buffer.allocUnsafe(WRITE_BUFFER_BYTES)
+        spare = buffer
+        buffer = next
+        filled = 0
+        writing = Effect.runFork(writeOut(data))
+        return true
+      }
+
+      const appendNow = (chunk: string | Uint8Array): boolean => {
+        if (busy > 0 || closed) return false
+        let size = copyWhenRoom(chunk)
+        if (size < 0) {
+          if (filled === 0 || chunk.length > WRITE_BUFFER_BYTES || !rotateNow()) return false
+          size = copyWhenRoom(chunk)
+          if (size < 0) return false
+        }
+        written += size
+        return true
+      }
+
+      const append = (chunk: string | Uint8Array) =>
+        exclusive(Effect.suspend(() => {
+          if (closed) return Effect.fail(fail("the writer is already closed"))
+          if (typeof chunk !== "string" && filled === 0) {
+            written += chunk.length
+            return Effect.andThen(settle, writeOut(chunk))
           }
+          const copied = copyWhenRoom(chunk)
+          if (copied >= 0) {
+            written += copied
+            return filled === WRITE_BUFFER_BYTES ? rotate : Effect.void
+          }
+          const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
           written += size
-          return true
-        }
-
-        const append = (chunk: string | Uint8Array) =>
-          exclusive(Effect.suspend(() => {
-            if (closed) return Effect.fail(fail("the writer is already closed"))
-            if (typeof chunk !== "string" && filled === 0) {
-              written += chunk.length
-              return Effect.zipRight(settle, writeOut(chunk))
-            }
-            const copied = copyWhenRoom(chunk)
-            if (copied >= 0) {
-              written += copied
+          if (size <= WRITE_BUFFER_BYTES) {
+            return Effect.andThen(rotate, Effect.suspend(() => {
+              copyWhenRoom(chunk)
               return filled === WRITE_BUFFER_BYTES ? rotate : Effect.void
-            }
-            const size = typeof chunk === "string" ? Buffer.byteLength(chunk, "utf8") : chunk.length
-            written += size
-            if (size <= WRITE_BUFFER_BYTES) {
-              return Effect.zipRight(rotate, Effect.suspend(() => {
-                copyWhenRoom(chunk)
-                return filled === WRITE_BUFFER_BYTES ? rotate : Effect.void
-              }))
-            }
-            return Effect.zipRight(flush, writeOut(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk))
-          }))
-
-        const close = exclusive(Effect.suspend(() => {
-          if (closed) return Effect.void
-          return flush.pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
+            }))
+          }
+          return Effect.andThen(flush, writeOut(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk))
         }))
 
-        const writer: ArtifactWriter = {
-          id,
-          uri: artifactUri(id),
-          path: file,
-          append,
-          appendNow,
-          close,
-          size: Effect.sync(() => written)
-        }
-        return writer
-      })
+      const close = exclusive(Effect.suspend(() => {
+        if (closed) return Effect.void
+        return flush.pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
+      }))
 
-    const create = (kind: string, extension?: string) =>
-      Effect.gen(function*() {
-        if (!KIND_PATTERN.test(kind)) {
-          return yield* new InvalidArtifactId({ id: kind, reason: "an artifact kind is 1-16 lowercase letters or digits" })
+      const writer: ArtifactWriter = {
+        id,
+        uri: artifactUri(id),
+        path: file,
+        append,
+        appendNow,
+        close,
+        size: Effect.sync(() => written)
+      }
+      return writer
+    })
+
+    const create = Effect.fnUntraced(function*(kind: string, extension?: string) {
+      if (!KIND_PATTERN.test(kind)) {
+        return yield* new InvalidArtifactId({ id: kind, reason: "an artifact kind is 1-16 lowercase letters or digits" })
+      }
+      if (extension !== undefined && !EXTENSION_PATTERN.test(extension)) {
+        return yield* new InvalidArtifactId({
+          id: extension,
+          reason: "an artifact extension is 1-10 lowercase letters or digits, without the dot"
+        })
+      }
+      const parent = yield* Effect.scope
+      for (let attempt = 1;; attempt++) {
+        const id = yield* newId(kind, extension)
+        const scope = yield* Scope.fork(parent, "sequential")
+        const opened = yield* Effect.result(openWriter(id, scope))
+        if (opened._tag === "Success") return opened.success
+        yield* Scope.close(scope, Exit.void)
+        if (!isSystemReason(opened.failure, "AlreadyExists") || attempt >= 3) {
+          return yield* new ArtifactWriteFailed({ id, path: fileOf(id), reason: describeError(opened.failure) })
         }
-        if (extension !== undefined && !EXTENSION_PATTERN.test(extension)) {
-          return yield* new InvalidArtifactId({
-            id: extension,
-            reason: "an artifact extension is 1-10 lowercase letters or digits, without the dot"
-          })
-        }
-        const parent = yield* Effect.scope
-        for (let attempt = 1;; attempt++) {
-          const id = yield* newId(kind, extension)
-          const scope = yield* Scope.fork(parent, ExecutionStrategy.sequential)
-          const opened = yield* Effect.either(openWriter(id, scope))
-          if (opened._tag === "Right") return opened.right
-          yield* Scope.close(scope, Exit.void)
-          if (!isSystemReason(opened.left, "AlreadyExists") || attempt >= 3) {
-            return yield* new ArtifactWriteFailed({ id, path: fileOf(id), reason: describeError(opened.left) })
-          }
-        }
-      })
+      }
+    })
 
     const readBytes = (id: string) =>
       Effect.flatMap(checkedId(id), (valid) =>
@@ -546,22 +541,21 @@ export const makeArtifactStore = (
               : new ArtifactReadFailed({ id: valid, path: fileOf(valid), reason: refusalOf(error) })
         }))
 
-    const resolve = (uri: string) =>
-      Effect.gen(function*() {
-        const id = artifactIdOfUri(uri)
-        if (id === undefined) return yield* new InvalidArtifactUri({ uri })
-        const valid = yield* checkedId(id)
-        const file = fileOf(valid)
-        const usable = yield* Effect.sync(() => {
-          try {
-            return ownFileProblem(NodeFs.lstatSync(file)) === undefined
-          } catch {
-            return false
-          }
-        })
-        if (!usable) return yield* new ArtifactNotFound({ id: valid, dir: root })
-        return file
+    const resolve = Effect.fnUntraced(function*(uri: string) {
+      const id = artifactIdOfUri(uri)
+      if (id === undefined) return yield* new InvalidArtifactUri({ uri })
+      const valid = yield* checkedId(id)
+      const file = fileOf(valid)
+      const usable = yield* Effect.sync(() => {
+        try {
+          return ownFileProblem(NodeFs.lstatSync(file)) === undefined
+        } catch {
+          return false
+        }
       })
+      if (!usable) return yield* new ArtifactNotFound({ id: valid, dir: root })
+      return file
+    })
 
     const prune = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => pruneDir(root, retention, now)))
 
@@ -601,7 +595,7 @@ export const openArtifactRoot = (
     Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => pruneSessions(store.dir, retention, now))))
 
 /** The artifacts directory of the running session. */
-export class ArtifactStore extends Context.Tag("veyyon-eval/ArtifactStore")<ArtifactStore, ArtifactStoreService>() {
+export class ArtifactStore extends Context.Service<ArtifactStore, ArtifactStoreService>()("veyyon-eval/ArtifactStore") {
   /** A store over an explicit directory. */
   static layer(dir: string): Layer.Layer<ArtifactStore, ArtifactDirUnavailable, FileSystem.FileSystem> {
     return Layer.effect(ArtifactStore, makeArtifactStore(dir))

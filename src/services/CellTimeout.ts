@@ -1,7 +1,7 @@
 /**
  * The eval cell timeout parameter: seconds, default 30, clamped to 1..3600.
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 
 /** Timeout used when the caller gives none. */
 export const DEFAULT_TIMEOUT_SECONDS = 30
@@ -32,10 +32,10 @@ const describe = (value: unknown): string => {
  * are clamped into range (so Infinity means the maximum), anything else, NaN included,
  * is rejected.
  */
-export const clampTimeoutSeconds = (value: unknown): Either.Either<number, InvalidTimeout> => {
-  if (value === undefined || value === null) return Either.right(DEFAULT_TIMEOUT_SECONDS)
+export const clampTimeoutSeconds = (value: unknown): Result.Result<number, InvalidTimeout> => {
+  if (value === undefined || value === null) return Result.succeed(DEFAULT_TIMEOUT_SECONDS)
   if (typeof value !== "number" || Number.isNaN(value)) {
-    return Either.left(new InvalidTimeout({ received: describe(value) }))
+    return Result.fail(new InvalidTimeout({ received: describe(value) }))
   }
-  return Either.right(Math.min(MAX_TIMEOUT_SECONDS, Math.max(MIN_TIMEOUT_SECONDS, value)))
+  return Result.succeed(Math.min(MAX_TIMEOUT_SECONDS, Math.max(MIN_TIMEOUT_SECONDS, value)))
 }

@@ -6,7 +6,7 @@
  * only fails its own cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
-import { Context, Data, Effect, Either, Layer, Schema } from "effect"
+import { Context, Data, Effect, Layer, Result, Schema, Semaphore } from "effect"
 import { type CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { backendOf, registeredBackends } from "../backends/index.ts"
@@ -16,8 +16,9 @@ import type { ImagePayload } from "../render/Mime.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "./ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
+import { type EvalParamsSchema, evalParamsJsonSchema } from "./EvalSchema.ts"
 import { type KernelPlace, KernelRegistry, type RegistryError } from "./KernelRegistry.ts"
-import { type FieldHints, paramsProblem } from "./ParamsProblem.ts"
+import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkOutput, SinkResult, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "./SessionRecord.ts"
@@ -26,15 +27,8 @@ import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } fr
 /** The tool's name as agents see it. */
 export const EVAL_TOOL_NAME = "eval"
 
-/** The params of one call, as the seed defines them. */
-export interface EvalParams {
-  readonly language: EvalLanguage
-  readonly code: string
-  readonly title?: string
-  /** Seconds, clamped to 1..3600, default 30. */
-  readonly timeout?: number
-  readonly reset?: boolean
-}
+/** The params of one call, as the seed defines them (`timeout`: seconds, clamped to 1..3600, default 30). */
+export type EvalParams = Omit<typeof EvalParamsSchema.Type, "language"> & { readonly language: EvalLanguage }
 
 /** Who is calling and how to stream. */
 export interface EvalContext {
@@ -123,24 +117,8 @@ export const evalDescription = (settings: SettingsValues): string => {
 }
 
 /** The JSON Schema of the params, with `language` narrowed to the enabled backends. */
-export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> => ({
-  type: "object",
-  properties: {
-    language: { type: "string", enum: [...enabledLanguages(settings)], description: "The cell's language." },
-    code: { type: "string", description: "The cell's source code." },
-    title: { type: "string", description: "A short label for the cell, shown to the user." },
-    timeout: {
-      type: "number",
-      minimum: MIN_TIMEOUT_SECONDS,
-      maximum: MAX_TIMEOUT_SECONDS,
-      default: DEFAULT_TIMEOUT_SECONDS,
-      description: "Seconds the cell may run (clamped to 1..3600)."
-    },
-    reset: { type: "boolean", description: "Start a fresh kernel for this language before running." }
-  },
-  required: ["language", "code"],
-  additionalProperties: false
-})
+export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> =>
+  evalParamsJsonSchema(enabledLanguages(settings))
 
 const PARAM_HINTS: FieldHints = {
   language: "pass the cell's language as a string, e.g. \"py\"",
@@ -171,7 +149,7 @@ const plainParams = (raw: unknown): typeof RawParams.Type | undefined => {
   return params as typeof RawParams.Type
 }
 
-const decodeRawParams = Schema.decodeUnknownEither(RawParams, { onExcessProperty: "error" })
+const decodeRawParams = Schema.decodeUnknownResult(RawParams, PARAMS_PARSE_OPTIONS)
 
 /** Validated params with the timeout clamped. */
 export interface CheckedParams {
@@ -186,32 +164,32 @@ export interface CheckedParams {
 export const checkParams = (
   raw: unknown,
   settings: SettingsValues
-): Either.Either<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> => {
+): Result.Result<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> => {
   let params = plainParams(raw)
   if (params === undefined) {
     const decoded = decodeRawParams(raw)
-    if (Either.isLeft(decoded)) return Either.left(new InvalidEvalParams({ problem: paramsProblem(decoded.left, EVAL_TOOL_NAME, PARAM_HINTS) }))
-    params = decoded.right
+    if (Result.isFailure(decoded)) return Result.fail(new InvalidEvalParams({ problem: paramsProblem(decoded.failure, EVAL_TOOL_NAME, PARAM_HINTS) }))
+    params = decoded.success
   }
   const enabled = enabledLanguages(settings)
   if (backendOf(params.language) === undefined) {
-    return Either.left(
+    return Result.fail(
       new InvalidEvalParams({ problem: `language must be one of ${enabled.join(", ") || "(none enabled)"}, got ${JSON.stringify(params.language)}` })
     )
   }
   const language = params.language as EvalLanguage
   if (!enabled.includes(language)) {
-    return Either.left(
+    return Result.fail(
       new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` })
     )
   }
   const timeoutSeconds = clampTimeoutSeconds(params.timeout)
-  if (Either.isLeft(timeoutSeconds)) return Either.left(timeoutSeconds.left)
-  return Either.right({
+  if (Result.isFailure(timeoutSeconds)) return Result.fail(timeoutSeconds.failure)
+  return Result.succeed({
     language,
     code: params.code,
     ...(params.title === undefined ? {} : { title: params.title }),
-    timeoutSeconds: timeoutSeconds.right,
+    timeoutSeconds: timeoutSeconds.success,
     reset: params.reset ?? false
   })
 }
@@ -288,7 +266,7 @@ const makeEvalTool = Effect.gen(function*() {
       ? Effect.succeed(known)
       : Effect.tap(artifacts.forSession(sessionId), (store) => Effect.sync(() => sessionStores.set(sessionId, store)))
   }
-  const sessionLocks = new Map<string, Map<EvalLanguage, Effect.Semaphore>>()
+  const sessionLocks = new Map<string, Map<EvalLanguage, Semaphore.Semaphore>>()
   const lockFor = (sessionId: string, language: EvalLanguage) => {
     let locks = sessionLocks.get(sessionId)
     if (locks === undefined) {
@@ -297,7 +275,7 @@ const makeEvalTool = Effect.gen(function*() {
     }
     let lock = locks.get(language)
     if (lock === undefined) {
-      lock = Effect.unsafeMakeSemaphore(1)
+      lock = Semaphore.makeUnsafe(1)
       locks.set(language, lock)
     }
     return lock
@@ -321,34 +299,30 @@ const makeEvalTool = Effect.gen(function*() {
       source: params.code,
       executionCount: count,
       outputs: notebookOutputs(result.outputs, count, outcome.notice)
-    }).pipe(Effect.catchAll((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
+    }).pipe(Effect.catch((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
   }
+
+  /** One checked cell, run while its session's lock for the language is held. */
+  const runChecked = Effect.fnUntraced(function*(params: CheckedParams, context: EvalContext): Effect.fn.Return<EvalResult, EvalError> {
+    const started = Date.now()
+    const onEvent = context.onEvent
+    const store = yield* sessionStore(context.sessionId)
+    const result = yield* sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) })
+    const outcome = result.outcome ?? NO_OUTCOME
+    const kept = recordCell(context.sessionId, params, result, outcome)
+    yield* result.artifactIds.length > 0 ? Effect.andThen(store.prune, kept) : kept
+    return evalResultOf(params, result, outcome, Date.now() - started)
+  })
 
   const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
     Effect.suspend(() => {
       const checked = checkParams(raw, settings)
-      if (Either.isLeft(checked)) {
-        const error = checked.left
+      if (Result.isFailure(checked)) {
+        const error = checked.failure
         return Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
       }
-      const params = checked.right
-      const onEvent = context.onEvent
-      const cell = Effect.suspend(() => {
-        const started = Date.now()
-        return Effect.flatMap(sessionStore(context.sessionId), (store) =>
-          Effect.flatMap(
-            sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) }),
-            (result) => {
-              const outcome = result.outcome ?? NO_OUTCOME
-              const kept = recordCell(context.sessionId, params, result, outcome)
-              return Effect.as(
-                result.artifactIds.length > 0 ? Effect.zipRight(store.prune, kept) : kept,
-                evalResultOf(params, result, outcome, Date.now() - started)
-              )
-            }
-          ))
-      })
-      return lockFor(context.sessionId, params.language).withPermits(1)(cell)
+      const params = checked.success
+      return lockFor(context.sessionId, params.language).withPermits(1)(runChecked(params, context))
     }).pipe(
       (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
     )
@@ -382,8 +356,8 @@ const makeEvalTool = Effect.gen(function*() {
       Effect.flatMap(placeOf(params, context), (place) =>
         registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0)),
     endSession: (sessionId) =>
-      Effect.zipRight(
-        Effect.zipRight(registry.reset(sessionId), records.close(sessionId)),
+      Effect.andThen(
+        Effect.andThen(registry.reset(sessionId), records.close(sessionId)),
         Effect.sync(() => {
           sessionStores.delete(sessionId)
           sessionLocks.delete(sessionId)
@@ -393,7 +367,7 @@ const makeEvalTool = Effect.gen(function*() {
 })
 
 /** The `eval` tool. */
-export class EvalTool extends Context.Tag("veyyon-eval/EvalTool")<EvalTool, EvalToolService>() {
+export class EvalTool extends Context.Service<EvalTool, EvalToolService>()("veyyon-eval/EvalTool") {
   /** The tool over the registry, output sink, artifact store and settings in context. */
   static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore | SessionRecord> = Layer.effect(
     EvalTool,

@@ -294,38 +294,37 @@ const makeRegistry = Effect.gen(function*() {
   }
 
   /** Spawns a spare for `key`'s pool, unsandboxed only (the sandbox binds the cwd at start); undefined when its kernels cannot have spares. */
-  const spawnSpare = (key: KernelKey): Effect.Effect<SparePool.SpawnedSpare<SpareMeta> | undefined, RegistryError, Scope.Scope> =>
-    Effect.gen(function*() {
-      const { backend, runtime } = yield* backendFor(key.language)
-      if (backend.runner === undefined || backend.launch === undefined || isScript(key.interpreter)) return undefined
-      const runner = yield* runners.ensure(backend.runner.folder)
-      const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
-      const confinement = yield* sandbox.confine({
-        memoryLimit: backend.memoryLimit,
-        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir],
-        readWrite: []
-      })
-      if (confinement.sandboxed) return undefined
-      const sessionEnv = sessionEnvOf(key.language, runtime, interpreter)
-      const env = splitKernelEnv({ ...runtime.env(interpreter, { artifactsDir: settings.artifactsDir }), ...kv.kernelEnv }, sessionEnv, runner.dir).spawnEnv
-      if (hasCwdRelativeSearchPath(env)) return undefined
-      const launch = backend.launch(interpreter, runner)
-      const pending = yield* Kernel.spawn({
-        command: launch.command,
-        args: launch.args,
-        channel: launch.channel,
-        ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
-        cwd: runner.dir,
-        env,
-        key: `spare|${key.interpreter}`,
-        skipCheck: true,
-        trace
-      }).pipe(
-        Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
-        Effect.provideService(KernelTimings, timings)
-      )
-      return { pending, meta: { sessionEnv } }
+  const spawnSpare = Effect.fnUntraced(function*(key: KernelKey): Effect.fn.Return<SparePool.SpawnedSpare<SpareMeta> | undefined, RegistryError, Scope.Scope> {
+    const { backend, runtime } = yield* backendFor(key.language)
+    if (backend.runner === undefined || backend.launch === undefined || isScript(key.interpreter)) return undefined
+    const runner = yield* runners.ensure(backend.runner.folder)
+    const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
+    const confinement = yield* sandbox.confine({
+      memoryLimit: backend.memoryLimit,
+      readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir],
+      readWrite: []
     })
+    if (confinement.sandboxed) return undefined
+    const sessionEnv = sessionEnvOf(key.language, runtime, interpreter)
+    const env = splitKernelEnv({ ...runtime.env(interpreter, { artifactsDir: settings.artifactsDir }), ...kv.kernelEnv }, sessionEnv, runner.dir).spawnEnv
+    if (hasCwdRelativeSearchPath(env)) return undefined
+    const launch = backend.launch(interpreter, runner)
+    const pending = yield* Kernel.spawn({
+      command: launch.command,
+      args: launch.args,
+      channel: launch.channel,
+      ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
+      cwd: runner.dir,
+      env,
+      key: `spare|${key.interpreter}`,
+      skipCheck: true,
+      trace
+    }).pipe(
+      Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
+      Effect.provideService(KernelTimings, timings)
+    )
+    return { pending, meta: { sessionEnv } }
+  })
 
   /** Notes that `key`'s pool should be topped up after the current cell. */
   const wantSpares = (key: KernelKey) =>
@@ -342,77 +341,79 @@ const makeRegistry = Effect.gen(function*() {
   })
 
   /** `key`'s kernel from a spare of its pool, bound to the key's cwd and the session's env and bridge; undefined when none is ready or it fails to bind. */
-  const kernelFromSpare = (key: KernelKey, runtime: BackendRuntime, artifactsDir: string, kernelBridge: AgentBridge["Type"]) =>
-    Effect.gen(function*() {
-      const taken = yield* spares.take(poolIdOf(key))
-      if (Option.isNone(taken)) return undefined
-      const { pending, meta, release } = taken.value
-      yield* Effect.addFinalizer(() => release)
-      const { initEnv } = splitKernelEnv(runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir }), meta.sessionEnv, key.cwd)
-      return yield* pending.start({ cwd: key.cwd, initEnv, key: key.label }).pipe(
-        Effect.provideService(AgentBridge, kernelBridge),
-        Effect.catchAll((error) =>
-          Effect.zipRight(release, Effect.logDebug(`a spare kernel failed to start, starting a fresh one: ${error.message}`)).pipe(Effect.as(undefined)))
-      )
-    })
-
-  const startKernel = (key: KernelKey, fromPool = false): Effect.Effect<Kernel.Kernel, RegistryError, Scope.Scope> =>
-    Effect.gen(function*() {
-      yield* Effect.addFinalizer(() => forgetKey(key))
-      const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
-        Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
-      )
-      const kernelBridge = withKvWrites(bridge, kv, kv.spaceOf(key.sessionId, artifactsDir))
-      const { backend, runtime } = yield* backendFor(key.language)
-      if (fromPool && sparesFor(key) > 0) {
-        yield* wantSpares(key)
-        const spare = yield* kernelFromSpare(key, runtime, artifactsDir, kernelBridge)
-        if (spare !== undefined) return spare
-      }
-      if (backend.runner === undefined || backend.launch === undefined) {
-        return yield* new RuntimeUnavailable({ language: backend.id, detail: `the ${backend.displayName} backend ships no runner`, fix: "use another language" })
-      }
-      const runner = yield* runners.ensure(backend.runner.folder)
-      if (!runner.sources.has(backend.runner.entry)) {
-        return yield* new RunnerSourceMissing({ path: `runner/${backend.runner.folder}/${backend.runner.entry}`, reason: "the package's runner folder does not hold it" })
-      }
-      const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
-      const confinement = yield* sandbox.confine({
-        memoryLimit: backend.memoryLimit,
-        readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir, artifactsDir],
-        readWrite: [key.cwd]
-      })
-      if (confinement.sandboxed && runtime.beforeSandboxedStart !== undefined) yield* runtime.beforeSandboxedStart(interpreter, runner)
-      const launch = backend.launch(interpreter, runner)
-      const { spawnEnv, initEnv } = splitKernelEnv(
-        { ...runtime.env(interpreter, { artifactsDir }), ...kv.kernelEnv },
-        sessionEnvOf(key.language, runtime, interpreter),
-        key.cwd
-      )
-      const start = Kernel.make({
-        command: launch.command,
-        args: launch.args,
-        channel: launch.channel,
-        ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
-        cwd: key.cwd,
-        env: spawnEnv,
-        initEnv,
-        key: key.label,
-        skipCheck: true,
-        trace
-      })
-      return yield* start.pipe(
-        Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
-        Effect.provideService(AgentBridge, kernelBridge),
-        Effect.catchTag("KernelStartError", (failed) =>
-          runtime.explainStartFailure === undefined
-            ? Effect.fail(failed)
-            : Effect.zipRight(runtime.explainStartFailure(key.cwd), Effect.fail(failed)))
-      )
-    }).pipe(
-      Effect.tap((kernel) => Effect.sync(() => startedKernels.set(key, kernel))),
-      Effect.provideService(KernelTimings, timings)
+  const kernelFromSpare = Effect.fnUntraced(function*(key: KernelKey, runtime: BackendRuntime, artifactsDir: string, kernelBridge: AgentBridge["Service"]) {
+    const taken = yield* spares.take(poolIdOf(key))
+    if (Option.isNone(taken)) return undefined
+    const { pending, meta, release } = taken.value
+    yield* Effect.addFinalizer(() => release)
+    const { initEnv } = splitKernelEnv(runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir }), meta.sessionEnv, key.cwd)
+    return yield* pending.start({ cwd: key.cwd, initEnv, key: key.label }).pipe(
+      Effect.provideService(AgentBridge, kernelBridge),
+      Effect.catch((error) =>
+        Effect.andThen(release, Effect.logDebug(`a spare kernel failed to start, starting a fresh one: ${error.message}`)).pipe(Effect.as(undefined)))
     )
+  })
+
+  /** Notes `kernel` as `key`'s started kernel, for the warm path's liveness check. */
+  const started = (key: KernelKey, kernel: Kernel.Kernel): Kernel.Kernel => {
+    startedKernels.set(key, kernel)
+    return kernel
+  }
+
+  const startKernel = Effect.fnUntraced(function*(key: KernelKey, fromPool = false): Effect.fn.Return<Kernel.Kernel, RegistryError, Scope.Scope> {
+    yield* Effect.addFinalizer(() => forgetKey(key))
+    const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
+      Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
+    )
+    const kernelBridge = withKvWrites(bridge, kv, kv.spaceOf(key.sessionId, artifactsDir))
+    const { backend, runtime } = yield* backendFor(key.language)
+    if (fromPool && sparesFor(key) > 0) {
+      yield* wantSpares(key)
+      const spare = yield* kernelFromSpare(key, runtime, artifactsDir, kernelBridge)
+      if (spare !== undefined) return started(key, spare)
+    }
+    if (backend.runner === undefined || backend.launch === undefined) {
+      return yield* new RuntimeUnavailable({ language: backend.id, detail: `the ${backend.displayName} backend ships no runner`, fix: "use another language" })
+    }
+    const runner = yield* runners.ensure(backend.runner.folder)
+    if (!runner.sources.has(backend.runner.entry)) {
+      return yield* new RunnerSourceMissing({ path: `runner/${backend.runner.folder}/${backend.runner.entry}`, reason: "the package's runner folder does not hold it" })
+    }
+    const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
+    const confinement = yield* sandbox.confine({
+      memoryLimit: backend.memoryLimit,
+      readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir, artifactsDir],
+      readWrite: [key.cwd]
+    })
+    if (confinement.sandboxed && runtime.beforeSandboxedStart !== undefined) yield* runtime.beforeSandboxedStart(interpreter, runner)
+    const launch = backend.launch(interpreter, runner)
+    const { spawnEnv, initEnv } = splitKernelEnv(
+      { ...runtime.env(interpreter, { artifactsDir }), ...kv.kernelEnv },
+      sessionEnvOf(key.language, runtime, interpreter),
+      key.cwd
+    )
+    const start = Kernel.make({
+      command: launch.command,
+      args: launch.args,
+      channel: launch.channel,
+      ...(launch.prelude === undefined ? {} : { prelude: launch.prelude }),
+      cwd: key.cwd,
+      env: spawnEnv,
+      initEnv,
+      key: key.label,
+      skipCheck: true,
+      trace
+    })
+    const kernel = yield* start.pipe(
+      Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),
+      Effect.provideService(AgentBridge, kernelBridge),
+      Effect.catchTag("KernelStartError", (failed) =>
+        runtime.explainStartFailure === undefined
+          ? Effect.fail(failed)
+          : Effect.andThen(runtime.explainStartFailure(key.cwd), Effect.fail(failed)))
+    )
+    return started(key, kernel)
+  }, Effect.provideService(KernelTimings, timings))
 
   const supervisor: KernelSupervisor.KernelSupervisor<KernelKey> = yield* KernelSupervisor.make<KernelKey>({
     invalidate: (key) => held.drop(key),
@@ -423,19 +424,19 @@ const makeRegistry = Effect.gen(function*() {
     lookup: (key: KernelKey) => Effect.tap(startKernel(key, true), (kernel) => supervisor.watch(key, kernel)),
     idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMs(key))
   })
+  const kernelKeys: Effect.Effect<ReadonlyArray<KernelKey>> = Effect.map(RcMap.keys(kernels), (keys) => Array.from(keys))
   const held = yield* RcMapHolds.make(kernels, {
     idleTtlMs,
     usable: (kernel) => kernel.isAlive
   })
 
-  const resolveKey = (request: RegistryRequest) =>
-    Effect.gen(function*() {
-      const cwd = yield* normalizeCwd(request.cwd)
-      const language = request.language ?? "py"
-      const { runtime } = yield* backendFor(language)
-      const interpreter = yield* runtime.resolve(cwd)
-      return new KernelKey({ language, sessionId: request.sessionId, cwd, interpreter: interpreter.executable, venvBin: interpreter.binDir })
-    })
+  const resolveKey = Effect.fnUntraced(function*(request: RegistryRequest) {
+    const cwd = yield* normalizeCwd(request.cwd)
+    const language = request.language ?? "py"
+    const { runtime } = yield* backendFor(language)
+    const interpreter = yield* runtime.resolve(cwd)
+    return new KernelKey({ language, sessionId: request.sessionId, cwd, interpreter: interpreter.executable, venvBin: interpreter.binDir })
+  })
 
   const perCall = (language: string | undefined) => kernelModeOf(settings, language ?? "py") === "per-call"
 
@@ -480,7 +481,7 @@ const makeRegistry = Effect.gen(function*() {
 
   /** A kernel that died of its memory limit is replaced without running the cell again: it would die the same way. */
   const diedOfLimit = (died: KernelDied, replace: Effect.Effect<void>, onOutput: Kernel.OutputHandler, limit: BreachedLimit) =>
-    Effect.zipRight(
+    Effect.andThen(
       replace,
       Effect.as(onOutput(diedError(died, limitSentence(limit, settings.limits))), {
         status: "error",
@@ -502,15 +503,15 @@ const makeRegistry = Effect.gen(function*() {
       const limit = breachOfDeath(first.stderr, settings.limits)
       if (limit !== undefined) return diedOfLimit(first, replace, onOutput, limit)
       return replace.pipe(
-        Effect.zipRight(onOutput(KernelOutput.Status({
+        Effect.andThen(onOutput(KernelOutput.Status({
           op: RESTART_STATUS_OP,
           fields: { reason: first.message, exit: describeExit(first.exit) }
         }))),
-        Effect.zipRight(watchLimits(run, replace, onOutput)),
+        Effect.andThen(watchLimits(run, replace, onOutput)),
         Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first), outcome.notice) })),
         Effect.catchTag("KernelDied", (second) => {
           const limit = breachOfDeath(second.stderr, settings.limits)
-          return Effect.zipRight(
+          return Effect.andThen(
             replace,
             Effect.as(onOutput(diedError(second, limit && limitSentence(limit, settings.limits))), diedTwiceOutcome(first, second))
           )
@@ -528,31 +529,30 @@ const makeRegistry = Effect.gen(function*() {
       onOutput
     )
 
-  const reset = (sessionId: string, cwd?: string, language?: BackendId) =>
-    Effect.gen(function*() {
-      const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
-      for (const key of yield* RcMap.keys(kernels)) {
-        if (key.matches(sessionId, real, language)) yield* supervisor.evict(key)
-      }
-    })
+  const reset = Effect.fnUntraced(function*(sessionId: string, cwd?: string, language?: BackendId) {
+    const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
+    for (const key of yield* kernelKeys) {
+      if (key.matches(sessionId, real, language)) yield* supervisor.evict(key)
+    }
+  })
 
   const prepareSpares = (place: Omit<KernelPlace, "sessionId">) =>
     resolveKey({ ...place, sessionId: "", code: "" }).pipe(
-      Effect.flatMap((key) => Effect.zipRight(wantSpares(key), refill)),
-      Effect.catchAll((error) => Effect.logDebug(`no spare kernels prepared: ${error.message}`))
+      Effect.flatMap((key) => Effect.andThen(wantSpares(key), refill)),
+      Effect.catch((error) => Effect.logDebug(`no spare kernels prepared: ${error.message}`))
     )
 
   const shutdownAll = Effect.gen(function*() {
     refillDue.clear()
     yield* spares.shutdown
-    for (const key of yield* RcMap.keys(kernels)) yield* supervisor.evict(key)
+    for (const key of yield* kernelKeys) yield* supervisor.evict(key)
   })
 
   const run = (request: RegistryRequest, onOutput: Kernel.OutputHandler): Effect.Effect<CellOutcome, RegistryError> => {
     return Effect.flatMap(keyFor(request), (key) => {
       if (perCall(key.language)) return perCallRun(key, request, onOutput)
       const cell = request.reset === true
-        ? Effect.zipRight(supervisor.evict(key), sessionRun(key, request, onOutput))
+        ? Effect.andThen(supervisor.evict(key), sessionRun(key, request, onOutput))
         : sessionRun(key, request, onOutput)
       return startedKernels.has(key) && request.reset !== true ? cell : Effect.onExit(cell, () => (refillDue.size === 0 ? Effect.void : refill))
     })
@@ -573,18 +573,18 @@ const makeRegistry = Effect.gen(function*() {
     execute: (request) => Kernel.streamOf((onOutput) => run(request, onOutput)),
     reset,
     shutdownAll,
-    keys: RcMap.keys(kernels),
+    keys: kernelKeys,
     sparePids: spares.pids,
     prepareSpares
   } satisfies KernelRegistryService
 })
 
 /** Owns kernels by key; closing the layer's scope shuts every kernel down. */
-export class KernelRegistry extends Context.Tag("veyyon-eval/KernelRegistry")<KernelRegistry, KernelRegistryService>() {
+export class KernelRegistry extends Context.Service<KernelRegistry, KernelRegistryService>()("veyyon-eval/KernelRegistry") {
   /** The registry over the settings, runtime, runner cache, spawner and bridge in context; kv from the `KvStore` in context, else the file store. */
   static readonly layer: Layer.Layer<
     KernelRegistry,
     never,
     Settings | PythonRuntime | RunnerCache | KernelSpawner | AgentBridge
-  > = Layer.scoped(KernelRegistry, makeRegistry)
+  > = Layer.effect(KernelRegistry, makeRegistry)
 }

@@ -68,17 +68,18 @@ export const make = <K>(options: {
         span.event("kernel.died", BigInt(Date.now()) * 1_000_000n, { "kernel.death": cause._tag, "kernel.why": why })
         yield* Effect.logWarning(`kernel ${options.label(key)} (pid ${kernel.pid}) died: ${why}; evicted, the next call starts a fresh one`)
       }).pipe(
-        Effect.withSpan("kernel.evicted", {
-          attributes: { "kernel.key": options.label(key), "kernel.pid": kernel.pid, "kernel.death": cause._tag },
-          captureStackTrace: false
-        })
+        Effect.withSpan(
+          "kernel.evicted",
+          { attributes: { "kernel.key": options.label(key), "kernel.pid": kernel.pid, "kernel.death": cause._tag } },
+          { captureStackTrace: false }
+        )
       )
 
     const onDeath = (key: K, kernel: Kernel) => (cause: DeathCause) => {
       const why = unexpectedDeath(cause)
       return why === undefined
         ? forgetIfCurrent(key, kernel)
-        : Effect.zipRight(evictIfCurrent(key, kernel), record(key, kernel, cause, why))
+        : Effect.andThen(evictIfCurrent(key, kernel), record(key, kernel, cause, why))
     }
 
     const watch = (key: K, kernel: Kernel) =>

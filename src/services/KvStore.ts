@@ -22,7 +22,7 @@
  * A store is addressed by a space (`spaceOf`): the file store's is the session's kv
  * directory, a shared store's the session id.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Schema, Semaphore } from "effect"
 import { createHash } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
@@ -46,7 +46,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 
 /** A kv write the store refused; `name` reaches the cell as the error's kind. */
 export class KvRefused extends Schema.TaggedError<KvRefused>()("KvRefused", {
-  name: Schema.Literal("KvInvalid", "KvStoreFull", "KvWriteFailed", "KvReadFailed"),
+  name: Schema.Literals(["KvInvalid", "KvStoreFull", "KvWriteFailed", "KvReadFailed"]),
   reason: Schema.String
 }) {
   override get message(): string {
@@ -224,13 +224,13 @@ export const validKvValue = (key: string, valueJson: unknown): string | KvRefuse
 
 /** Builds the store; writes are serialized per directory within this store. */
 export const makeKvStore = (): KvStoreService => {
-  const locks = new Map<string, Effect.Semaphore>()
+  const locks = new Map<string, Semaphore.Semaphore>()
   const locked = <A, E>(dir: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
     Effect.suspend(() => {
       const key = path.resolve(dir)
       let lock = locks.get(key)
       if (lock === undefined) {
-        lock = Effect.unsafeMakeSemaphore(1)
+        lock = Semaphore.makeUnsafe(1)
         locks.set(key, lock)
       }
       return lock.withPermits(1)(effect)
@@ -239,20 +239,19 @@ export const makeKvStore = (): KvStoreService => {
   const writeFailed = (dir: string) => (error: unknown) =>
     error instanceof KvRefused ? error : new KvRefused({ name: "KvWriteFailed", reason: `could not write the kv store ${dir}: ${(error as Error).message}` })
 
-  const set = (dir: string, key: string, valueJson: string) =>
-    Effect.gen(function*() {
-      const valid = yield* checkedKvKey(key)
-      const value = validKvValue(valid, valueJson)
-      if (value instanceof KvRefused) return yield* value
-      const data = kvEntryBytes(valid, value)
-      const name = kvFileName(valid)
-      yield* locked(dir, Effect.gen(function*() {
-        const kvDir = yield* ensurePrivateDir(dir).pipe(Effect.mapError((refused) => writeFailed(dir)(new Error(refused.message))))
-        const used = entriesSize(kvDir, name)
-        if (used + data.length > KV_STORE_MAX) return yield* kvStoreFull(used, data.length)
-        yield* Effect.try({ try: () => writeFileAtomically(path.join(kvDir, name), data), catch: writeFailed(kvDir) })
-      }))
-    })
+  const set = Effect.fnUntraced(function*(dir: string, key: string, valueJson: string) {
+    const valid = yield* checkedKvKey(key)
+    const value = validKvValue(valid, valueJson)
+    if (value instanceof KvRefused) return yield* value
+    const data = kvEntryBytes(valid, value)
+    const name = kvFileName(valid)
+    yield* locked(dir, Effect.gen(function*() {
+      const kvDir = yield* ensurePrivateDir(dir).pipe(Effect.mapError((refused) => writeFailed(dir)(new Error(refused.message))))
+      const used = entriesSize(kvDir, name)
+      if (used + data.length > KV_STORE_MAX) return yield* kvStoreFull(used, data.length)
+      yield* Effect.try({ try: () => writeFileAtomically(path.join(kvDir, name), data), catch: writeFailed(kvDir) })
+    }))
+  })
 
   const remove = (dir: string, key: string) =>
     Effect.flatMap(checkedKvKey(key), (valid) =>
@@ -317,15 +316,15 @@ export const isKvCall = (call: BridgeCall): boolean => call.method === KV_BRIDGE
 
 /** `bridge` with kv calls answered by `store` on `space`, everything else by `bridge` itself. */
 export const withKvWrites = (
-  bridge: Context.Tag.Service<AgentBridge>,
+  bridge: AgentBridge["Service"],
   store: KvStoreService,
   space: string
-): Context.Tag.Service<AgentBridge> => ({
+): AgentBridge["Service"] => ({
   call: (call) => (isKvCall(call) ? store.answer(space, call.params) : bridge.call(call))
 })
 
 /** The host-side kv store. */
-export class KvStore extends Context.Tag("veyyon-eval/KvStore")<KvStore, KvStoreService>() {
+export class KvStore extends Context.Service<KvStore, KvStoreService>()("veyyon-eval/KvStore") {
   /** One store for the process. */
   static readonly Live: Layer.Layer<KvStore> = Layer.sync(KvStore, makeKvStore)
 }

@@ -28,7 +28,7 @@
  * Writing an artifact can fail (a full disk): the result is still bounded and says
  * why the full output could not be saved.
  */
-import { Context, Data, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { Context, Data, Effect, Exit, Fiber, Layer, Scope, Semaphore, Stream } from "effect"
 import { outputHandler, type OutputHandler } from "../kernel/Kernel.ts"
 import type { CellOutcome, KernelOutput } from "../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../render/Status.ts"
@@ -237,8 +237,8 @@ export const makeCellSink = (
  */
 export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimits> = {}): CellSink => {
   const limits = outputLimits(given)
-  let scope: Scope.CloseableScope | undefined
-  const lock = Effect.unsafeMakeSemaphore(1)
+  let scope: Scope.Closeable | undefined
+  const lock = Semaphore.makeUnsafe(1)
   const headBudget = { bytes: Math.floor(limits.maxBytes / 2), lines: Math.floor(limits.maxLines / 2) }
   const tailBudget = { bytes: limits.maxBytes - headBudget.bytes, lines: limits.maxLines - headBudget.lines }
 
@@ -268,7 +268,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   let droppedId = ""
   let droppedError: string | undefined
 
-  let saves: Array<{ readonly fiber: Fiber.RuntimeFiber<void>; readonly bytes: number }> = []
+  let saves: Array<{ readonly fiber: Fiber.Fiber<void>; readonly bytes: number }> = []
   let pendingSaveBytes = 0
 
   let outcome: CellOutcome | undefined
@@ -303,7 +303,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   const writeFull = (text: string) =>
     writer === undefined ? Effect.void : writer.append(text).pipe(
-      Effect.catchAll((error) =>
+      Effect.catch((error) =>
         Effect.suspend(() => {
           artifactError = error.message
           const failed = writer
@@ -374,14 +374,14 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   const spill = Effect.gen(function*() {
     spilled = true
-    const opened = yield* Effect.either(inScope(store.create("out", "txt")))
-    if (opened._tag === "Right") {
-      writer = opened.right
+    const opened = yield* Effect.result(inScope(store.create("out", "txt")))
+    if (opened._tag === "Success") {
+      writer = opened.success
       artifactId = writer.id
       artifactIds.push(artifactId)
     } else {
-      artifactError = opened.left.message
-      if (opened.left._tag === "ArtifactWriteFailed") artifactId = opened.left.id
+      artifactError = opened.failure.message
+      if (opened.failure._tag === "ArtifactWriteFailed") artifactId = opened.failure.id
     }
     for (const entry of entries) {
       if (entry.kind === "text") yield* writeFull(entry.text)
@@ -449,37 +449,35 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   }
 
   /** Saves one image as an `img-…` artifact, filling its reserved place in `artifactIds`; gives its size and where it went. */
-  const writeImage = (mime: string, payload: string, slot: number) =>
-    Effect.gen(function*() {
-      const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : decodeBase64(payload)
-      const saved = yield* Effect.either(Effect.scoped(
-        Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
-          Effect.zipRight(image.append(data), image.close))
-      ))
-      if (saved._tag === "Right") artifactIds[slot] = saved.right.id
-      return { bytes: data.length, saved }
-    })
+  const writeImage = Effect.fnUntraced(function*(mime: string, payload: string, slot: number) {
+    const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : decodeBase64(payload)
+    const saved = yield* Effect.result(Effect.scoped(
+      Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
+        Effect.andThen(image.append(data), image.close))
+    ))
+    if (saved._tag === "Success") artifactIds[slot] = saved.success.id
+    return { bytes: data.length, saved }
+  })
 
   /** Saves one image past the image budget; gives the note that replaces it. */
   const saveImage = (mime: string, payload: string, slot: number) =>
     Effect.map(writeImage(mime, payload, slot), ({ bytes, saved }) => {
       const why = `${mime} (${bytes} bytes) not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images`
-      return saved._tag === "Left" ? `[${why}; it could not be saved: ${saved.left.message}]` : `[${why}; saved to ${saved.right.uri}]`
+      return saved._tag === "Failure" ? `[${why}; it could not be saved: ${saved.failure.message}]` : `[${why}; saved to ${saved.success.uri}]`
     })
 
   /** Runs `save` behind the cell after the saves before it, first waiting for the oldest while too much payload waits. */
-  const startSave = (save: Effect.Effect<void>, bytes: number) =>
-    Effect.gen(function*() {
-      while (saves.length > 0 && pendingSaveBytes + bytes > MAX_PENDING_SAVE_BYTES) {
-        const oldest = saves.shift()!
-        pendingSaveBytes -= oldest.bytes
-        yield* Fiber.await(oldest.fiber)
-      }
-      const previous = saves.at(-1)?.fiber
-      const fiber = yield* Effect.forkDaemon(previous === undefined ? save : Effect.zipRight(Fiber.await(previous), save))
-      saves.push({ fiber, bytes })
-      pendingSaveBytes += bytes
-    })
+  const startSave = Effect.fnUntraced(function*(save: Effect.Effect<void>, bytes: number) {
+    while (saves.length > 0 && pendingSaveBytes + bytes > MAX_PENDING_SAVE_BYTES) {
+      const oldest = saves.shift()!
+      pendingSaveBytes -= oldest.bytes
+      yield* Fiber.await(oldest.fiber)
+    }
+    const previous = saves.at(-1)?.fiber
+    const fiber = yield* Effect.forkDetach(previous === undefined ? save : Effect.andThen(Fiber.await(previous), save))
+    saves.push({ fiber, bytes })
+    pendingSaveBytes += bytes
+  })
 
   /** Waits for every save under way. */
   const awaitSaves = Effect.suspend(() => {
@@ -524,40 +522,39 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       const save = Effect.flatMap(Effect.forEach(over, ({ mime, payload, slot }) => saveImage(mime, payload, slot)), (notes) => Effect.sync(() => noted(notes)))
       const bytes = over.reduce((sum, { payload }) => sum + payload.length, 0)
       return Effect.as(
-        Effect.zipRight(saveShown, startSave(save, bytes)),
+        Effect.andThen(saveShown, startSave(save, bytes)),
         output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
       )
     })
 
-  const drop = (output: KernelOutput) =>
-    Effect.gen(function*() {
-      droppedCount++
-      if (!droppedPlaced) {
-        droppedPlaced = true
-        addEntry({ kind: "dropped" })
-        const opened = yield* Effect.either(inScope(store.create("outputs", "jsonl")))
-        if (opened._tag === "Right") {
-          droppedWriter = opened.right
-          droppedId = droppedWriter.id
-          artifactIds.push(droppedId)
-        } else {
-          droppedError = opened.left.message
-        }
+  const drop = Effect.fnUntraced(function*(output: KernelOutput) {
+    droppedCount++
+    if (!droppedPlaced) {
+      droppedPlaced = true
+      addEntry({ kind: "dropped" })
+      const opened = yield* Effect.result(inScope(store.create("outputs", "jsonl")))
+      if (opened._tag === "Success") {
+        droppedWriter = opened.success
+        droppedId = droppedWriter.id
+        artifactIds.push(droppedId)
+      } else {
+        droppedError = opened.failure.message
       }
-      if (droppedWriter === undefined) return
-      let line: string
-      try {
-        line = JSON.stringify(output)
-      } catch (error) {
-        line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
-      }
-      const appended = yield* Effect.either(droppedWriter.append(`${line}\n`))
-      if (appended._tag === "Left") {
-        droppedError = appended.left.message
-        yield* Effect.ignore(droppedWriter.close)
-        droppedWriter = undefined
-      }
-    })
+    }
+    if (droppedWriter === undefined) return
+    let line: string
+    try {
+      line = JSON.stringify(output)
+    } catch (error) {
+      line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
+    }
+    const appended = yield* Effect.result(droppedWriter.append(`${line}\n`))
+    if (appended._tag === "Failure") {
+      droppedError = appended.failure.message
+      yield* Effect.ignore(droppedWriter.close)
+      droppedWriter = undefined
+    }
+  })
 
   const accept = (output: KernelOutput): Effect.Effect<void> => {
     switch (output._tag) {
@@ -782,8 +779,8 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     if (spilled) {
       snapTailStart()
       if (writer !== undefined) {
-        const closed = yield* Effect.either(writer.close)
-        if (closed._tag === "Left") artifactError = closed.left.message
+        const closed = yield* Effect.result(writer.close)
+        if (closed._tag === "Failure") artifactError = closed.failure.message
         writer = undefined
       }
       cut = truncation()
@@ -795,8 +792,8 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       materialize(entries, outputs)
     }
     if (droppedWriter !== undefined) {
-      const closed = yield* Effect.either(droppedWriter.close)
-      if (closed._tag === "Left") droppedError = closed.left.message
+      const closed = yield* Effect.result(droppedWriter.close)
+      if (closed._tag === "Failure") droppedError = closed.failure.message
       droppedWriter = undefined
     }
     result = {
@@ -814,7 +811,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     return done === undefined ? locked(finishLocked) : Effect.succeed(done)
   })
 
-  const close = locked(Effect.zipRight(awaitSaves, Effect.suspend(() => {
+  const close = locked(Effect.andThen(awaitSaves, Effect.suspend(() => {
     if (result === undefined) result = { outputs: [], artifactIds: savedIds() }
     writer = undefined
     droppedWriter = undefined
@@ -885,7 +882,7 @@ const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputS
   const throughSink = <E, R>(options: OpenOptions, fill: (sink: CellSink) => Effect.Effect<void, E, R>) =>
     Effect.suspend(() => {
       const sink = cellSink(options.store ?? store, { ...limits, ...options.limits })
-      return Effect.zipRight(Effect.onError(fill(sink), () => sink.close), sink.finish)
+      return Effect.andThen(Effect.onError(fill(sink), () => sink.close), sink.finish)
     })
   return {
     limits,
@@ -893,13 +890,13 @@ const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputS
     collect: (outputs, options = {}) => {
       const onEvent = options.onEvent
       return throughSink(options, ({ push }) =>
-        Stream.runForEach(outputs, onEvent === undefined ? push : (output) => Effect.zipRight(onEvent(output), push(output))))
+        Stream.runForEach(outputs, onEvent === undefined ? push : (output) => Effect.andThen(onEvent(output), push(output))))
     },
     collectPushed: (produce, options = {}) => {
       const onEvent = options.onEvent
       return throughSink(options, ({ push, pushNow }) =>
         produce(outputHandler(
-          onEvent === undefined ? push : (output) => Effect.zipRight(Effect.sync(() => onEvent(output)), push(output)),
+          onEvent === undefined ? push : (output) => Effect.andThen(Effect.sync(() => onEvent(output)), push(output)),
           onEvent === undefined ? pushNow : (output) => {
             if (!pushNow(output)) return false
             onEvent(output)
@@ -911,7 +908,7 @@ const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputS
 }
 
 /** Bounds each cell's outputs for its tool result, spilling to the `ArtifactStore`. */
-export class OutputSink extends Context.Tag("veyyon-eval/OutputSink")<OutputSink, OutputSinkService>() {
+export class OutputSink extends Context.Service<OutputSink, OutputSinkService>()("veyyon-eval/OutputSink") {
   /** Sinks with explicit budgets (the rest default). */
   static layer(limits: Partial<OutputLimits> = {}): Layer.Layer<OutputSink, never, ArtifactStore> {
     return Layer.effect(OutputSink, Effect.map(ArtifactStore, (store) => makeService(store, outputLimits(limits))))

@@ -14,9 +14,8 @@
  * `python.skipCheck` (`VEYYON_PYTHON_SKIP_CHECK=1`) nothing is run and the path
  * found is used as is.
  */
-import * as Command from "@effect/platform/Command"
-import * as CommandExecutor from "@effect/platform/CommandExecutor"
-import { Cache, Context, Data, Duration, Effect, Either, Layer, Schema, Stream } from "effect"
+import { Cache, Context, Data, Duration, Effect, Layer, Result, Schema, Stream } from "effect"
+import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { type EnvRecord, runnerEnv } from "./EnvPolicy.ts"
@@ -73,7 +72,7 @@ const FIX_CHECK = "then run `veyyon setup python --check` to see which interpret
 
 /** No usable Python: none found, the one found does not run, or it is older than 3.8. */
 export class PythonUnavailable extends Schema.TaggedError<PythonUnavailable>()("PythonUnavailable", {
-  reason: Schema.Literal("not-found", "failed-to-run", "too-old"),
+  reason: Schema.Literals(["not-found", "failed-to-run", "too-old"]),
   detail: Schema.String,
   tried: Schema.Array(Schema.String),
   fix: Schema.String
@@ -110,7 +109,7 @@ const OUTPUT_CAP = 64 * 1024
 const collectText = <E>(stream: Stream.Stream<Uint8Array, E>): Effect.Effect<string, E> =>
   stream.pipe(
     Stream.decodeText(),
-    Stream.runFold("", (acc, chunk) => (acc.length >= OUTPUT_CAP ? acc : acc + chunk))
+    Stream.runFold(() => "", (acc, chunk) => (acc.length >= OUTPUT_CAP ? acc : acc + chunk))
   )
 
 const tail = (text: string): string => {
@@ -119,18 +118,20 @@ const tail = (text: string): string => {
   return last.length > 400 ? "…" + last.slice(-400) : last
 }
 
-const InspectionOutput = Schema.parseJson(Schema.Struct({
+const InspectionOutput = Schema.fromJsonString(Schema.Struct({
   executable: Schema.NullOr(Schema.String),
-  version: Schema.Tuple(Schema.Int, Schema.Int, Schema.Int)
+  version: Schema.Tuple([Schema.Int, Schema.Int, Schema.Int])
 }))
+
+const decodeInspection = Schema.decodeUnknownResult(InspectionOutput)
 
 /** Parses the check script's answer: the last line of stdout that decodes. */
 export const parseInspection = (stdout: string, candidate: string): PythonInspection | undefined => {
   const lines = stdout.split(/\r?\n/).filter((line) => line.trim().length > 0).reverse()
   for (const line of lines) {
-    const decoded = Schema.decodeUnknownEither(InspectionOutput)(line.trim())
-    if (Either.isRight(decoded)) {
-      const { executable, version } = decoded.right
+    const decoded = decodeInspection(line.trim())
+    if (Result.isSuccess(decoded)) {
+      const { executable, version } = decoded.success
       return {
         executable: executable === null || executable.length === 0 ? candidate : executable,
         version: { major: version[0], minor: version[1], micro: version[2] }
@@ -142,17 +143,18 @@ export const parseInspection = (stdout: string, candidate: string): PythonInspec
 
 /** The inspector that really spawns the interpreter, with a time limit. */
 export const commandInspector = (
-  executor: CommandExecutor.CommandExecutor,
-  timeout: Duration.DurationInput
+  spawner: ChildProcessSpawner.ChildProcessSpawner["Service"],
+  timeout: Duration.Input
 ): InterpreterInspector =>
 (request) =>
   Effect.scoped(
     Effect.gen(function*() {
-      const command = Command.make(request.executable, "-c", INSPECT_SCRIPT).pipe(
-        Command.workingDirectory(request.cwd),
-        Command.env(request.env, { extendEnv: false })
-      )
-      const proc = yield* executor.start(command)
+      const command = ChildProcess.make(request.executable, ["-c", INSPECT_SCRIPT], {
+        cwd: request.cwd,
+        env: request.env,
+        extendEnv: false
+      })
+      const proc = yield* spawner.spawn(command)
       const [stdout, stderr, code] = yield* Effect.all(
         [collectText(proc.stdout), collectText(proc.stderr), proc.exitCode],
         { concurrency: "unbounded" }
@@ -170,11 +172,12 @@ export const commandInspector = (
       return inspection
     })
   ).pipe(
-    Effect.catchTag("SystemError", "BadArgument", (error) =>
+    Effect.catchTag("PlatformError", (error) =>
       Effect.fail(new InspectionFailed({ problem: `it could not be started: ${error.message}` }))),
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: timeout,
-      onTimeout: () => new InspectionFailed({ problem: `it did not answer within ${Duration.format(timeout)}` })
+      orElse: () =>
+        Effect.fail(new InspectionFailed({ problem: `it did not answer within ${Duration.format(Duration.fromInputUnsafe(timeout))}` }))
     })
   )
 
@@ -283,43 +286,42 @@ export const makePythonRuntime = (
         extra: extra.extra,
         platform: options.platform
       })
-    const inspections = yield* Cache.makeWith({
+    const inspections = yield* Cache.make({
       capacity: 256,
       lookup: (key: InspectKey) =>
         options.inspect({ executable: key.executable, cwd: key.cwd, env: kernelEnv({ venvBin: key.venvBin }) }),
-      timeToLive: () => Duration.infinity
+      timeToLive: Duration.infinity
     })
-    const inspect = (key: InspectKey) => inspections.get(key).pipe(Effect.tapError(() => inspections.invalidate(key)))
+    const inspect = (key: InspectKey) => Cache.get(inspections, key).pipe(Effect.tapError(() => Cache.invalidate(inspections, key)))
 
-    const resolveWith = (cwd: string, runIt: (candidate: PythonCandidate) => boolean): Effect.Effect<PythonInterpreter, PythonUnavailable> =>
-      Effect.gen(function*() {
-        const candidate = yield* Effect.sync(() =>
-          resolvePythonCandidate({
-            interpreter: settings.python.interpreter,
-            env: options.env,
-            cwd,
-            homeDir: options.homeDir,
-            platform: options.platform,
-            probe: options.probe
-          })
-        ).pipe(Effect.flatMap(Either.mapLeft(notFound)))
-        const base = {
-          foundAt: candidate.executable,
-          rule: candidate.rule,
-          ...(candidate.venvBin === undefined ? {} : { venvBin: candidate.venvBin }),
-          skipped: candidate.skipped
-        }
-        if (settings.python.skipCheck || !runIt(candidate)) {
-          return { ...base, executable: candidate.executable, version: undefined, checked: false }
-        }
-        const inspection = yield* inspect(new InspectKey({ executable: candidate.executable, cwd, venvBin: candidate.venvBin }))
-          .pipe(Effect.mapError((error) => failedToRun(candidate, error.problem)))
-        if (!isSupportedPythonVersion(inspection.version)) return yield* tooOld(candidate, inspection.version)
-        const real = inspection.executable !== candidate.executable && options.probe.isExecutable(inspection.executable)
-          ? inspection.executable
-          : candidate.executable
-        return { ...base, executable: real, version: inspection.version, checked: true }
-      })
+    const resolveWith = Effect.fnUntraced(function*(cwd: string, runIt: (candidate: PythonCandidate) => boolean): Effect.fn.Return<PythonInterpreter, PythonUnavailable> {
+      const candidate = yield* Effect.sync(() =>
+        resolvePythonCandidate({
+          interpreter: settings.python.interpreter,
+          env: options.env,
+          cwd,
+          homeDir: options.homeDir,
+          platform: options.platform,
+          probe: options.probe
+        })
+      ).pipe(Effect.flatMap((found) => Effect.fromResult(Result.mapError(found, notFound))))
+      const base = {
+        foundAt: candidate.executable,
+        rule: candidate.rule,
+        ...(candidate.venvBin === undefined ? {} : { venvBin: candidate.venvBin }),
+        skipped: candidate.skipped
+      }
+      if (settings.python.skipCheck || !runIt(candidate)) {
+        return { ...base, executable: candidate.executable, version: undefined, checked: false }
+      }
+      const inspection = yield* inspect(new InspectKey({ executable: candidate.executable, cwd, venvBin: candidate.venvBin }))
+        .pipe(Effect.mapError((error) => failedToRun(candidate, error.problem)))
+      if (!isSupportedPythonVersion(inspection.version)) return yield* tooOld(candidate, inspection.version)
+      const real = inspection.executable !== candidate.executable && options.probe.isExecutable(inspection.executable)
+        ? inspection.executable
+        : candidate.executable
+      return { ...base, executable: real, version: inspection.version, checked: true }
+    })
 
     return {
       resolve: (cwd) => resolveWith(cwd, () => true),
@@ -329,10 +331,10 @@ export const makePythonRuntime = (
   })
 
 /** How long the one-off check may take (a cold pyenv shim is slow, but not this slow). */
-export const INSPECT_TIMEOUT: Duration.DurationInput = Duration.seconds(15)
+export const INSPECT_TIMEOUT: Duration.Input = Duration.seconds(15)
 
 /** Resolves and checks the Python interpreter kernels run. */
-export class PythonRuntime extends Context.Tag("veyyon-eval/PythonRuntime")<PythonRuntime, PythonRuntimeService>() {
+export class PythonRuntime extends Context.Service<PythonRuntime, PythonRuntimeService>()("veyyon-eval/PythonRuntime") {
   /** The service with explicit dependencies. */
   static layer(options: PythonRuntimeOptions): Layer.Layer<PythonRuntime, never, Settings> {
     return Layer.effect(PythonRuntime, makePythonRuntime(options))
@@ -350,16 +352,16 @@ export class PythonRuntime extends Context.Tag("veyyon-eval/PythonRuntime")<Pyth
   }
 
   /** The service over this process's env, home dir, platform, disk and child processes. */
-  static readonly Live: Layer.Layer<PythonRuntime, never, Settings | CommandExecutor.CommandExecutor> = Layer.effect(
+  static readonly Live: Layer.Layer<PythonRuntime, never, Settings | ChildProcessSpawner.ChildProcessSpawner> = Layer.effect(
     PythonRuntime,
     Effect.gen(function*() {
-      const executor = yield* CommandExecutor.CommandExecutor
+      const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
       return yield* makePythonRuntime({
         env: process.env,
         homeDir: os.homedir(),
         platform: process.platform,
         probe: nodeFileProbe(),
-        inspect: commandInspector(executor, INSPECT_TIMEOUT)
+        inspect: commandInspector(spawner, INSPECT_TIMEOUT)
       })
     })
   )

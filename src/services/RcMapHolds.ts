@@ -7,16 +7,16 @@
  * the entry closes then (once the uses running at that moment end) rather than after a
  * second time-to-live of the map's own. A key whose time-to-live is zero is not held.
  */
-import { Effect, Equal, Exit, type Fiber, RcMap, Scope } from "effect"
+import { Clock, Effect, Equal, Exit, type Fiber, RcMap, Scope } from "effect"
 
 interface Hold<A> {
   readonly value: A
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   readonly idleTtlMs: number
   using: number
   idleUntil: number
   dropped: boolean
-  sweeper: Fiber.RuntimeFiber<void> | undefined
+  sweeper: Fiber.Fiber<void> | undefined
 }
 
 /** The holds over one map. */
@@ -45,7 +45,7 @@ export const make = <K, A, E>(
 ): Effect.Effect<RcMapHolds<K, A, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const owner = yield* Effect.scope
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const holds = new Map<K, Hold<A>>()
 
     const release = (hold: Hold<A>): Effect.Effect<void> =>
@@ -58,14 +58,14 @@ export const make = <K, A, E>(
         if (holds.get(key) === hold) holds.delete(key)
         const sweeper = hold.sweeper
         hold.sweeper = undefined
-        if (sweeper !== undefined) sweeper.unsafeInterruptAsFork(sweeper.id())
-        return Effect.zipRight(RcMap.invalidate(map, key), release(hold))
+        if (sweeper !== undefined) sweeper.interruptUnsafe()
+        return Effect.andThen(RcMap.invalidate(map, key), release(hold))
       })
 
     const sweep = (key: K, hold: Hold<A>): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (hold.dropped) return Effect.void
-        const remaining = hold.idleUntil - clock.unsafeCurrentTimeMillis()
+        const remaining = hold.idleUntil - clock.currentTimeMillisUnsafe()
         if (hold.using === 0 && remaining <= 0) {
           hold.sweeper = undefined
           return Effect.uninterruptible(end(key, hold))
@@ -76,13 +76,13 @@ export const make = <K, A, E>(
     const take = (key: K): Effect.Effect<Hold<A>, E> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(Scope.make(), (scope) =>
-          restore(Scope.extend(RcMap.get(map, key), scope)).pipe(
+          restore(Scope.provide(RcMap.get(map, key), scope)).pipe(
             Effect.onError(() => Scope.close(scope, Exit.void)),
             Effect.flatMap((value) => {
               const raced = holds.get(key)
               if (raced !== undefined) return Effect.as(Scope.close(scope, Exit.void), raced)
               const idleTtlMs = options.idleTtlMs(key)
-              const idleUntil = clock.unsafeCurrentTimeMillis() + idleTtlMs
+              const idleUntil = clock.currentTimeMillisUnsafe() + idleTtlMs
               const hold: Hold<A> = { value, scope, idleTtlMs, using: 0, idleUntil, dropped: false, sweeper: undefined }
               holds.set(key, hold)
               if (!Number.isFinite(idleTtlMs)) return Effect.succeed(hold)
@@ -100,7 +100,7 @@ export const make = <K, A, E>(
         return Effect.onExit(use(hold.value), () =>
           Effect.suspend(() => {
             hold.using--
-            hold.idleUntil = clock.unsafeCurrentTimeMillis() + hold.idleTtlMs
+            hold.idleUntil = clock.currentTimeMillisUnsafe() + hold.idleTtlMs
             return release(hold)
           }))
       })
@@ -116,7 +116,7 @@ export const make = <K, A, E>(
         return Effect.flatMap(options.usable(held.value), (usable) =>
           usable
             ? useHold(held, use)
-            : Effect.zipRight(end(key, held), Effect.flatMap(take(key), (hold) => useHold(hold, use))))
+            : Effect.andThen(end(key, held), Effect.flatMap(take(key), (hold) => useHold(hold, use))))
       })
 
     const drop = (key: K): Effect.Effect<void> =>

@@ -22,9 +22,7 @@
  * same directory and renamed into place, so a reader never sees a partial file and two
  * hosts racing on the same hash both end up with the same, complete content.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import type { PlatformError } from "@effect/platform/Error"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, FileSystem, Layer, type PlatformError, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
@@ -155,8 +153,7 @@ export interface RunnerCacheService {
   readonly ensure: (folder: string) => Effect.Effect<CachedRunner, RunnerCacheError>
 }
 
-const describeError = (error: PlatformError): string =>
-  error._tag === "SystemError" ? `${error.reason}: ${error.message}` : error.message
+const describeError = (error: PlatformError.PlatformError): string => error.message
 
 /** Writes a new file (never an existing one, never through a symbolic link), mode 0600. */
 const writeExclusive = async (file: string, content: string): Promise<void> => {
@@ -181,24 +178,23 @@ export const makeRunnerCache = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
 
-    const readFolder = (folder: string) =>
-      Effect.gen(function*() {
-        const root = path.join(options.sourceDir, folder)
-        const names = yield* Effect.try({
-          try: () => listRunnerFiles(root),
-          catch: (error) => new RunnerSourceMissing({ path: root, reason: (error as Error).message })
-        })
-        if (names.length === 0) return yield* new RunnerSourceMissing({ path: root, reason: "it holds no files" })
-        const files: Array<readonly [string, string]> = []
-        for (const name of names) {
-          const file = path.join(root, ...name.split("/"))
-          const source = yield* fs.readFileString(file, "utf8").pipe(
-            Effect.mapError((error) => new RunnerSourceMissing({ path: file, reason: describeError(error) }))
-          )
-          files.push([name, source])
-        }
-        return files
+    const readFolder = Effect.fnUntraced(function*(folder: string) {
+      const root = path.join(options.sourceDir, folder)
+      const names = yield* Effect.try({
+        try: () => listRunnerFiles(root),
+        catch: (error) => new RunnerSourceMissing({ path: root, reason: (error as Error).message })
       })
+      if (names.length === 0) return yield* new RunnerSourceMissing({ path: root, reason: "it holds no files" })
+      const files: Array<readonly [string, string]> = []
+      for (const name of names) {
+        const file = path.join(root, ...name.split("/"))
+        const source = yield* fs.readFileString(file, "utf8").pipe(
+          Effect.mapError((error) => new RunnerSourceMissing({ path: file, reason: describeError(error) }))
+        )
+        files.push([name, source])
+      }
+      return files
+    })
 
     const writeAtomically = (dir: string, name: string, content: string) =>
       Effect.gen(function*() {
@@ -211,10 +207,10 @@ export const makeRunnerCache = (
           catch: (error) => new RunnerCacheWriteFailed({ dir, reason: (error as Error).message })
         })
         yield* fs.rename(temp, target).pipe(
-          Effect.catchAll((error) =>
+          Effect.catch((error) =>
             fs.readFileString(target, "utf8").pipe(
               Effect.flatMap((written) => (written === content ? Effect.void : Effect.fail(error))),
-              Effect.orElseFail(() => error)
+              Effect.mapError(() => error)
             )
           ),
           Effect.ensuring(fs.remove(temp, { force: true }).pipe(Effect.ignore))
@@ -229,25 +225,24 @@ export const makeRunnerCache = (
         Effect.mapError((refused) => new RunnerCacheWriteFailed({ dir: refused.path, reason: refused.problem }))
       )
 
-    const writeFiles = (hash: string, files: ReadonlyArray<readonly [name: string, source: string]>) =>
-      Effect.gen(function*() {
-        const dir = path.join(options.cacheRoot, hash)
-        yield* privateDir(dir)
-        const made = new Set<string>()
-        let wrote = false
-        for (const [name, source] of files) {
-          const parts = name.split("/")
-          for (let depth = 1; depth < parts.length; depth++) {
-            const sub = path.join(dir, ...parts.slice(0, depth))
-            if (!made.has(sub)) {
-              yield* privateDir(sub)
-              made.add(sub)
-            }
+    const writeFiles = Effect.fnUntraced(function*(hash: string, files: ReadonlyArray<readonly [name: string, source: string]>) {
+      const dir = path.join(options.cacheRoot, hash)
+      yield* privateDir(dir)
+      const made = new Set<string>()
+      let wrote = false
+      for (const [name, source] of files) {
+        const parts = name.split("/")
+        for (let depth = 1; depth < parts.length; depth++) {
+          const sub = path.join(dir, ...parts.slice(0, depth))
+          if (!made.has(sub)) {
+            yield* privateDir(sub)
+            made.add(sub)
           }
-          if (yield* writeAtomically(path.join(dir, ...parts.slice(0, -1)), parts[parts.length - 1]!, source)) wrote = true
         }
-        return { dir, wrote }
-      })
+        if (yield* writeAtomically(path.join(dir, ...parts.slice(0, -1)), parts[parts.length - 1]!, source)) wrote = true
+      }
+      return { dir, wrote }
+    })
 
     const memo = new Map<string, { readonly runner: CachedRunner; readonly stamp: string }>()
 
@@ -270,17 +265,16 @@ export const makeRunnerCache = (
       }
     }
 
-    const ensureNow = (folder: string) =>
-      Effect.gen(function*() {
-        const files = yield* readFolder(folder)
-        const hash = filesHash(files)
-        const { dir, wrote } = yield* writeFiles(hash, files)
-        const runner: CachedRunner = { folder, dir, sources: new Map(files), hash, wrote }
-        const stamp = stampOf(folder, runner)
-        if (stamp === undefined) memo.delete(folder)
-        else memo.set(folder, { runner: { ...runner, wrote: false }, stamp })
-        return runner
-      })
+    const ensureNow = Effect.fnUntraced(function*(folder: string) {
+      const files = yield* readFolder(folder)
+      const hash = filesHash(files)
+      const { dir, wrote } = yield* writeFiles(hash, files)
+      const runner: CachedRunner = { folder, dir, sources: new Map(files), hash, wrote }
+      const stamp = stampOf(folder, runner)
+      if (stamp === undefined) memo.delete(folder)
+      else memo.set(folder, { runner: { ...runner, wrote: false }, stamp })
+      return runner
+    })
 
     const ensure = (folder: string) =>
       Effect.suspend(() => {
@@ -295,7 +289,7 @@ export const makeRunnerCache = (
 export const defaultRunnerCacheRoot = (): string => path.join(userCacheDir(processUserDirsContext()), RUNNER_CACHE_DIR_NAME)
 
 /** Caches the runner folders for kernels to spawn. */
-export class RunnerCache extends Context.Tag("veyyon-eval/RunnerCache")<RunnerCache, RunnerCacheService>() {
+export class RunnerCache extends Context.Service<RunnerCache, RunnerCacheService>()("veyyon-eval/RunnerCache") {
   /** The service over explicit directories. */
   static layer(options: RunnerCacheOptions): Layer.Layer<RunnerCache, never, FileSystem.FileSystem> {
     return Layer.effect(RunnerCache, makeRunnerCache(options))

@@ -9,7 +9,7 @@
  * always a Python 3. A venv that does not hold an interpreter is passed over and
  * reported; the next rule is tried.
  */
-import { Either } from "effect"
+import { Result } from "effect"
 import * as path from "node:path"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { pathEnvKey } from "./EnvPolicy.ts"
@@ -117,23 +117,23 @@ export const searchPath = (
 const looksLikePath = (value: string): boolean =>
   value.includes("/") || value.includes("\\") || value.startsWith("~")
 
-const fromSetting = (input: ResolutionInput, interpreter: string): Either.Either<PythonCandidate, ResolutionAttempt> => {
+const fromSetting = (input: ResolutionInput, interpreter: string): Result.Result<PythonCandidate, ResolutionAttempt> => {
   const p = pathApi(input.platform)
   if (!looksLikePath(interpreter)) {
     const found = searchPath(interpreter, input.env, input.platform, input.probe)
     return found === undefined
-      ? Either.left({ rule: "setting", target: interpreter, outcome: "missing" })
-      : Either.right({ executable: found, rule: "setting", skipped: [] })
+      ? Result.fail({ rule: "setting", target: interpreter, outcome: "missing" })
+      : Result.succeed({ executable: found, rule: "setting", skipped: [] })
   }
   const expanded = interpreter === "~" || interpreter.startsWith("~/") || interpreter.startsWith("~\\")
     ? p.join(input.homeDir, interpreter.slice(1))
     : interpreter
   const executable = p.resolve(input.cwd, expanded)
   const outcome = checkFile(input.probe, executable)
-  if (outcome !== undefined) return Either.left({ rule: "setting", target: executable, outcome })
+  if (outcome !== undefined) return Result.fail({ rule: "setting", target: executable, outcome })
   const bin = p.dirname(executable)
   const inVenv = input.probe.exists(p.join(p.dirname(bin), "pyvenv.cfg"))
-  return Either.right({ executable, rule: "setting", ...(inVenv ? { venvBin: bin } : {}), skipped: [] })
+  return Result.succeed({ executable, rule: "setting", ...(inVenv ? { venvBin: bin } : {}), skipped: [] })
 }
 
 /**
@@ -142,9 +142,9 @@ const fromSetting = (input: ResolutionInput, interpreter: string): Either.Either
  */
 export const resolvePythonCandidate = (
   input: ResolutionInput
-): Either.Either<PythonCandidate, ReadonlyArray<ResolutionAttempt>> => {
+): Result.Result<PythonCandidate, ReadonlyArray<ResolutionAttempt>> => {
   if (!isBlank(input.interpreter)) {
-    return fromSetting(input, input.interpreter.trim()).pipe(Either.mapLeft((attempt) => [attempt]))
+    return fromSetting(input, input.interpreter.trim()).pipe(Result.mapError((attempt) => [attempt]))
   }
   const p = pathApi(input.platform)
   const tried: Array<ResolutionAttempt> = []
@@ -162,20 +162,20 @@ export const resolvePythonCandidate = (
     }
     const { bin, executable } = envInterpreter(p.resolve(input.cwd, dir), input.platform, kind)
     const outcome = checkFile(input.probe, executable)
-    if (outcome === undefined) return Either.right({ executable, rule, venvBin: bin, skipped: tried })
+    if (outcome === undefined) return Result.succeed({ executable, rule, venvBin: bin, skipped: tried })
     tried.push({ rule, target: executable, outcome })
   }
   const names = pathCommandNames(input.platform)
   if (isBlank(input.env[pathEnvKey(input.env, input.platform)])) {
     tried.push({ rule: "PATH", target: undefined, outcome: "unset" })
-    return Either.left(tried)
+    return Result.fail(tried)
   }
   for (const name of names) {
     const found = searchPath(name, input.env, input.platform, input.probe)
-    if (found !== undefined) return Either.right({ executable: found, rule: "PATH", skipped: tried })
+    if (found !== undefined) return Result.succeed({ executable: found, rule: "PATH", skipped: tried })
   }
   tried.push({ rule: "PATH", target: names.join(" or "), outcome: "missing" })
-  return Either.left(tried)
+  return Result.fail(tried)
 }
 
 const RULE_LABELS: Record<ResolutionRule, string> = {

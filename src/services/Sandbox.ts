@@ -106,7 +106,7 @@ export const findExecutable = (name: string, path: string | undefined): string |
 
 /** Runs bwrap once in every namespace the sandbox uses; the reason when that fails. */
 export const probeBwrap = (bwrap: string): Effect.Effect<string | undefined> =>
-  Effect.async<string | undefined>((resume) => {
+  Effect.callback<string | undefined>((resume) => {
     const args = [...NAMESPACE_FLAGS, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
     execFile(bwrap, args, { timeout: 30_000 }, (error, _stdout, stderr) => {
       resume(Effect.succeed(error === null ? undefined : (String(stderr).trim() || error.message).split("\n")[0]))
@@ -156,38 +156,37 @@ export const makeSandbox = (
       const inside = withRlimits(spec, request.memoryLimit, limits, prlimit ?? "prlimit", { nproc: true })
       return { ...inside, command: bwrap, args: [...args, "--", inside.command, ...inside.args], env: sandboxEnv(spec.env, home), sandboxed: true }
     }
-    const confine = (request: SandboxRequest) =>
-      Effect.gen(function*() {
-        const needsPrlimit = (request.memoryLimit === "address-space" && limits.memoryMb !== undefined) || limits.fileSizeMb !== undefined ||
-          limits.pids !== undefined
-        if (needsPrlimit && prlimit === undefined) {
-          return yield* new LimitsUnavailable({ reason: "kernel limits are set but prlimit is not on PATH" })
+    const confine = Effect.fnUntraced(function*(request: SandboxRequest) {
+      const needsPrlimit = (request.memoryLimit === "address-space" && limits.memoryMb !== undefined) || limits.fileSizeMb !== undefined ||
+        limits.pids !== undefined
+      if (needsPrlimit && prlimit === undefined) {
+        return yield* new LimitsUnavailable({ reason: "kernel limits are set but prlimit is not on PATH" })
+      }
+      let bwrap: string | undefined
+      if (settings.mode !== "off") {
+        const found = yield* probe
+        if (found.works && found.bwrap !== undefined) bwrap = found.bwrap
+        else if (settings.mode === "required") return yield* new SandboxUnavailable({ reason: found.reason ?? "unknown" })
+        else if (!saidUnsandboxed) {
+          saidUnsandboxed = true
+          yield* Effect.logWarning(`sandbox.mode is auto and the sandbox cannot run here (${found.reason}); kernels run unsandboxed.`)
         }
-        let bwrap: string | undefined
-        if (settings.mode !== "off") {
-          const found = yield* probe
-          if (found.works && found.bwrap !== undefined) bwrap = found.bwrap
-          else if (settings.mode === "required") return yield* new SandboxUnavailable({ reason: found.reason ?? "unknown" })
-          else if (!saidUnsandboxed) {
-            saidUnsandboxed = true
-            yield* Effect.logWarning(`sandbox.mode is auto and the sandbox cannot run here (${found.reason}); kernels run unsandboxed.`)
-          }
+      }
+      return {
+        sandboxed: bwrap !== undefined,
+        apply: (spec: SpawnSpec) => {
+          const heapLimited = withHeapLimit(spec, request.memoryLimit, limits)
+          return bwrap === undefined
+            ? withRlimits(heapLimited, request.memoryLimit, limits, prlimit ?? "prlimit")
+            : sandboxed(heapLimited, request, bwrap)
         }
-        return {
-          sandboxed: bwrap !== undefined,
-          apply: (spec: SpawnSpec) => {
-            const heapLimited = withHeapLimit(spec, request.memoryLimit, limits)
-            return bwrap === undefined
-              ? withRlimits(heapLimited, request.memoryLimit, limits, prlimit ?? "prlimit")
-              : sandboxed(heapLimited, request, bwrap)
-          }
-        } satisfies Confinement
-      })
+      } satisfies Confinement
+    })
     return { settings, limits, probe, confine } satisfies SandboxService
   })
 
 /** Confines kernel spawns as the settings ask. */
-export class Sandbox extends Context.Tag("veyyon-eval/Sandbox")<Sandbox, SandboxService>() {
+export class Sandbox extends Context.Service<Sandbox, SandboxService>()("veyyon-eval/Sandbox") {
   /** The service over `Settings`, finding bwrap and prlimit on PATH. */
   static readonly Live: Layer.Layer<Sandbox, never, Settings> = Layer.effect(
     Sandbox,

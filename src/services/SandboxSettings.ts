@@ -10,18 +10,18 @@
  * The doors serving remote callers (`mcp --http`, `runner`) start from `REMOTE_DOOR_DEFAULTS`:
  * sandbox `auto`, network `none`, and a memory and a pids limit; the local doors from none of it.
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { isUnsetEnvValue } from "./Flags.ts"
 
 /** `off`: no sandbox; `auto`: sandbox when it works here, else run without and say so once; `required`: never without. */
-export const SandboxMode = Schema.Literal("off", "auto", "required")
+export const SandboxMode = Schema.Literals(["off", "auto", "required"])
 
 /** One sandbox mode. */
 export type SandboxMode = typeof SandboxMode.Type
 
 /** `allow`: the host's network; `none`: an own network namespace, not even the host's loopback. */
-export const SandboxNetwork = Schema.Literal("allow", "none")
+export const SandboxNetwork = Schema.Literals(["allow", "none"])
 
 /** One network policy. */
 export type SandboxNetwork = typeof SandboxNetwork.Type
@@ -80,11 +80,9 @@ export interface KernelLimits {
   readonly fileSizeMb: number | undefined
 }
 
-const PositiveInt = Schema.Int.pipe(Schema.positive())
-const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
-const AbsolutePath = Schema.String.pipe(
-  Schema.filter((value) => value.startsWith("/") || "must be an absolute path")
-)
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+const optional = Schema.optionalKey
+const AbsolutePath = Schema.String.check(Schema.makeFilter((value) => value.startsWith("/") || "must be an absolute path"))
 
 /** Schema of the `sandbox` part of a settings object. */
 export const SandboxInput = Schema.Struct({
@@ -111,24 +109,24 @@ const envWord = <A extends string>(
   env: EnvRecord,
   name: string,
   words: ReadonlyArray<A>
-): Either.Either<A | undefined, EnvProblem> => {
+): Result.Result<A | undefined, EnvProblem> => {
   const raw = env[name]
-  if (raw === undefined || isUnsetEnvValue(raw)) return Either.right(undefined)
+  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
   const word = raw.trim().toLowerCase()
   return (words as ReadonlyArray<string>).includes(word)
-    ? Either.right(word as A)
-    : Either.left({ source: name, problem: `${JSON.stringify(raw)} is not one of ${words.join(", ")}; use one, or unset it.` })
+    ? Result.succeed(word as A)
+    : Result.fail({ source: name, problem: `${JSON.stringify(raw)} is not one of ${words.join(", ")}; use one, or unset it.` })
 }
 
 /** A limit from the environment: a number, `off` (no limit, over any default), or undefined when unset. */
-const envLimit = (env: EnvRecord, name: string, unit: string): Either.Either<number | "off" | undefined, EnvProblem> => {
+const envLimit = (env: EnvRecord, name: string, unit: string): Result.Result<number | "off" | undefined, EnvProblem> => {
   const raw = env[name]
-  if (raw === undefined || isUnsetEnvValue(raw)) return Either.right(undefined)
-  if (raw.trim().toLowerCase() === "off") return Either.right("off")
+  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
+  if (raw.trim().toLowerCase() === "off") return Result.succeed("off")
   const value = Number(raw.trim())
   return Number.isSafeInteger(value) && value > 0
-    ? Either.right(value)
-    : Either.left({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number of ${unit} or off; fix it, or unset it.` })
+    ? Result.succeed(value)
+    : Result.fail({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number of ${unit} or off; fix it, or unset it.` })
 }
 
 const overLimit = (fromEnv: number | "off" | undefined, given: number | undefined): number | undefined =>
@@ -138,8 +136,8 @@ const overLimit = (fromEnv: number | "off" | undefined, given: number | undefine
 export const resolveSandbox = (
   given: typeof SandboxInput.Type | undefined,
   env: EnvRecord
-): Either.Either<SandboxSettings, EnvProblem> =>
-  Either.gen(function*() {
+): Result.Result<SandboxSettings, EnvProblem> =>
+  Result.gen(function*() {
     const mode = yield* envWord(env, "VEYYON_SANDBOX", SandboxMode.literals)
     const network = yield* envWord(env, "VEYYON_SANDBOX_NETWORK", SandboxNetwork.literals)
     return {
@@ -154,8 +152,8 @@ export const resolveSandbox = (
 export const resolveLimits = (
   given: typeof LimitsInput.Type | undefined,
   env: EnvRecord
-): Either.Either<KernelLimits, EnvProblem> =>
-  Either.gen(function*() {
+): Result.Result<KernelLimits, EnvProblem> =>
+  Result.gen(function*() {
     const memoryMb = yield* envLimit(env, "VEYYON_KERNEL_MEMORY_MB", "MiB")
     const pids = yield* envLimit(env, "VEYYON_KERNEL_PIDS", "processes")
     return {

@@ -40,14 +40,16 @@ export interface RecordedCell {
 
 const RecordedCellSchema = Schema.Struct({
   language: Schema.String.pipe(
-    Schema.filter((id): id is EvalLanguage => backendOf(id) !== undefined, { message: () => "not a registered backend" })
+    Schema.refine((id): id is EvalLanguage => backendOf(id) !== undefined, { message: "not a registered backend" })
   ),
   source: Schema.String,
   executionCount: Schema.NullOr(Schema.Number),
-  outputs: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  outputs: Schema.Array(Schema.Record(Schema.String, Schema.Unknown))
 })
-const decodeCell = Schema.decodeUnknownEither(Schema.parseJson(RecordedCellSchema))
-const decodeJournalLine = Schema.decodeUnknownEither(Schema.parseJson(Schema.extend(RecordedCellSchema, Schema.Struct({ at: Schema.Number, n: Schema.Number }))))
+const decodeCell = Schema.decodeUnknownResult(Schema.fromJsonString(RecordedCellSchema))
+const decodeJournalLine = Schema.decodeUnknownResult(
+  Schema.fromJsonString(RecordedCellSchema.pipe(Schema.fieldsAssign({ at: Schema.Number, n: Schema.Number })))
+)
 
 /** The session's record could not be read or written. */
 export class SessionRecordError extends Data.TaggedError("SessionRecordError")<{ readonly path: string; readonly reason: string }> {
@@ -270,7 +272,7 @@ const makeSessionRecord = Effect.gen(function*() {
       const reason = failures.get(sessionId)
       return reason === undefined ? Effect.void : Effect.fail(new SessionRecordError({ path: dir, reason: `a cell could not be recorded: ${reason}` }))
     })
-    return Effect.zipRight(failed, Effect.try({
+    return Effect.andThen(failed, Effect.try({
       try: () => {
         if (!fs.existsSync(dir)) return []
         ensurePrivateDirSync(dir)
@@ -282,14 +284,14 @@ const makeSessionRecord = Effect.gen(function*() {
           const single = CELL_FILE.exec(name)
           if (single !== null) {
             const decoded = decodeCell(text)
-            if (decoded._tag === "Right") found.push({ at: Number(single[1]), n: Number(single[2]), cell: decoded.right })
+            if (decoded._tag === "Success") found.push({ at: Number(single[1]), n: Number(single[2]), cell: decoded.success })
             continue
           }
           for (const line of text.split("\n")) {
             if (line.length === 0) continue
             const decoded = decodeJournalLine(line)
-            if (decoded._tag === "Right") {
-              const { at, n, ...cell } = decoded.right
+            if (decoded._tag === "Success") {
+              const { at, n, ...cell } = decoded.success
               found.push({ at, n, cell })
             }
           }
@@ -322,7 +324,7 @@ const makeSessionRecord = Effect.gen(function*() {
 })
 
 /** Each session's cells, kept and exported as a notebook. */
-export class SessionRecord extends Context.Tag("veyyon-eval/SessionRecord")<SessionRecord, SessionRecordService>() {
+export class SessionRecord extends Context.Service<SessionRecord, SessionRecordService>()("veyyon-eval/SessionRecord") {
   /** The record under the settings' artifacts directory. */
-  static readonly layer: Layer.Layer<SessionRecord, never, Settings> = Layer.scoped(SessionRecord, makeSessionRecord)
+  static readonly layer: Layer.Layer<SessionRecord, never, Settings> = Layer.effect(SessionRecord, makeSessionRecord)
 }

@@ -39,7 +39,7 @@ export const makeSessionWorkspace = (root: string): SessionWorkspace => {
     dirOf: (sessionId) => ensurePrivateDir(pathOf(sessionId)),
     remove: (sessionId) =>
       Effect.sync(() => NodeFs.rmSync(pathOf(sessionId), { recursive: true, force: true })).pipe(
-        Effect.catchAllDefect((error) => Effect.logWarning(`the working directory of session ${sessionId} was not removed: ${String(error)}`))
+        Effect.catchDefect((error) => Effect.logWarning(`the working directory of session ${sessionId} was not removed: ${String(error)}`))
       )
   }
 }

@@ -28,7 +28,7 @@
  * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
  * session id below it, so a session keeps its kv and artifacts across host processes.
  */
-import { Context, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
+import { Context, Effect, Layer, Option, Result, Schema, SchemaIssue } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type BackendId, registeredBackends } from "../backends/index.ts"
@@ -41,7 +41,7 @@ import { type KernelLimits, LimitsInput, resolveLimits, resolveSandbox, SandboxI
 export type EvalLanguage = BackendId
 
 /** How kernels are retained: one per session key, or a fresh one per call. */
-export const KernelMode = Schema.Literal("session", "per-call")
+export const KernelMode = Schema.Literals(["session", "per-call"])
 
 /** `"session"` or `"per-call"`. */
 export type KernelMode = typeof KernelMode.Type
@@ -86,16 +86,20 @@ export interface SettingsValues {
   readonly limits: KernelLimits
 }
 
-const PositiveInt = Schema.Int.pipe(Schema.positive())
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 
-const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+const NonEmptyTrimmedString = Schema.Trimmed.check(Schema.isNonEmpty())
+
+const optional = Schema.optionalKey
 
 /** What one backend may set for its own kernels. */
 export const BackendKernelInput = Schema.Struct({
   mode: optional(KernelMode),
-  idleTtlMs: optional(Schema.NonNegativeInt),
-  spares: optional(Schema.NonNegativeInt),
-  interpreter: optional(Schema.NonEmptyTrimmedString)
+  idleTtlMs: optional(NonNegativeInt),
+  spares: optional(NonNegativeInt),
+  interpreter: optional(NonEmptyTrimmedString)
 })
 
 /** One backend's kernel overrides (`kernel.backends.<id>`). */
@@ -103,23 +107,23 @@ export type BackendKernelSettings = typeof BackendKernelInput.Type
 
 /** Schema of the partial settings object an embedder (or a config file) supplies. */
 export const SettingsInput = Schema.Struct({
-  eval: optional(Schema.Struct(
-    { pyWorkspace: optional(Schema.Boolean) },
-    Schema.Record({ key: Schema.String, value: Schema.Boolean })
+  eval: optional(Schema.StructWithRest(
+    Schema.Struct({ pyWorkspace: optional(Schema.Boolean) }),
+    [Schema.Record(Schema.String, Schema.Boolean)]
   )),
   python: optional(Schema.Struct({
     kernelMode: optional(KernelMode),
-    interpreter: optional(Schema.NonEmptyTrimmedString),
-    idleTtlMs: optional(Schema.NonNegativeInt),
+    interpreter: optional(NonEmptyTrimmedString),
+    idleTtlMs: optional(NonNegativeInt),
     skipCheck: optional(Schema.Boolean)
   })),
   kernel: optional(Schema.Struct({
     mode: optional(KernelMode),
-    idleTtlMs: optional(Schema.NonNegativeInt),
-    spares: optional(Schema.NonNegativeInt),
-    backends: optional(Schema.Record({ key: Schema.String, value: BackendKernelInput }))
+    idleTtlMs: optional(NonNegativeInt),
+    spares: optional(NonNegativeInt),
+    backends: optional(Schema.Record(Schema.String, BackendKernelInput))
   })),
-  artifactsDir: optional(Schema.NonEmptyTrimmedString),
+  artifactsDir: optional(NonEmptyTrimmedString),
   artifacts: optional(Schema.Struct({
     maxSessionMb: optional(PositiveInt),
     maxAgeHours: optional(PositiveInt)
@@ -130,7 +134,7 @@ export const SettingsInput = Schema.Struct({
   })),
   sandbox: optional(SandboxInput),
   limits: optional(LimitsInput)
-}).annotations({ identifier: "a settings object" })
+}).annotate({ identifier: "a settings object" })
 
 /** A partial settings object; every field may be left out. */
 export type SettingsInput = typeof SettingsInput.Type
@@ -169,18 +173,18 @@ export const processSettingsContext = (): SettingsContext => {
 export const defaultArtifactsDir = (context: SettingsContext, env: EnvRecord = {}): string =>
   path.join(userStateDir({ env, home: context.home, tmpdir: context.tmpdir, uid: context.uid }), "sessions")
 
-const envFlag = (env: EnvRecord, name: string): Either.Either<boolean | undefined, InvalidSettings> => {
+const envFlag = (env: EnvRecord, name: string): Result.Result<boolean | undefined, InvalidSettings> => {
   const raw = env[name]
-  if (raw === undefined || isUnsetEnvValue(raw)) return Either.right(undefined)
+  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
   return Option.match(parseBooleanFlag(raw), {
     onNone: () =>
-      Either.left(
+      Result.fail(
         new InvalidSettings({
           source: name,
           problem: `${JSON.stringify(raw)} is not a boolean; use one of ${BOOLEAN_FLAG_SPELLINGS}, or unset it.`
         })
       ),
-    onSome: (value) => Either.right(value)
+    onSome: (value) => Result.succeed(value)
   })
 }
 
@@ -189,13 +193,13 @@ const envString = (env: EnvRecord, name: string): string | undefined => {
   return raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.trim()
 }
 
-const envKernelMode = (env: EnvRecord, name: string): Either.Either<KernelMode | undefined, InvalidSettings> => {
+const envKernelMode = (env: EnvRecord, name: string): Result.Result<KernelMode | undefined, InvalidSettings> => {
   const raw = envString(env, name)
-  if (raw === undefined) return Either.right(undefined)
+  if (raw === undefined) return Result.succeed(undefined)
   const mode = raw.toLowerCase()
   return Schema.is(KernelMode)(mode)
-    ? Either.right(mode)
-    : Either.left(
+    ? Result.succeed(mode)
+    : Result.fail(
       new InvalidSettings({
         source: name,
         problem: `${JSON.stringify(raw)} is not a kernel mode; use "session" or "per-call", or unset it.`
@@ -203,35 +207,38 @@ const envKernelMode = (env: EnvRecord, name: string): Either.Either<KernelMode |
     )
 }
 
-const envPositiveInt = (env: EnvRecord, name: string): Either.Either<number | undefined, InvalidSettings> => {
+const envPositiveInt = (env: EnvRecord, name: string): Result.Result<number | undefined, InvalidSettings> => {
   const raw = envString(env, name)
-  if (raw === undefined) return Either.right(undefined)
+  if (raw === undefined) return Result.succeed(undefined)
   const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
   return Number.isSafeInteger(value) && value > 0
-    ? Either.right(value)
-    : Either.left(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number; unset it for the default.` }))
+    ? Result.succeed(value)
+    : Result.fail(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number; unset it for the default.` }))
 }
 
-const envNonNegativeInt = (env: EnvRecord, name: string): Either.Either<number | undefined, InvalidSettings> => {
+const envNonNegativeInt = (env: EnvRecord, name: string): Result.Result<number | undefined, InvalidSettings> => {
   const raw = envString(env, name)
-  if (raw === undefined) return Either.right(undefined)
+  if (raw === undefined) return Result.succeed(undefined)
   const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
   return Number.isSafeInteger(value)
-    ? Either.right(value)
-    : Either.left(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a whole number (0 or more); unset it for the default.` }))
+    ? Result.succeed(value)
+    : Result.fail(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a whole number (0 or more); unset it for the default.` }))
 }
 
-const describeParseError = (error: ParseResult.ParseError): string =>
-  ParseResult.ArrayFormatter.formatErrorSync(error)
-    .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const describeSchemaError = (error: Schema.SchemaError): string =>
+  formatIssues(error.issue).issues
+    .map((issue) => (issue.path === undefined || issue.path.length === 0 ? issue.message : `${issue.path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")}: ${issue.message}`))
     .join("; ")
 
+const decodeSettings = Schema.decodeUnknownResult(SettingsInput, { onExcessProperty: "error", reportInput: true })
+
 /** Validates an untyped settings object (for example parsed from a config file). */
-export const decodeSettingsInput = (input: unknown): Either.Either<SettingsInput, InvalidSettings> =>
-  Schema.decodeUnknownEither(SettingsInput, { onExcessProperty: "error" })(input).pipe(
-    Either.mapLeft((error) =>
-      new InvalidSettings({ source: "settings object", problem: describeParseError(error) })
-    )
+export const decodeSettingsInput = (input: unknown): Result.Result<SettingsInput, InvalidSettings> =>
+  Result.mapError(
+    decodeSettings(input),
+    (error) => new InvalidSettings({ source: "settings object", problem: describeSchemaError(error) })
   )
 
 /** Combines defaults, the object and the environment into complete settings. */
@@ -239,8 +246,8 @@ export const resolveSettings = (
   input: unknown,
   env: EnvRecord,
   context: SettingsContext
-): Either.Either<SettingsValues, InvalidSettings> =>
-  Either.gen(function*() {
+): Result.Result<SettingsValues, InvalidSettings> =>
+  Result.gen(function*() {
     const given = yield* decodeSettingsInput(input)
     const backends = registeredBackends()
     const known = backends.map((backend) => backend.id as string)
@@ -249,7 +256,7 @@ export const resolveSettings = (
       ...Object.keys(given.kernel?.backends ?? {}).map((id) => `kernel.backends.${id}`)
     ].filter((name) => !known.includes(name.slice(name.lastIndexOf(".") + 1)))
     if (unknown.length > 0) {
-      return yield* Either.left(new InvalidSettings({
+      return yield* Result.fail(new InvalidSettings({
         source: "settings object",
         problem: `${unknown.join(", ")}: no such backend; the backends are ${known.join(", ")}`
       }))
@@ -271,8 +278,8 @@ export const resolveSettings = (
     const artifactsDir = envArtifacts ?? given.artifactsDir
     const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
     const maxAgeHours = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_AGE_HOURS")
-    const sandbox = yield* Either.mapLeft(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
-    const limits = yield* Either.mapLeft(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
+    const sandbox = yield* Result.mapError(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
+    const limits = yield* Result.mapError(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
     return {
       eval: { ...evalFlags, pyWorkspace: given.eval?.pyWorkspace ?? false },
       python: {
@@ -321,12 +328,12 @@ export const sparesOf = (settings: SettingsValues, id: string, fallback: number)
   settings.kernel.backends[id]?.spares ?? settings.kernel.spares ?? fallback
 
 /** The settings service: resolved once when its layer is built. */
-export class Settings extends Context.Tag("veyyon-eval/Settings")<Settings, SettingsValues>() {
+export class Settings extends Context.Service<Settings, SettingsValues>()("veyyon-eval/Settings") {
   /** Settings from the object alone; the environment is not consulted. */
   static layer(input: SettingsInput = {}): Layer.Layer<Settings, InvalidSettings> {
     return Layer.effect(
       Settings,
-      Effect.suspend(() => resolveSettings(input, {}, processSettingsContext()))
+      Effect.suspend(() => Effect.fromResult(resolveSettings(input, {}, processSettingsContext())))
     )
   }
 
@@ -334,7 +341,7 @@ export class Settings extends Context.Tag("veyyon-eval/Settings")<Settings, Sett
   static fromEnv(input: SettingsInput = {}, env?: EnvRecord): Layer.Layer<Settings, InvalidSettings> {
     return Layer.effect(
       Settings,
-      Effect.suspend(() => resolveSettings(input, env ?? process.env, processSettingsContext()))
+      Effect.suspend(() => Effect.fromResult(resolveSettings(input, env ?? process.env, processSettingsContext())))
     )
   }
 

@@ -9,7 +9,7 @@
  * pool whose spares fail to spawn or die unclaimed `MAX_FAILURES` times in a row stops
  * refilling (a warning is logged). `shutdown` ends every spare; the layer's scope does too.
  */
-import { Effect, ExecutionStrategy, Exit, Option, Scope } from "effect"
+import { Effect, Exit, Option, Scope } from "effect"
 import type { PendingKernel } from "../kernel/Kernel.ts"
 
 /** Spawn failures or unclaimed deaths in a row after which a pool stops refilling. */
@@ -50,12 +50,12 @@ export interface SparePool<A> {
 }
 
 interface Entry<A> extends SpawnedSpare<A> {
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   claimed: boolean
 }
 
 /** Shuts the runner down before its scope closes (closing the scope alone would stop its readers first). */
-const release = <A>(entry: Entry<A>): Effect.Effect<void> => Effect.zipRight(entry.pending.shutdown, Scope.close(entry.scope, Exit.void))
+const release = <A>(entry: Entry<A>): Effect.Effect<void> => Effect.andThen(entry.pending.shutdown, Scope.close(entry.scope, Exit.void))
 
 /** Builds the pools; closing the current scope ends every spare. */
 export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
@@ -90,17 +90,18 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           const at = list.indexOf(entry)
           if (at < 0) return Effect.void
           list.splice(at, 1)
-          return Effect.zipRight(release(entry), failed(spec, `a spare died before it was used (${cause._tag})`))
+          return Effect.andThen(release(entry), failed(spec, `a spare died before it was used (${cause._tag})`))
         }))
 
     /** Uninterruptible, so a registry closing mid-spawn still gets the runner into the pool, which its close then ends. */
     const spawnOne = (spec: PoolSpec<A>, born: number) =>
       Effect.uninterruptible(Effect.gen(function*() {
-        const scope = yield* Scope.make(ExecutionStrategy.sequential)
-        const exit = yield* Effect.exit(Scope.extend(spec.spawn, scope))
+        const scope = yield* Scope.make("sequential")
+        const exit = yield* Effect.exit(Scope.provide(spec.spawn, scope))
         spawning.set(spec.id, (spawning.get(spec.id) ?? 1) - 1)
-        if (Exit.isFailure(exit) || exit.value === undefined || born !== generation) {
-          if (Exit.isSuccess(exit) && exit.value !== undefined) yield* exit.value.pending.shutdown
+        const spawned = Exit.isSuccess(exit) ? exit.value : undefined
+        if (spawned === undefined || born !== generation) {
+          if (spawned !== undefined) yield* spawned.pending.shutdown
           yield* Scope.close(scope, Exit.void)
           if (born !== generation) return
           if (Exit.isSuccess(exit)) {
@@ -109,7 +110,7 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           }
           return yield* failed(spec, String(Exit.isFailure(exit) ? exit.cause : ""))
         }
-        const entry: Entry<A> = { ...exit.value, scope, claimed: false }
+        const entry: Entry<A> = { ...spawned, scope, claimed: false }
         listOf(spec.id).push(entry)
         // Forked from the uninterruptible spawn, the watcher would inherit that and hold the pool's close until the spare died.
         yield* Effect.forkIn(Effect.interruptible(watch(spec, entry)), owner)
@@ -125,20 +126,19 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         return Effect.forEach(Array.from({ length: missing }), () => Effect.forkIn(spawnOne(spec, born), owner), { discard: true })
       })
 
-    const take = (id: string): Effect.Effect<Option.Option<TakenSpare<A>>> =>
-      Effect.gen(function*() {
-        const list = readyById.get(id)
-        while (list !== undefined && list.length > 0) {
-          const entry = list.shift()!
-          if (yield* entry.pending.isAlive) {
-            entry.claimed = true
-            failures.set(id, 0)
-            return Option.some({ pending: entry.pending, meta: entry.meta, release: release(entry) })
-          }
-          yield* release(entry)
+    const take = Effect.fnUntraced(function*(id: string): Effect.fn.Return<Option.Option<TakenSpare<A>>> {
+      const list = readyById.get(id)
+      while (list !== undefined && list.length > 0) {
+        const entry = list.shift()!
+        if (yield* entry.pending.isAlive) {
+          entry.claimed = true
+          failures.set(id, 0)
+          return Option.some({ pending: entry.pending, meta: entry.meta, release: release(entry) })
         }
-        return Option.none()
-      })
+        yield* release(entry)
+      }
+      return Option.none()
+    })
 
     const shutdown = Effect.suspend(() => {
       generation++

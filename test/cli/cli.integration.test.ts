@@ -338,6 +338,9 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
   it("bin/veyyon.mjs --help lists every command", async () => {
     const run = await runCli(["--help"], { env })
     expect(run.code).toBe(0)
-    for (const command of ["eval", "repl", "setup python", "mcp", "demo"]) expect(run.stdout).toContain(`- ${command}`)
+    for (const command of ["eval", "repl", "setup", "mcp", "demo"]) expect(run.stdout).toMatch(new RegExp(`^SUBCOMMANDS\n(?:  .*\n)*  ${command} `, "m"))
+    const setup = await runCli(["setup", "--help"], { env })
+    expect(setup.code).toBe(0)
+    expect(setup.stdout).toMatch(/^SUBCOMMANDS\n(?:  .*\n)*  python /m)
   }, SPAWN_TIMEOUT)
 })

@@ -2,7 +2,7 @@
  * The CLI's pieces without a Python: the REPL's completeness rule, the eval inputs,
  * exit-code mapping, the cell views, and the command line's usage errors run in process.
  */
-import { Effect, Either, Option } from "effect"
+import { Effect, Option, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
@@ -88,18 +88,18 @@ describe("eval inputs", () => {
     stdinIsTerminal: false,
     ...over
   })
-  const read = (over: Partial<CodeSources>) => Effect.runPromise(Effect.either(readCode(sources(over))))
-  const sentence = (result: Either.Either<unknown, CliFailure>) =>
-    Either.isLeft(result) ? `${result.left.code}: ${result.left.sentence}` : "ok"
+  const read = (over: Partial<CodeSources>) => Effect.runPromise(Effect.result(readCode(sources(over))))
+  const sentence = (result: Result.Result<unknown, CliFailure>) =>
+    Result.isFailure(result) ? `${result.failure.code}: ${result.failure.sentence}` : "ok"
 
   it("takes the code from the argument, a file, or stdin", async () => {
     const dir = tempDir("veyyon-cli-input-")
     const file = path.join(dir, "cell.py")
     fs.writeFileSync(file, "print(2)\n")
-    expect(await read({ argument: Option.some("print(1)") })).toEqual(Either.right("print(1)"))
-    expect(await read({ file: Option.some(file) })).toEqual(Either.right("print(2)\n"))
-    expect(await read({ readStdin: () => Promise.resolve("print(3)") })).toEqual(Either.right("print(3)"))
-    expect(await read({ file: Option.some("-"), readStdin: () => Promise.resolve("print(4)") })).toEqual(Either.right("print(4)"))
+    expect(await read({ argument: Option.some("print(1)") })).toEqual(Result.succeed("print(1)"))
+    expect(await read({ file: Option.some(file) })).toEqual(Result.succeed("print(2)\n"))
+    expect(await read({ readStdin: () => Promise.resolve("print(3)") })).toEqual(Result.succeed("print(3)"))
+    expect(await read({ file: Option.some("-"), readStdin: () => Promise.resolve("print(4)") })).toEqual(Result.succeed("print(4)"))
   })
 
   it("says what to do when there is no code, two sources, or an unreadable file", async () => {
@@ -114,20 +114,20 @@ describe("eval inputs", () => {
   })
 
   it("--timeout is clamped to 1..3600 with a note, and must be a number", () => {
-    expect(parseTimeout(Option.none())).toEqual(Either.right({ seconds: undefined }))
-    expect(parseTimeout(Option.some("12.5"))).toEqual(Either.right({ seconds: 12.5 }))
+    expect(parseTimeout(Option.none())).toEqual(Result.succeed({ seconds: undefined }))
+    expect(parseTimeout(Option.some("12.5"))).toEqual(Result.succeed({ seconds: 12.5 }))
     expect(parseTimeout(Option.some("0"))).toEqual(
-      Either.right({ seconds: 1, note: "--timeout 0 is outside 1..3600 seconds; using 1." })
+      Result.succeed({ seconds: 1, note: "--timeout 0 is outside 1..3600 seconds; using 1." })
     )
     expect(parseTimeout(Option.some("1e9"))).toEqual(
-      Either.right({ seconds: 3600, note: "--timeout 1e9 is outside 1..3600 seconds; using 3600." })
+      Result.succeed({ seconds: 3600, note: "--timeout 1e9 is outside 1..3600 seconds; using 3600." })
     )
     const bad = parseTimeout(Option.some("ten"))
-    expect(Either.isLeft(bad) && bad.left.code).toBe(ExitCode.Usage)
-    expect(Either.isLeft(bad) && bad.left.sentence).toBe(
+    expect(Result.isFailure(bad) && bad.failure.code).toBe(ExitCode.Usage)
+    expect(Result.isFailure(bad) && bad.failure.sentence).toBe(
       '--timeout must be a number of seconds between 1 and 3600 (default 30); got the string "ten".'
     )
-    expect(Either.isLeft(parseTimeout(Option.some(" ")))).toBe(true)
+    expect(Result.isFailure(parseTimeout(Option.some(" ")))).toBe(true)
   })
 })
 
@@ -266,6 +266,9 @@ describe("spinner", () => {
   })
 })
 
+/** A help text's line listing `command` among the subcommands. */
+const subcommandLine = (command: string) => new RegExp(`^SUBCOMMANDS\n(?:  .*\n)*  ${command} `, "m")
+
 describe("the command line in process (no Python needed)", () => {
   afterEach(() => vi.restoreAllMocks())
   const run = async (...args: ReadonlyArray<string>) => {
@@ -339,7 +342,7 @@ describe("the command line in process (no Python needed)", () => {
     expect(JSON.parse(missing.stdout)).toEqual({ error: { kind: "usage", message: "--cwd needs a value, e.g. --cwd DIR." } })
     const language = await run("eval", "--json", "--language", "cobol", "1")
     expect(language.code).toBe(2)
-    expect(JSON.parse(language.stdout.split("\n").at(-1)!)).toEqual({ error: { kind: "usage", message: expect.stringContaining("py, js, rb") } })
+    expect(JSON.parse(language.stdout.split("\n").at(-1)!)).toEqual({ error: { kind: "usage", message: expect.stringContaining('"py" | "js" | "rb"') } })
   })
 
   it("a cwd that does not exist is bad input: exit 2", async () => {
@@ -375,7 +378,10 @@ describe("the command line in process (no Python needed)", () => {
     }
     const rootHelp = await run("--help")
     expect(rootHelp.code).toBe(0)
-    for (const command of ["eval", "repl", "setup python", "mcp", "demo"]) expect(rootHelp.stdout).toContain(`- ${command}`)
+    for (const command of ["eval", "repl", "setup", "mcp", "demo"]) expect(rootHelp.stdout).toMatch(subcommandLine(command))
+    const setupHelp = await run("setup", "--help")
+    expect(setupHelp.code).toBe(0)
+    expect(setupHelp.stdout).toMatch(subcommandLine("python"))
     for (const command of [["repl"], ["mcp"], ["demo"], ["setup", "python"]]) {
       const help = await run(...command, "--help")
       expect(help.code).toBe(0)

@@ -4,7 +4,7 @@
  * configured; `VEYYON_KERNEL_SPARES` overrides every door.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Result } from "effect"
 import { doorSettings } from "../../src/cli/commands/mcp.ts"
 import { cliSettings, DOOR_SPARES, LONG_LIVED_IDLE_TTL_MS } from "../../src/cli/session.ts"
 import { idleTtlMsOf, resolveSettings, type SettingsContext, type SettingsInput, sparesOf } from "../../src/services/Settings.ts"
@@ -12,7 +12,7 @@ import { idleTtlMsOf, resolveSettings, type SettingsContext, type SettingsInput,
 const context: SettingsContext = { tmpdir: "/tmp", cwd: "/work/project", home: "/home/ada", uid: 1000 }
 
 const sparesBy = (input: SettingsInput, env: Record<string, string> = {}) => {
-  const settings = Either.getOrThrow(resolveSettings(input, env, context))
+  const settings = Result.getOrThrow(resolveSettings(input, env, context))
   return { py: sparesOf(settings, "py", 0), js: sparesOf(settings, "js", 0), rb: sparesOf(settings, "rb", 0), idle: idleTtlMsOf(settings, "py") }
 }
 

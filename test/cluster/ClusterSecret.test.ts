@@ -1,4 +1,4 @@
-import { Either } from "effect"
+import { Result } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,25 +19,25 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 
 describe("the cluster secret", () => {
   it("reads a 0600 file of the running user", () => {
-    expect(resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: fileWith("ok", 0o600) })).toEqual(Either.right(secret))
+    expect(resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: fileWith("ok", 0o600) })).toEqual(Result.succeed(secret))
   })
 
   it.skipIf(process.platform === "win32")("refuses a file others may read, a symbolic link, a missing file, and both variables at once", () => {
     const open = resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: fileWith("open", 0o644) })
-    expect(Either.isLeft(open) && open.left).toMatch(/group or other users may read or write it \(mode 0644\)/)
+    expect(Result.isFailure(open) && open.failure).toMatch(/group or other users may read or write it \(mode 0644\)/)
     const link = path.join(dir, "link")
     fs.symlinkSync(fileWith("target", 0o600), link)
-    expect(Either.isLeft(resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: link }))).toBe(true)
-    expect(Either.isLeft(resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: path.join(dir, "missing") }))).toBe(true)
+    expect(Result.isFailure(resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: link }))).toBe(true)
+    expect(Result.isFailure(resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: path.join(dir, "missing") }))).toBe(true)
     const both = resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: fileWith("both", 0o600), VEYYON_CLUSTER_SECRET: secret })
-    expect(Either.isLeft(both) && both.left).toMatch(/not both/)
+    expect(Result.isFailure(both) && both.failure).toMatch(/not both/)
   })
 
   it.skipIf(process.getuid?.() !== 0)("refuses a file owned by another user", () => {
     const file = fileWith("theirs", 0o600)
     fs.chownSync(file, 65534, 65534)
     const theirs = resolveSecret(undefined, { VEYYON_CLUSTER_SECRET_FILE: file })
-    expect(Either.isLeft(theirs) && theirs.left).toMatch(/owned by uid 65534/)
+    expect(Result.isFailure(theirs) && theirs.failure).toMatch(/owned by uid 65534/)
   })
 
   it("never reaches a kernel's environment, by name or through the caller's extra entries", () => {

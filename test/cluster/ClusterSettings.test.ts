@@ -1,4 +1,4 @@
-import { Either } from "effect"
+import { Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { DEFAULT_RUNNER_PORT, formatHostPort, resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
 
@@ -9,51 +9,51 @@ const base = { VEYYON_CLUSTER_SECRET: secret }
 describe("resolveClusterSettings", () => {
   it("refuses to start without a Postgres URL, naming the flag and the variable", () => {
     const result = resolveClusterSettings({}, base)
-    expect(Either.isLeft(result) && result.left.message).toMatch(/--postgres-url.*VEYYON_CLUSTER_POSTGRES_URL/)
+    expect(Result.isFailure(result) && result.failure.message).toMatch(/--postgres-url.*VEYYON_CLUSTER_POSTGRES_URL/)
   })
 
   it("takes the URL and timings from the environment, and flags over the environment", () => {
     const env = { ...base, VEYYON_CLUSTER_POSTGRES_URL: url, VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: "5000", VEYYON_CLUSTER_LISTEN: "127.0.0.1:4000" }
-    const fromEnv = Either.getOrThrow(resolveClusterSettings({}, env))
+    const fromEnv = Result.getOrThrow(resolveClusterSettings({}, env))
     expect(fromEnv).toMatchObject({ postgresUrl: url, listen: { host: "127.0.0.1", port: 4000 }, shardLockExpirationMs: 5000 })
     expect(fromEnv.shardLockRefreshMs).toBeLessThan(5000)
-    const flags = Either.getOrThrow(resolveClusterSettings({ listen: ":4100", shardLockExpirationMs: 9000 }, env))
+    const flags = Result.getOrThrow(resolveClusterSettings({ listen: ":4100", shardLockExpirationMs: 9000 }, env))
     expect(flags).toMatchObject({ listen: { host: "127.0.0.1", port: 4100 }, advertise: { host: "127.0.0.1", port: 4100 }, shardLockExpirationMs: 9000 })
   })
 
   it("listens on loopback by default and advertises the listen address", () => {
-    const settings = Either.getOrThrow(resolveClusterSettings({ postgresUrl: url }, base))
+    const settings = Result.getOrThrow(resolveClusterSettings({ postgresUrl: url }, base))
     expect(settings.listen).toEqual({ host: "127.0.0.1", port: DEFAULT_RUNNER_PORT })
     expect(settings.advertise).toEqual(settings.listen)
   })
 
   it("advertises the host name, not a wildcard, when listening on every interface", () => {
-    const settings = Either.getOrThrow(resolveClusterSettings({ postgresUrl: url, listen: "0.0.0.0:4000" }, base))
+    const settings = Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, listen: "0.0.0.0:4000" }, base))
     expect(settings.advertise.host).not.toBe("0.0.0.0")
     expect(settings.advertise.port).toBe(4000)
   })
 
   it("refuses bad values with a sentence", () => {
-    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: "mysql://x" }, base))).toBe(true)
-    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url, listen: "h:99999" }, base))).toBe(true)
-    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url, listen: "h:0" }, base))).toBe(true)
-    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url, shardLockExpirationMs: 1000, shardLockRefreshMs: 2000 }, base))).toBe(true)
-    expect(Either.isLeft(resolveClusterSettings({ postgresUrl: url }, { ...base, VEYYON_CLUSTER_SHARDS: "many" }))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: "mysql://x" }, base))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, listen: "h:99999" }, base))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, listen: "h:0" }, base))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, shardLockExpirationMs: 1000, shardLockRefreshMs: 2000 }, base))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url }, { ...base, VEYYON_CLUSTER_SHARDS: "many" }))).toBe(true)
   })
 
   it("formats IPv6 hosts in brackets and reads them back", () => {
     expect(formatHostPort({ host: "::1", port: 5 })).toBe("[::1]:5")
-    expect(Either.getOrThrow(resolveClusterSettings({ postgresUrl: url, listen: "[::1]:7000" }, base)).listen).toEqual({ host: "::1", port: 7000 })
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, listen: "[::1]:7000" }, base)).listen).toEqual({ host: "::1", port: 7000 })
   })
 
   it("refuses to start without a cluster secret unless told to run without one, and takes it from the environment or the embedder", () => {
     const none = resolveClusterSettings({ postgresUrl: url }, {})
-    expect(Either.isLeft(none) && none.left.message).toMatch(/no cluster secret.*VEYYON_CLUSTER_SECRET_FILE/)
-    expect(Either.getOrThrow(resolveClusterSettings({ postgresUrl: url, insecureNoAuth: true }, {})).auth).toEqual({ _tag: "Insecure" })
-    expect(Either.getOrThrow(resolveClusterSettings({ postgresUrl: url }, base)).auth).toEqual({ _tag: "Secret", secret })
-    expect(Either.getOrThrow(resolveClusterSettings({ postgresUrl: url, secret: `  ${secret}\n` }, {})).auth).toEqual({ _tag: "Secret", secret })
+    expect(Result.isFailure(none) && none.failure.message).toMatch(/no cluster secret.*VEYYON_CLUSTER_SECRET_FILE/)
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, insecureNoAuth: true }, {})).auth).toEqual({ _tag: "Insecure" })
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url }, base)).auth).toEqual({ _tag: "Secret", secret })
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, secret: `  ${secret}\n` }, {})).auth).toEqual({ _tag: "Secret", secret })
     const short = resolveClusterSettings({ postgresUrl: url }, { VEYYON_CLUSTER_SECRET: "short" })
-    expect(Either.isLeft(short) && short.left.message).toMatch(/at least 32/)
+    expect(Result.isFailure(short) && short.failure.message).toMatch(/at least 32/)
   })
 })
 

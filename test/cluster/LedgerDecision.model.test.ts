@@ -9,7 +9,7 @@
  * its variables are gone (the lost-cell notice).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import { Arbitrary, Schema } from "effect"
 import {
   ALREADY_RAN_NOTICE,
   decideExecute,
@@ -29,14 +29,24 @@ type Step =
   | { readonly _tag: "release"; readonly runner: Runner }
   | { readonly _tag: "end" }
 
-const runners = fc.constantFrom<Runner>("A", "B", "C")
-const steps: fc.Arbitrary<Array<Step>> = fc.array(
-  fc.oneof(
-    { weight: 5, arbitrary: runners.map((runner): Step => ({ _tag: "deliver", runner })) },
-    { weight: 4, arbitrary: fc.tuple(runners, fc.boolean()).map(([runner, keep]): Step => ({ _tag: "finish", runner, keep })) },
-    { weight: 1, arbitrary: runners.map((runner): Step => ({ _tag: "crash", runner })) },
-    { weight: 1, arbitrary: runners.map((runner): Step => ({ _tag: "release", runner })) },
-    { weight: 1, arbitrary: fc.constant<Step>({ _tag: "end" }) }
+const runners = Arbitrary.schema(Schema.Literals(["A", "B", "C"]))
+
+/** A step's kind drawn in proportion 5:4:1:1:1 (deliver, finish, crash, release, end). */
+const stepOf = (weight: number, runner: Runner, keep: boolean): Step =>
+  weight < 5
+    ? { _tag: "deliver", runner }
+    : weight < 9
+    ? { _tag: "finish", runner, keep }
+    : weight === 9
+    ? { _tag: "crash", runner }
+    : weight === 10
+    ? { _tag: "release", runner }
+    : { _tag: "end" }
+
+const steps: Arbitrary.Arbitrary<Array<Step>> = Arbitrary.array(
+  Arbitrary.map(
+    Arbitrary.all([Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 11 }))), runners, Arbitrary.schema(Schema.Boolean)]),
+    ([weight, runner, keep]) => stepOf(weight, runner, keep)
   ),
   { maxLength: 80 }
 )
@@ -128,5 +138,5 @@ describe("the ledger over a session's life", () => {
         }
       }
     }
-  }, { fastCheck: { numRuns: 1000 } })
+  }, { arbitrary: { runs: 1000 } })
 })

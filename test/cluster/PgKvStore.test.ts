@@ -5,10 +5,10 @@
  */
 import { spawn } from "node:child_process"
 import * as path from "node:path"
-import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
+import { Cause, Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { pgKvStoreLayer, PgKvStoreLive, type PgKvStoreOptions } from "../../src/cluster/PgKvStore.ts"
 import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
 import { KV_READS_ENV, KV_STORE_MAX, KV_VALUE_MAX, kvEntryBytes, KvStore } from "../../src/services/KvStore.ts"
@@ -68,14 +68,15 @@ describe.skipIf(skip !== undefined)("kv in Postgres", () => {
     await pg?.stop()
   }, 60_000)
 
-  const kv = <A, E>(runner: Runner, use: (store: KvStore["Type"]) => Effect.Effect<A, E>) =>
+  const kv = <A, E>(runner: Runner, use: (store: KvStore["Service"]) => Effect.Effect<A, E>) =>
     runner.runPromise(Effect.flatMap(KvStore, use))
-  const kvExit = <A, E>(runner: Runner, use: (store: KvStore["Type"]) => Effect.Effect<A, E>) =>
+  const kvExit = <A, E>(runner: Runner, use: (store: KvStore["Service"]) => Effect.Effect<A, E>) =>
     runner.runPromiseExit(Effect.flatMap(KvStore, use))
-  const refusal = async <A>(runner: Runner, use: (store: KvStore["Type"]) => Effect.Effect<A, unknown>) => {
+  const refusal = async <A>(runner: Runner, use: (store: KvStore["Service"]) => Effect.Effect<A, unknown>) => {
     const exit = await kvExit(runner, use)
-    if (Exit.isSuccess(exit) || exit.cause._tag !== "Fail") throw new Error(`expected a refusal, got ${JSON.stringify(exit)}`)
-    return exit.cause.error as { name: string; reason?: string; message: string }
+    const only = Exit.isFailure(exit) && exit.cause.reasons.length === 1 ? exit.cause.reasons[0] : undefined
+    if (only === undefined || !Cause.isFailReason(only)) throw new Error(`expected a refusal, got ${JSON.stringify(exit)}`)
+    return only.error as { name: string; reason?: string; message: string }
   }
 
   it("shares one store between two runners: what one writes the other reads, the value's JSON text as written", async () => {

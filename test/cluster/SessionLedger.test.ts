@@ -4,10 +4,10 @@
  * call instead of running it, and a call on a row another transaction holds fails within
  * the ledger's bound with a clear error.
  */
-import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { describe, expect, it } from "vitest"
 import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { LOST_CELL_NOTICE } from "../../src/cluster/LedgerDecision.ts"
 import { SessionLedger, type SessionLedgerOptions } from "../../src/cluster/SessionLedger.ts"
 import { postgresSkipReason } from "../support/postgres.ts"

@@ -6,17 +6,17 @@
  * answers), so another user or a cell can replay them with nothing but Python
  * (`REPLAY_PY`).
  */
-import * as MessageStorage from "@effect/cluster/MessageStorage"
-import { Runner } from "@effect/cluster/Runner"
-import { RunnerAddress } from "@effect/cluster/RunnerAddress"
-import * as RunnerStorage from "@effect/cluster/RunnerStorage"
-import * as ShardingConfig from "@effect/cluster/ShardingConfig"
-import * as SocketRunner from "@effect/cluster/SocketRunner"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Effect, Exit, Layer, Stream } from "effect"
+import * as MessageStorage from "effect/cluster/MessageStorage"
+import { Runner } from "effect/cluster/Runner"
+import { RunnerAddress } from "effect/cluster/RunnerAddress"
+import * as RunnerStorage from "effect/cluster/RunnerStorage"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as SocketRunner from "effect/cluster/SocketRunner"
 import * as net from "node:net"
 import { DEFAULT_SHARDS } from "../../src/cluster/ClusterSettings.ts"
+import { layerClusterSerialization } from "../../src/cluster/ClusterTransport.ts"
 import { KernelSession } from "../../src/cluster/KernelSession.ts"
 
 /** The library's client-only sharding aimed at the runner at `host:port`, with no secret and no database. */
@@ -31,7 +31,7 @@ export const attackerSharding = (host: string, port: number) => {
     Layer.provide(storage),
     Layer.provide(MessageStorage.layerNoop),
     Layer.provide(ShardingConfig.layer({ shardsPerGroup: DEFAULT_SHARDS })),
-    Layer.provide(RpcSerialization.layerMsgPack)
+    Layer.provide(layerClusterSerialization)
   )
 }
 

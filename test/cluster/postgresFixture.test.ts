@@ -5,9 +5,9 @@
  */
 import * as NodeFs from "node:fs"
 import { PgClient } from "@effect/sql-pg"
-import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
 
 const skip = postgresSkipReason()

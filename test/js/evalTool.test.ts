@@ -5,7 +5,7 @@
  */
 import * as os from "node:os"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Either, Exit } from "effect"
+import { Exit, Result } from "effect"
 import { resolveSettings } from "../../src/services/Settings.ts"
 import { toolRuntimes } from "../support/toolRuntimes.ts"
 
@@ -30,7 +30,7 @@ describe("EvalTool with JavaScript cells", () => {
 
   it("VEYYON_PY=0 VEYYON_JS=1 narrows the language enum to js", async () => {
     const env = { VEYYON_PY: "0", VEYYON_JS: "1" }
-    const settings = Either.getOrThrow(resolveSettings({}, env, { tmpdir: os.tmpdir(), cwd: "/", home: undefined, uid: 0 }))
+    const settings = Result.getOrThrow(resolveSettings({}, env, { tmpdir: os.tmpdir(), cwd: "/", home: undefined, uid: 0 }))
     expect(settings.eval).toMatchObject({ py: false, js: true })
     const tool = makeRuntime({ env, settings: { artifactsDir } })
     const definition = await tool.definition()

@@ -192,7 +192,7 @@ describe("JavaScript kernel", () => {
       const kernel = yield* startJsKernel()
       yield* run(kernel, "let spins = 0")
       const cancel = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(run(kernel, "while (true) { spins++ }", { cancel: Deferred.await(cancel) }))
+      const fiber = yield* Effect.forkChild(run(kernel, "while (true) { spins++ }", { cancel: Deferred.await(cancel) }))
       yield* Effect.sleep(Duration.millis(400))
       yield* Deferred.succeed(cancel, undefined)
       const outputs = yield* Fiber.join(fiber)
@@ -205,7 +205,7 @@ describe("JavaScript kernel", () => {
     Effect.gen(function*() {
       const kernel = yield* startJsKernel()
       const cancel = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         run(kernel, "console.log('waiting')\nawait new Promise((resolve) => setTimeout(resolve, 600))\nglobalThis.resumed = true", {
           cancel: Deferred.await(cancel)
         })

@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, ManagedRuntime } from "effect"
+import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
@@ -21,7 +21,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("kv shared by Pyt
     fs.rmSync(artifactsDir, { recursive: true, force: true })
   })
   const text = async (language: "py" | "js", code: string) => {
-    const result = await runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language, code }, { sessionId: "kv-both", cwd: process.cwd() })))
+    const result = await runtime.runPromise(EvalTool.use((tool) => tool.run({ language, code }, { sessionId: "kv-both", cwd: process.cwd() })))
     expect(result.error).toBeUndefined()
     return result.text
   }

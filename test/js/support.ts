@@ -48,7 +48,7 @@ export const tempDir = (prefix: string) =>
 
 /** A JavaScript kernel in `cwd` with VEYYON_ARTIFACTS_DIR set; shut down with its scope. */
 export const startJsKernel = (options: { readonly cwd?: string; readonly artifactsDir?: string } = {}) =>
-  Effect.flatMap(AgentBridge, (bridge) =>
+  AgentBridge.use((bridge) =>
     Kernel.make({
       command: process.execPath,
       args: [jsRunnerPath],

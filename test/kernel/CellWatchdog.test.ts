@@ -1,21 +1,41 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Fiber, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber } from "effect"
+import { TestClock } from "effect/testing"
 import * as CellWatchdog from "../../src/kernel/CellWatchdog.ts"
 
 const isExpired = (watchdog: CellWatchdog.CellWatchdog) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(watchdog.expired)
-    yield* Effect.yieldNow()
-    const done = (yield* Fiber.poll(fiber))._tag === "Some"
+    const fiber = yield* Effect.forkChild(watchdog.expired)
+    yield* Effect.yieldNow
+    const done = fiber.pollUnsafe() !== undefined
     yield* Fiber.interrupt(fiber)
     return done
   })
 
-/** How many sleeps wait on the test clock once forked fibers have had their turn. */
-const pendingSleeps = Effect.zipRight(Effect.yieldNow(), Effect.map(TestClock.sleeps(), Chunk.size))
+/**
+ * Runs `body` under the test clock with its sleeps counted; `body` gets how many sleeps
+ * wait on the clock once forked fibers have had their turn.
+ */
+const withPendingSleeps = <A, E, R>(body: (pendingSleeps: Effect.Effect<number>) => Effect.Effect<A, E, R>) =>
+  Clock.clockWith((clock) => {
+    let sleeping = 0
+    const counted: Clock.Clock = {
+      ...clock,
+      sleep: (duration) =>
+        Effect.suspend(() => {
+          sleeping++
+          return Effect.ensuring(clock.sleep(duration), Effect.sync(() => sleeping--))
+        })
+    }
+    const pendingSleeps = Effect.andThen(Effect.yieldNow, Effect.sync(() => sleeping))
+    return Effect.provideService(body(pendingSleeps), Clock.Clock, counted)
+  })
+
+/** The id the next fiber gets (fiber ids count up): two reads differ by one when no fiber was made in between. */
+const nextFiberId = Effect.flatMap(Effect.forkChild(Effect.fiberId), Fiber.join)
 
 describe("CellWatchdog", () => {
-  it.scoped("expires at exactly the budget", () =>
+  it.effect("expires at exactly the budget", () =>
     Effect.gen(function*() {
       const watchdog = yield* CellWatchdog.make(Duration.seconds(30))
       yield* TestClock.adjust(Duration.millis(29_999))
@@ -24,7 +44,7 @@ describe("CellWatchdog", () => {
       expect(yield* isExpired(watchdog)).toBe(true)
     }))
 
-  it.scoped("does not run while paused, and a resume starts a fresh full window", () =>
+  it.effect("does not run while paused, and a resume starts a fresh full window", () =>
     Effect.gen(function*() {
       const watchdog = yield* CellWatchdog.make(Duration.seconds(10))
       yield* TestClock.adjust(Duration.seconds(9))
@@ -38,7 +58,7 @@ describe("CellWatchdog", () => {
       expect(yield* isExpired(watchdog)).toBe(true)
     }))
 
-  it.scoped("counts pauses: two overlapping pauses need two resumes", () =>
+  it.effect("counts pauses: two overlapping pauses need two resumes", () =>
     Effect.gen(function*() {
       const watchdog = yield* CellWatchdog.make(Duration.seconds(5))
       yield* watchdog.pause
@@ -53,7 +73,7 @@ describe("CellWatchdog", () => {
       expect(yield* isExpired(watchdog)).toBe(true)
     }))
 
-  it.scoped("ignores a resume without a pause", () =>
+  it.effect("ignores a resume without a pause", () =>
     Effect.gen(function*() {
       const watchdog = yield* CellWatchdog.make(Duration.seconds(5))
       yield* TestClock.adjust(Duration.seconds(3))
@@ -75,7 +95,7 @@ describe("CellWatchdog", () => {
       expect(yield* isExpired(watchdog)).toBe(false)
     }))
 
-  it.scopedLive("under the live clock, rings once after the budget and not while paused", () =>
+  it.live("under the live clock, rings once after the budget and not while paused", () =>
     Effect.gen(function*() {
       let rings = 0
       const watchdog = yield* CellWatchdog.make(Duration.millis(40), Effect.sync(() => rings++))
@@ -98,7 +118,7 @@ describe("CellWatchdog", () => {
     }))
 
   it.effect("a stopped watchdog stays disarmed: a resume of a pause taken before the stop arms nothing", () =>
-    Effect.gen(function*() {
+    withPendingSleeps((pendingSleeps) => Effect.gen(function*() {
       let rings = 0
       const watchdog = yield* CellWatchdog.start(Duration.seconds(5), Effect.sync(() => rings++))
       yield* watchdog.pause
@@ -108,33 +128,35 @@ describe("CellWatchdog", () => {
       yield* TestClock.adjust(Duration.hours(1))
       expect(rings).toBe(0)
       expect(yield* isExpired(watchdog)).toBe(false)
-    }))
+    })))
 
   it.effect("stop after a pause, and a second stop, complete (the window is already disarmed)", () =>
-    Effect.gen(function*() {
+    withPendingSleeps((pendingSleeps) => Effect.gen(function*() {
       const watchdog = yield* CellWatchdog.start(Duration.seconds(5))
       yield* watchdog.pause
       yield* watchdog.stop
       yield* watchdog.stop
       expect(yield* pendingSleeps).toBe(0)
-    }))
+    })))
 
   it.live("under the live clock a window is a host timer: an armed watchdog holds no fiber", () =>
     Effect.gen(function*() {
-      const before = new Set(yield* Fiber.roots)
+      const before = yield* nextFiberId
       const watchdog = yield* CellWatchdog.start(Duration.seconds(30))
       yield* watchdog.pause
       yield* watchdog.resume
-      yield* Effect.yieldNow()
-      const added = (yield* Fiber.roots).filter((fiber) => !before.has(fiber))
+      yield* Effect.yieldNow
+      const after = yield* nextFiberId
       yield* watchdog.stop
-      expect(added).toEqual([])
+      expect(after - before).toBe(1)
     }))
 
   it.effect("under a test clock a window is a fiber sleeping on that clock", () =>
-    Effect.gen(function*() {
-      const watchdog = yield* CellWatchdog.start(Duration.seconds(5))
-      expect(yield* pendingSleeps).toBe(1)
-      yield* watchdog.stop
-    }))
+    withPendingSleeps((pendingSleeps) =>
+      Effect.gen(function*() {
+        const watchdog = yield* CellWatchdog.start(Duration.seconds(5))
+        expect(yield* pendingSleeps).toBe(1)
+        yield* watchdog.stop
+      })
+    ))
 })

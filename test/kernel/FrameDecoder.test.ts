@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, FastCheck, Logger, LogLevel, Schema, Stream } from "effect"
+import { Arbitrary, Effect, Logger, References, Result, Schema, Stream } from "effect"
 import {
   BridgeResultFrame,
   decodeRunnerLine,
@@ -10,6 +10,7 @@ import {
   RunnerFrame
 } from "../../src/kernel/Frame.ts"
 import { decodeFrames } from "../../src/kernel/FrameDecoder.ts"
+import { binaryText, constantFrom, dictionary, integer, oneOf, record } from "./arbitraries.ts"
 
 const bytes = (...parts: Array<string>) => Stream.fromIterable(parts.map((p) => new TextEncoder().encode(p)))
 
@@ -19,8 +20,8 @@ describe("decodeFrames", () => {
       const frames = yield* decodeFrames(
         bytes('{"type":"started","id":"r1"}\n{"type":"stdout","id":"r1",', '"data":"hi\\n"}\n{"type":"done","id":"r1","status":"ok","executionCount":1}\n')
       ).pipe(Stream.runCollect)
-      expect(Chunk.toArray(frames).map((f) => f.type)).toEqual(["started", "stdout", "done"])
-      const done = Chunk.unsafeLast(frames)
+      expect(frames.map((f) => f.type)).toEqual(["started", "stdout", "done"])
+      const done = frames[frames.length - 1]!
       expect(done.type === "done" && done.cancelled).toBe(false)
     }))
 
@@ -32,10 +33,10 @@ describe("decodeFrames", () => {
         bytes("not json\n", '{"type":"nope"}\n', '{"type":"stdout","id":"r1"}\n', '{"type":"stderr","id":"r1","data":"x"}\n')
       ).pipe(
         Stream.runCollect,
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-        Logger.withMinimumLogLevel(LogLevel.Debug)
+        Effect.provide(Logger.layer([logger])),
+        Effect.provideService(References.MinimumLogLevel, "Debug")
       )
-      expect(Chunk.toArray(frames).map((f) => f.type)).toEqual(["stderr"])
+      expect(frames.map((f) => f.type)).toEqual(["stderr"])
       expect(logged.filter((m) => m.startsWith("skipped a runner line"))).toHaveLength(3)
     }))
 
@@ -45,48 +46,48 @@ describe("decodeFrames", () => {
         bytes(`{"type":"stdout","id":"r1","data":"${"x".repeat(100)}"}\n`, '{"type":"started","id":"r2"}\n'),
         { maxLineBytes: 64 }
       ).pipe(Stream.runCollect)
-      expect(Chunk.toArray(frames).map((f) => f.type)).toEqual(["started"])
+      expect(frames.map((f) => f.type)).toEqual(["started"])
     }))
 
   it.effect("decodes a final line without a newline", () =>
     Effect.gen(function*() {
       const frames = yield* decodeFrames(bytes('{"type":"started","id":"r9"}')).pipe(Stream.runCollect)
-      expect(Chunk.size(frames)).toBe(1)
+      expect(frames).toHaveLength(1)
     }))
 })
 
 describe("decodeRunnerLine", () => {
-  const schemaDecode = Schema.decodeUnknownEither(Schema.parseJson(RunnerFrame))
-  const text = FastCheck.string({ unit: "binary" })
-  const anyValue = FastCheck.oneof(text, FastCheck.integer(), FastCheck.boolean(), FastCheck.constant(null), FastCheck.constant(undefined))
-  const frameLike = FastCheck.record(
+  const schemaDecode = Schema.decodeUnknownResult(Schema.fromJsonString(RunnerFrame))
+  const text = binaryText()
+  const int = integer(-0x80000000, 0x7fffffff)
+  const anyValue = oneOf<unknown>(text, int, Arbitrary.schema(Schema.Boolean), Arbitrary.Constant(null), Arbitrary.Constant(undefined))
+  const frameLike = record(
+    { type: constantFrom("stdout", "stderr", "started", "done", "display", "result", "nope") },
     {
-      type: FastCheck.constantFrom("stdout", "stderr", "started", "done", "display", "result", "nope"),
-      id: FastCheck.oneof(text, FastCheck.integer()),
-      data: FastCheck.oneof(text, anyValue),
-      status: FastCheck.oneof(FastCheck.constantFrom("ok", "error", "maybe"), anyValue),
-      executionCount: FastCheck.oneof(FastCheck.integer(), anyValue),
+      id: oneOf<unknown>(text, int),
+      data: oneOf(text, anyValue),
+      status: oneOf(constantFrom("ok", "error", "maybe"), anyValue),
+      executionCount: oneOf(int, anyValue),
       cancelled: anyValue,
-      bundle: FastCheck.oneof(FastCheck.dictionary(FastCheck.string(), anyValue), FastCheck.array(anyValue), anyValue),
+      bundle: oneOf<unknown>(dictionary(Arbitrary.schema(Schema.String), anyValue), Arbitrary.array(anyValue), anyValue),
       extra: anyValue
-    },
-    { requiredKeys: ["type"] }
+    }
   )
 
   it.prop("agrees with the schema on every frame-like line, hot path or not", [frameLike], ([frame]) => {
     const line = JSON.stringify(frame)
     const fast = decodeRunnerLine(line)
     const slow = schemaDecode(line)
-    expect(Either.isRight(fast)).toBe(Either.isRight(slow))
-    if (Either.isRight(fast) && Either.isRight(slow)) {
-      expect({ ...fast.right }).toEqual({ ...slow.right })
-      expect(fast.right.constructor).toBe(slow.right.constructor)
+    expect(Result.isSuccess(fast)).toBe(Result.isSuccess(slow))
+    if (Result.isSuccess(fast) && Result.isSuccess(slow)) {
+      expect({ ...fast.success }).toEqual({ ...slow.success })
+      expect(fast.success.constructor).toBe(slow.success.constructor)
     }
   })
 
   it("reports a line that is not JSON with the schema's message", () => {
     const result = decodeRunnerLine("{not json")
-    expect(Either.isLeft(result)).toBe(true)
+    expect(Result.isFailure(result)).toBe(true)
   })
 })
 

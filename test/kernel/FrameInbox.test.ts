@@ -23,7 +23,7 @@ const channel = () => {
 }
 
 describe("FrameInbox", () => {
-  it.scoped("takes hot frames in the callback when nothing is queued, and routes the rest in order", () =>
+  it.effect("takes hot frames in the callback when nothing is queued, and routes the rest in order", () =>
     Effect.gen(function*() {
       const ch = channel()
       const seen: Array<string> = []
@@ -36,7 +36,7 @@ describe("FrameInbox", () => {
           return true
         },
         route: (frame: RunnerFrame) =>
-          Effect.zipRight(
+          Effect.andThen(
             frame.type === "stdout" && frame.data === "slow" ? Deferred.await(gate) : Effect.void,
             Effect.sync(() => seen.push(`routed:${frame.type}:${"data" in frame ? frame.data : ""}`))
           )
@@ -44,7 +44,7 @@ describe("FrameInbox", () => {
       ch.send(line({ type: "done", id: "r1", status: "ok", executionCount: 1 }))
       expect(seen).toEqual(["now:done"])
       ch.send(line({ type: "stdout", id: "r2", data: "slow" }))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       ch.send(line({ type: "stdout", id: "r2", data: "after" }) + line({ type: "done", id: "r2", status: "ok", executionCount: 2 }))
       expect(seen).toEqual(["now:done"])
       yield* Deferred.succeed(gate, undefined)
@@ -53,7 +53,7 @@ describe("FrameInbox", () => {
       expect(seen).toEqual(["now:done", "routed:stdout:slow", "routed:stdout:after", "routed:done:"])
     }))
 
-  it.scoped("joins a frame split across chunks and flushes a last line without a newline", () =>
+  it.effect("joins a frame split across chunks and flushes a last line without a newline", () =>
     Effect.gen(function*() {
       const ch = channel()
       const seen: Array<string> = []
@@ -72,7 +72,7 @@ describe("FrameInbox", () => {
     }))
 
   const logged: Array<string> = []
-  it.scoped("logs and skips a line that is not a frame", () =>
+  it.effect("logs and skips a line that is not a frame", () =>
     Effect.gen(function*() {
       const ch = channel()
       const seen: Array<string> = []
@@ -87,9 +87,9 @@ describe("FrameInbox", () => {
       expect(seen).toEqual(["started"])
       expect(logged).toHaveLength(1)
       expect(logged[0]).toContain("skipped a runner line that is not a frame: not json")
-    }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logged.push(String(message)))))))
+    }).pipe(Effect.provide(Logger.layer([Logger.make(({ message }) => logged.push(String(message)))]))))
 
-  it.scoped("pauses the channel when the queue grows long and resumes it once drained", () =>
+  it.effect("pauses the channel when the queue grows long and resumes it once drained", () =>
     Effect.gen(function*() {
       const ch = channel()
       const gate = yield* Deferred.make<void>()
@@ -97,10 +97,10 @@ describe("FrameInbox", () => {
       const drained = yield* FrameInbox.make(ch.listen, {
         trace: false,
         takeNow: () => false,
-        route: () => Effect.zipRight(Deferred.await(gate), Effect.sync(() => void routed++))
+        route: () => Effect.andThen(Deferred.await(gate), Effect.sync(() => void routed++))
       })
       ch.send(line({ type: "stdout", id: "r1", data: "first" }))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       ch.send(Array.from({ length: 300 }, (_, i) => line({ type: "stdout", id: "r1", data: String(i) })).join(""))
       expect(ch.flow.pauses).toBe(1)
       yield* Deferred.succeed(gate, undefined)
@@ -110,7 +110,7 @@ describe("FrameInbox", () => {
       expect(ch.flow.resumes).toBe(1)
     }))
 
-  it.scoped("pauses the channel when a few large frames are queued", () =>
+  it.effect("pauses the channel when a few large frames are queued", () =>
     Effect.gen(function*() {
       const ch = channel()
       const gate = yield* Deferred.make<void>()
@@ -120,7 +120,7 @@ describe("FrameInbox", () => {
         route: () => Deferred.await(gate)
       })
       ch.send(line({ type: "stdout", id: "r1", data: "first" }))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       const big = "x".repeat(64 * 1024)
       for (let i = 0; i < 15; i++) ch.send(line({ type: "stdout", id: "r1", data: big }))
       expect(ch.flow.pauses).toBe(0)

@@ -95,7 +95,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("Kernel with a re
       const kernel = yield* start()
       yield* Kernel.executeCollect(kernel, { code: "kept = 'yes'" })
       const cancel = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         Kernel.executeCollect(kernel, { code: "import time\nprint('sleeping', flush=True)\ntime.sleep(60)", cancel: Deferred.await(cancel) })
       )
       yield* Effect.sleep(Duration.millis(300))

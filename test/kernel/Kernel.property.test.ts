@@ -1,12 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, FastCheck, Fiber, Layer, Scope } from "effect"
+import { Arbitrary, Deferred, Duration, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { constantFrom } from "./arbitraries.ts"
 
 type Op = "ok" | "error" | "cancel" | "timeout" | "stuck" | "die" | "abandon" | "pair"
-const op = FastCheck.constantFrom<Op>("ok", "error", "cancel", "timeout", "stuck", "die", "abandon", "pair")
+const op = constantFrom<Op>("ok", "error", "cancel", "timeout", "stuck", "die", "abandon", "pair")
 
 const timings = Layer.succeed(KernelTimings, {
   interruptEscalation: Duration.millis(60),
@@ -27,12 +28,12 @@ const expectOneOutcome = (exit: Exit.Exit<ReadonlyArray<{ _tag: string }>, unkno
 describe("Kernel lifecycle against a model", () => {
   it.live.prop(
     "any sequence of executes, interrupts, deaths, timeouts and shutdown keeps the invariants",
-    [FastCheck.array(op, { minLength: 1, maxLength: 8 })],
+    [Arbitrary.array(op, { minLength: 1, maxLength: 8 })],
     ([ops]) => {
       const scripted = makeScriptedSpawner()
       return Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const start = Kernel.make(spec).pipe(Scope.extend(scope))
+        const start = Kernel.make(spec).pipe(Scope.provide(scope))
         let kernel = yield* start
         const pids = new Set<number>([kernel.pid])
         for (const step of ops) {
@@ -54,7 +55,7 @@ describe("Kernel lifecycle against a model", () => {
               break
             case "cancel": {
               const cancel = yield* Deferred.make<void>()
-              const fiber = yield* Effect.fork(run("sleep", { cancel: Deferred.await(cancel) }))
+              const fiber = yield* Effect.forkChild(run("sleep", { cancel: Deferred.await(cancel) }))
               yield* Effect.sleep(Duration.millis(3))
               yield* Deferred.succeed(cancel, undefined)
               expectOneOutcome(yield* Fiber.join(fiber))
@@ -74,7 +75,7 @@ describe("Kernel lifecycle against a model", () => {
               expect(Kernel.isKernelDeath(yield* run("print bye;exit 3"))).toBe(true)
               break
             case "abandon": {
-              const fiber = yield* Effect.fork(run("sleep"))
+              const fiber = yield* Effect.forkChild(run("sleep"))
               yield* Effect.sleep(Duration.millis(3))
               yield* Fiber.interrupt(fiber)
               break
@@ -95,6 +96,6 @@ describe("Kernel lifecycle against a model", () => {
         expect(scripted.spawns.records.map((r) => r.pid).every((pid) => pids.has(pid))).toBe(true)
       }).pipe(Effect.provide(Layer.mergeAll(scripted.layer, AgentBridgeNotConfigured, timings)))
     },
-    { timeout: 120_000, fastCheck: { numRuns: 25 } }
+    { timeout: 120_000, arbitrary: { runs: 25 } }
   )
 })

@@ -100,7 +100,7 @@ describe("Kernel with a scripted process", () => {
     return Effect.gen(function*() {
       const kernel = yield* Kernel.make(spec)
       const cancel = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(run(kernel, "print before;sleep", { cancel: Deferred.await(cancel) }))
+      const fiber = yield* Effect.forkChild(run(kernel, "print before;sleep", { cancel: Deferred.await(cancel) }))
       yield* Effect.sleep(Duration.millis(20))
       yield* Deferred.succeed(cancel, undefined)
       const outputs = yield* Fiber.join(fiber)
@@ -128,7 +128,7 @@ describe("Kernel with a scripted process", () => {
     return Effect.gen(function*() {
       const kernel = yield* Kernel.make(spec)
       const during = new AbortController()
-      const fiber = yield* Effect.fork(run(kernel, "print before;sleep", { signal: during.signal }))
+      const fiber = yield* Effect.forkChild(run(kernel, "print before;sleep", { signal: during.signal }))
       for (let waited = 0; getEventListeners(during.signal, "abort").length === 0 && waited < 30_000; waited += 10) {
         yield* Effect.sleep(Duration.millis(10))
       }
@@ -192,7 +192,7 @@ describe("Kernel with a scripted process", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
       const kernel = yield* Kernel.make(spec)
-      const fiber = yield* Effect.fork(run(kernel, "sleep"))
+      const fiber = yield* Effect.forkChild(run(kernel, "sleep"))
       yield* Effect.sleep(Duration.millis(20))
       yield* Fiber.interrupt(fiber)
       const record = Option.getOrThrow(lastSpawn(spawns))
@@ -252,8 +252,8 @@ describe("Kernel with a scripted process", () => {
     const { spawns, layer } = setup()
     return Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const kernel = yield* Kernel.make(spec).pipe(Scope.extend(scope))
-      const fiber = yield* Effect.fork(Effect.exit(run(kernel, "hang")))
+      const kernel = yield* Kernel.make(spec).pipe(Scope.provide(scope))
+      const fiber = yield* Effect.forkChild(Effect.exit(run(kernel, "hang")))
       yield* Effect.sleep(Duration.millis(20))
       yield* Scope.close(scope, Exit.void)
       const exit = yield* Fiber.join(fiber)

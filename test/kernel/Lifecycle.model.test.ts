@@ -5,7 +5,7 @@
  * event sequences, plus progress properties a do-nothing machine fails.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Arbitrary } from "effect"
 import {
   DeathCause,
   inFlight,
@@ -20,6 +20,8 @@ import {
   type LifecycleState as State,
   type Transition
 } from "../../src/kernel/Lifecycle.ts"
+import type { ProcessExit } from "../../src/kernel/KernelProcess.ts"
+import { constantFrom, integer, oneOf, sized } from "./arbitraries.ts"
 
 type Row = (state: State, event: Event) => Transition | "ignored"
 
@@ -73,29 +75,28 @@ const expected = (state: State, event: Event): Transition => {
   return row === ignored ? { state, actions: [], accepted: false } : row
 }
 
-const ids = FastCheck.constantFrom("r1", "r2", "r3")
-const reasons = FastCheck.constantFrom<InterruptReason>("timeout", "cancel", "abandon")
-const exits = FastCheck.constantFrom({ code: 1, signal: null }, { code: 0, signal: null }, { code: null, signal: "SIGKILL" })
-const events: FastCheck.Arbitrary<Event> = FastCheck.oneof(
-  FastCheck.constant(LifecycleEvent.Ready()),
-  ids.map((requestId) => LifecycleEvent.Execute({ requestId })),
-  ids.map((requestId) => LifecycleEvent.Done({ requestId })),
-  FastCheck.tuple(ids, reasons).map(([requestId, reason]) => LifecycleEvent.Interrupt({ requestId, reason })),
-  ids.map((requestId) => LifecycleEvent.EscalationTimeout({ requestId })),
-  FastCheck.constant(LifecycleEvent.Shutdown()),
-  exits.map((exit) => LifecycleEvent.Exited({ exit }))
+const ids = constantFrom("r1", "r2", "r3")
+const reasons = constantFrom<InterruptReason>("timeout", "cancel", "abandon")
+const exits = constantFrom<ProcessExit>({ code: 1, signal: null }, { code: 0, signal: null }, { code: null, signal: "SIGKILL" })
+const events: Arbitrary.Arbitrary<Event> = oneOf<Event>(
+  Arbitrary.Constant(LifecycleEvent.Ready()),
+  Arbitrary.map(ids, (requestId) => LifecycleEvent.Execute({ requestId })),
+  Arbitrary.map(ids, (requestId) => LifecycleEvent.Done({ requestId })),
+  Arbitrary.map(Arbitrary.all([ids, reasons]), ([requestId, reason]) => LifecycleEvent.Interrupt({ requestId, reason })),
+  Arbitrary.map(ids, (requestId) => LifecycleEvent.EscalationTimeout({ requestId })),
+  Arbitrary.Constant(LifecycleEvent.Shutdown()),
+  Arbitrary.map(exits, (exit) => LifecycleEvent.Exited({ exit }))
 )
 /** Sequences that mostly follow a kernel's life, so deep states are reached often. */
-const lives: FastCheck.Arbitrary<Array<Event>> = FastCheck.tuple(
-  ids,
-  reasons,
-  FastCheck.array(events, { maxLength: 40 })
-).map(([id, reason, tail]) => [
-  LifecycleEvent.Ready(),
-  LifecycleEvent.Execute({ requestId: id }),
-  LifecycleEvent.Interrupt({ requestId: id, reason }),
-  ...tail
-])
+const lives: Arbitrary.Arbitrary<Array<Event>> = Arbitrary.map(
+  Arbitrary.all([ids, reasons, Arbitrary.array(events, { maxLength: 40 })]),
+  ([id, reason, tail]) => [
+    LifecycleEvent.Ready(),
+    LifecycleEvent.Execute({ requestId: id }),
+    LifecycleEvent.Interrupt({ requestId: id, reason }),
+    ...tail
+  ]
+)
 
 /** Every state the machine has, with each request id, reason and cause the tests use. */
 const states: ReadonlyArray<State> = [
@@ -109,14 +110,14 @@ const states: ReadonlyArray<State> = [
 ]
 
 describe("Lifecycle against a reference model", () => {
-  it.prop("every transition of any event sequence equals the model's", [FastCheck.oneof(lives, FastCheck.array(events, { maxLength: 60 }))], ([sequence]) => {
+  it.prop("every transition of any event sequence equals the model's", [oneOf(lives, Arbitrary.array(events, { maxLength: 60 }))], ([sequence]) => {
     let state: State = LifecycleState.Starting()
     for (const event of sequence) {
       const actual = transition(state, event)
       expect(actual).toEqual(expected(state, event))
       state = actual.state
     }
-  }, { fastCheck: { numRuns: 400 } })
+  }, { arbitrary: { runs: 400, size: 60 } })
 
   it("agrees with the model on every state and event", () => {
     const every: Array<Event> = [
@@ -159,7 +160,7 @@ describe("Lifecycle against a reference model", () => {
       expect(transition(next.state, LifecycleEvent.Interrupt({ requestId: "r7", reason: "cancel" })).actions).toEqual([])
     })
 
-    it.prop("Shutdown from any live state escalates exactly once, however often it comes", [FastCheck.array(events, { maxLength: 30 }), FastCheck.integer({ min: 1, max: 4 })], ([prefix, repeats]) => {
+    it.prop("Shutdown from any live state escalates exactly once, however often it comes", [Arbitrary.array(events, { maxLength: 30 }), integer(1, 4)], ([prefix, repeats]) => {
       let state: State = LifecycleState.Starting()
       for (const event of prefix) state = transition(state, event).state
       if (isTerminal(state)) return
@@ -178,7 +179,7 @@ describe("Lifecycle against a reference model", () => {
       const dead = transition(state, LifecycleEvent.Exited({ exit: { code: 0, signal: null } }))
       expect(dead.state).toEqual(LifecycleState.Dead({ cause: DeathCause.Shutdown() }))
       expect(dead.actions).toEqual([])
-    })
+    }, sized(30))
 
     it("an exit while Busy fails the request with the exit as its cause", () => {
       const exit = { code: 9, signal: null }

@@ -1,24 +1,26 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Arbitrary } from "effect"
 import {
   inFlight,
+  type InterruptReason,
   LifecycleEvent,
   LifecycleState,
   transition,
   type LifecycleState as State
 } from "../../src/kernel/Lifecycle.ts"
+import { constantFrom, oneOf, sized } from "./arbitraries.ts"
 
-const ids = FastCheck.constantFrom("r1", "r2", "r3")
-const event = FastCheck.oneof(
-  FastCheck.constant(LifecycleEvent.Ready()),
-  ids.map((requestId) => LifecycleEvent.Execute({ requestId })),
-  ids.map((requestId) => LifecycleEvent.Done({ requestId })),
-  FastCheck.tuple(ids, FastCheck.constantFrom("timeout", "cancel", "abandon") as FastCheck.Arbitrary<"timeout" | "cancel" | "abandon">).map(([requestId, reason]) =>
+const ids = constantFrom("r1", "r2", "r3")
+const event = oneOf<LifecycleEvent>(
+  Arbitrary.Constant(LifecycleEvent.Ready()),
+  Arbitrary.map(ids, (requestId) => LifecycleEvent.Execute({ requestId })),
+  Arbitrary.map(ids, (requestId) => LifecycleEvent.Done({ requestId })),
+  Arbitrary.map(Arbitrary.all([ids, constantFrom<InterruptReason>("timeout", "cancel", "abandon")]), ([requestId, reason]) =>
     LifecycleEvent.Interrupt({ requestId, reason })
   ),
-  ids.map((requestId) => LifecycleEvent.EscalationTimeout({ requestId })),
-  FastCheck.constant(LifecycleEvent.Shutdown()),
-  FastCheck.constant(LifecycleEvent.Exited({ exit: { code: 1, signal: null } }))
+  Arbitrary.map(ids, (requestId) => LifecycleEvent.EscalationTimeout({ requestId })),
+  Arbitrary.Constant(LifecycleEvent.Shutdown()),
+  Arbitrary.Constant(LifecycleEvent.Exited({ exit: { code: 1, signal: null } }))
 )
 
 describe("Lifecycle", () => {
@@ -46,7 +48,7 @@ describe("Lifecycle", () => {
     expect(dead.state._tag === "Dead" && dead.state.cause._tag).toBe("Killed")
   })
 
-  it.prop("keeps its invariants under any sequence of events", [FastCheck.array(event, { maxLength: 60 })], ([events]) => {
+  it.prop("keeps its invariants under any sequence of events", [Arbitrary.array(event, { maxLength: 60 })], ([events]) => {
     let state: State = LifecycleState.Starting()
     let episode: { id: string; ended: boolean } | undefined
     for (const e of events) {
@@ -77,5 +79,5 @@ describe("Lifecycle", () => {
       else expect(inFlight(state)).toBe(episode?.id)
       if (e._tag === "Exited") expect(state._tag).toBe("Dead")
     }
-  })
+  }, sized(60))
 })

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Arbitrary } from "effect"
 import { LineSplitter } from "../../src/kernel/LineSplitter.ts"
+import { graphemeText, nat, sized } from "./arbitraries.ts"
 
 const encode = (text: string) => new TextEncoder().encode(text)
 
@@ -63,10 +64,10 @@ describe("LineSplitter", () => {
     expect(result.overlong).toBe(1)
   })
 
-  it.prop("gives the same lines however the bytes are chunked", [FastCheck.array(FastCheck.string({ unit: "grapheme" }), { maxLength: 20 }), FastCheck.array(FastCheck.nat(), { maxLength: 10 })], ([lines, cuts]) => {
+  it.prop("gives the same lines however the bytes are chunked", [Arbitrary.array(graphemeText(), { maxLength: 20 }), Arbitrary.array(nat, { maxLength: 10 })], ([lines, cuts]) => {
     const text = lines.map((l) => l.replace(/\n/g, "") + "\n").join("")
     const bytes = encode(text)
     const result = splitAll(new LineSplitter(1 << 20), chunked(bytes, cuts))
     expect(result.lines).toEqual(lines.map((l) => l.replace(/\n/g, "")))
-  })
+  }, sized(20))
 })

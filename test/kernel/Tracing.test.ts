@@ -28,7 +28,7 @@ describe("kernel spans", () => {
           const kernel = yield* Kernel.make({ command: "fake", args: ["-u", "r.py"], cwd: "/", env: {}, skipCheck: true, key: "s1" })
           yield* Kernel.executeCollect(kernel, { code: "print hi" })
           const cancel = yield* Deferred.make<void>()
-          const fiber = yield* Effect.fork(Kernel.executeCollect(kernel, { code: "sleep", cancel: Deferred.await(cancel) }))
+          const fiber = yield* Effect.forkChild(Kernel.executeCollect(kernel, { code: "sleep", cancel: Deferred.await(cancel) }))
           yield* Effect.sleep(Duration.millis(10))
           yield* Deferred.succeed(cancel, undefined)
           yield* Fiber.join(fiber)
@@ -50,7 +50,7 @@ describe("kernel spans", () => {
       const executes = spans.filter((s) => s.name === "kernel.execute")
       expect(executes).toHaveLength(5)
       expect(executes.map((s) => s.status)).toEqual([
-        { code: SpanStatusCode.OK },
+        { code: SpanStatusCode.UNSET },
         { code: SpanStatusCode.ERROR, message: "the cell was cancelled" },
         { code: SpanStatusCode.ERROR, message: "the cell timed out and its kernel was killed" },
         { code: SpanStatusCode.ERROR, message: "the cell raised an error" },

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Arbitrary } from "effect"
 import * as WatchdogBudget from "../../src/kernel/WatchdogBudget.ts"
+import { boolean, sized } from "./arbitraries.ts"
 
 describe("WatchdogBudget", () => {
   it("disarms at the first pause and re-arms at the last resume only", () => {
@@ -17,27 +18,23 @@ describe("WatchdogBudget", () => {
     expect(WatchdogBudget.resume(WatchdogBudget.running)).toEqual({ budget: WatchdogBudget.running, action: "none" })
   })
 
-  it("over any sequence: the timer runs exactly when no pause is outstanding", () => {
-    FastCheck.assert(
-      FastCheck.property(FastCheck.array(FastCheck.boolean(), { maxLength: 60 }), (ops) => {
-        let budget = WatchdogBudget.running
-        let armed = true
-        let model = 0
-        for (const isPause of ops) {
-          const step = isPause ? WatchdogBudget.pause(budget) : WatchdogBudget.resume(budget)
-          if (step.action === "arm") {
-            expect(armed).toBe(false)
-            armed = true
-          } else if (step.action === "disarm") {
-            expect(armed).toBe(true)
-            armed = false
-          }
-          model = isPause ? model + 1 : Math.max(0, model - 1)
-          budget = step.budget
-          expect(budget.pauses).toBe(model)
-          expect(armed).toBe(model === 0)
-        }
-      })
-    )
-  })
+  it.prop("over any sequence: the timer runs exactly when no pause is outstanding", [Arbitrary.array(boolean, { maxLength: 60 })], ([ops]) => {
+    let budget = WatchdogBudget.running
+    let armed = true
+    let model = 0
+    for (const isPause of ops) {
+      const step = isPause ? WatchdogBudget.pause(budget) : WatchdogBudget.resume(budget)
+      if (step.action === "arm") {
+        expect(armed).toBe(false)
+        armed = true
+      } else if (step.action === "disarm") {
+        expect(armed).toBe(true)
+        armed = false
+      }
+      model = isPause ? model + 1 : Math.max(0, model - 1)
+      budget = step.budget
+      expect(budget.pauses).toBe(model)
+      expect(armed).toBe(model === 0)
+    }
+  }, sized(60))
 })

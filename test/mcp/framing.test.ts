@@ -2,13 +2,13 @@
  * The pure parts of the MCP doors: JSON-RPC frames, the params sentence, progress,
  * Origin and token checks, artifact MIME types.
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { artifactMimeType, isTextMimeType, readContents } from "../../src/mcp/ArtifactResources.ts"
 import { bearerMatches, originAllowed } from "../../src/mcp/HttpDoor.ts"
 import { parseFrame, progressTokenOf, tooLargeReply } from "../../src/mcp/JsonRpc.ts"
 import { lastLine, MAX_PROGRESS_MESSAGE_CHARS, progressIntervalMs, progressNotification } from "../../src/mcp/Progress.ts"
-import { paramsProblem } from "../../src/services/ParamsProblem.ts"
+import { PARAMS_PARSE_OPTIONS, paramsProblem } from "../../src/services/ParamsProblem.ts"
 
 describe("parseFrame", () => {
   it("classifies requests, notifications and responses, keeping the id as sent", () => {
@@ -38,11 +38,11 @@ describe("parseFrame", () => {
 })
 
 describe("paramsProblem", () => {
-  const schema = Schema.Struct({ name: Schema.String, arguments: Schema.Record({ key: Schema.String, value: Schema.Unknown }) })
+  const schema = Schema.Struct({ name: Schema.String, arguments: Schema.Record(Schema.String, Schema.Unknown) })
   const problem = (value: unknown) =>
-    Either.match(Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })(value), {
-      onLeft: (error) => paramsProblem(error, "tools/call", { name: "pass the tool's name", arguments: "pass an object" }),
-      onRight: () => "fits"
+    Result.match(Schema.decodeUnknownResult(schema)(value, PARAMS_PARSE_OPTIONS), {
+      onFailure: (error) => paramsProblem(error, "tools/call", { name: "pass the tool's name", arguments: "pass an object" }),
+      onSuccess: () => "fits"
     })
 
   it("names the field and the fix in one sentence, never the TypeScript type", () => {
@@ -52,10 +52,10 @@ describe("paramsProblem", () => {
     expect(problem(5)).toBe("the tools/call params must be an object, got 5")
   })
 
-  const sentence = (schema: Schema.Schema<any, any>, value: unknown, hints: Record<string, string> = {}) =>
-    Either.match(Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })(value), {
-      onLeft: (error) => paramsProblem(error, "eval", hints),
-      onRight: () => "fits"
+  const sentence = (schema: Schema.Codec<any, any>, value: unknown, hints: Record<string, string> = {}) =>
+    Result.match(Schema.decodeUnknownResult(schema)(value, PARAMS_PARSE_OPTIONS), {
+      onFailure: (error) => paramsProblem(error, "eval", hints),
+      onSuccess: () => "fits"
     })
 
   it("joins a nested field's path with dots and takes the hint of its top-level field", () => {
@@ -70,8 +70,8 @@ describe("paramsProblem", () => {
     const s = Schema.Struct({
       items: Schema.Array(Schema.String),
       list: Schema.mutable(Schema.Array(Schema.String)),
-      pair: Schema.Tuple(Schema.Number, Schema.Number),
-      point: Schema.mutable(Schema.Tuple(Schema.Number, Schema.Number)),
+      pair: Schema.Tuple([Schema.Number, Schema.Number]),
+      point: Schema.mutable(Schema.Tuple([Schema.Number, Schema.Number])),
       where: Schema.Struct({ x: Schema.Number })
     })
     const fine = { items: [], list: [], pair: [1, 2], point: [1, 2], where: { x: 1 } }
@@ -79,7 +79,7 @@ describe("paramsProblem", () => {
       expect(sentence(s, { ...fine, [field]: 3 })).toBe(`\`${field}\` must be an array, got 3`)
     }
     expect(sentence(s, { ...fine, where: 4 })).toBe("`where` must be an object, got 4")
-    const named = (length: number) => Schema.Struct({ mode: Schema.Number.annotations({ identifier: "N".repeat(length) }) })
+    const named = (length: number) => Schema.Struct({ mode: Schema.Number.annotate({ identifier: "N".repeat(length) }) })
     expect(sentence(named(61), { mode: "z" })).toBe("`mode` must be a different type, got \"z\"")
     expect(sentence(named(60), { mode: "z" })).toBe(`\`mode\` must be ${"N".repeat(60)}, got "z"`)
   })
@@ -89,9 +89,9 @@ describe("paramsProblem", () => {
   })
 
   it("reads the expected type only from a message that starts with it, and only a leading bracket as an array", () => {
-    const s = Schema.Struct({ n: Schema.Number.pipe(Schema.filter(() => false, { message: () => "is not Expected x, actual y" })) })
+    const s = Schema.Struct({ n: Schema.Number.check(Schema.makeFilter(() => false, { message: "is not Expected x, actual y" })) })
     expect(sentence(s, { n: 1 })).toBe("`n` is not Expected x, actual y")
-    const map = Schema.Struct({ m: Schema.Number.annotations({ identifier: "Map[string]" }) })
+    const map = Schema.Struct({ m: Schema.Number.annotate({ identifier: "Map[string]" }) })
     expect(sentence(map, { m: "z" })).toBe("`m` must be Map[string], got \"z\"")
   })
 
@@ -102,7 +102,7 @@ describe("paramsProblem", () => {
   })
 
   it("keeps a refinement's own message with the field's hint", () => {
-    const s = Schema.Struct({ timeout: Schema.Number.pipe(Schema.between(1, 3600, { message: () => "is out of range" })) })
+    const s = Schema.Struct({ timeout: Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 3600 }, { message: "is out of range" })) })
     expect(sentence(s, { timeout: 9000 }, { timeout: "seconds, 1 to 3600" })).toBe("`timeout` is out of range: seconds, 1 to 3600")
   })
 })

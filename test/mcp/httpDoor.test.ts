@@ -4,10 +4,10 @@
  * unsupported protocol version header is refused, and a body over the limit is refused
  * whether or not it says its length.
  */
-import { HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Stream } from "effect"
+import { HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import type { McpSessions } from "../../src/mcp/EvalMcpServer.ts"
 import { makeHttpDoor } from "../../src/mcp/HttpDoor.ts"
 import { resultReply } from "../../src/mcp/JsonRpc.ts"
@@ -17,7 +17,6 @@ const TOKEN = "t0ken"
 
 const scriptedDoor = (ended: Array<number>) => {
   const door: McpDoor = {
-    protocol: undefined as never,
     connect: () => Effect.void,
     receive: (_clientId, frame, reply) => (frame._tag === "Request" ? reply.end(resultReply(frame.id, { ok: true })) : reply.end()),
     disconnect: () => Effect.void,
@@ -30,7 +29,7 @@ const scriptedDoor = (ended: Array<number>) => {
 const rpc = (body: unknown, session?: string, headers: Record<string, string> = {}) =>
   HttpClientRequest.post("/mcp").pipe(
     HttpClientRequest.setHeaders({ authorization: `Bearer ${TOKEN}`, ...(session === undefined ? {} : { "mcp-session-id": session }), ...headers }),
-    HttpClientRequest.bodyUnsafeJson(body)
+    HttpClientRequest.bodyJsonUnsafe(body)
   )
 
 const serveScripted = (maxMessageBytes?: number) =>
@@ -50,7 +49,7 @@ const serveScripted = (maxMessageBytes?: number) =>
   })
 
 describe("HttpDoor", () => {
-  it.scopedLive("ends a session idle past the TTL, shutting it down, and answers 404 for it afterwards", () =>
+  it.live("ends a session idle past the TTL, shutting it down, and answers 404 for it afterwards", () =>
     Effect.gen(function*() {
       const ended: Array<number> = []
       const { door, sessions } = scriptedDoor(ended)
@@ -68,7 +67,7 @@ describe("HttpDoor", () => {
 })
 
 describe("HttpDoor request checks", () => {
-  it.scopedLive("refuses an unsupported MCP-Protocol-Version with 400 and accepts a supported one", () =>
+  it.live("refuses an unsupported MCP-Protocol-Version with 400 and accepts a supported one", () =>
     Effect.gen(function*() {
       const { client, session } = yield* serveScripted()
       const ping = { jsonrpc: "2.0", id: 2, method: "ping" }
@@ -79,7 +78,7 @@ describe("HttpDoor request checks", () => {
       expect((yield* client.execute(rpc(ping, session, { "mcp-protocol-version": "2024-11-05" }))).status).toBe(200)
     }).pipe(Effect.provide(NodeHttpServer.layerTest)), 30_000)
 
-  it.scopedLive("refuses a body over the limit sent without a length (413, or the connection cut while the client still sends), and keeps serving", () =>
+  it.live("refuses a body over the limit sent without a length (413, or the connection cut while the client still sends), and keeps serving", () =>
     Effect.gen(function*() {
       const { client, session } = yield* serveScripted(4096)
       const chunks = Stream.make(`{"jsonrpc":"2.0","id":2,"method":"ping","pad":"`, "x".repeat(8192), `"}`).pipe(Stream.encodeText)
@@ -87,9 +86,9 @@ describe("HttpDoor request checks", () => {
         HttpClientRequest.setHeaders({ authorization: `Bearer ${TOKEN}`, "mcp-session-id": session }),
         HttpClientRequest.bodyStream(chunks, { contentType: "application/json" })
       )
-      const answered = yield* Effect.either(client.execute(big))
-      if (answered._tag === "Right") expect(answered.right.status).toBe(413)
-      else expect(answered.left.message).toMatch(/Transport error/)
+      const answered = yield* Effect.result(client.execute(big))
+      if (answered._tag === "Success") expect(answered.success.status).toBe(413)
+      else expect(answered.failure.message).toMatch(/Transport error/)
       expect((yield* client.execute(rpc({ jsonrpc: "2.0", id: 3, method: "ping" }, session))).status).toBe(200)
     }).pipe(Effect.provide(NodeHttpServer.layerTest)), 30_000)
 })

@@ -3,12 +3,13 @@
  * structured copy that does not repeat the image data.
  */
 import { Schema } from "effect"
-import { CallToolResult } from "@effect/ai/McpSchema"
+import { McpSchema } from "effect/ai"
 import { describe, expect, it } from "vitest"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import type { EvalResult } from "../../src/services/EvalTool.ts"
 import { InvalidEvalParams } from "../../src/services/EvalTool.ts"
-import { cellToolResult, failureToolResult, NO_OUTPUT_TEXT, structuredResult } from "../../src/cli/mcpResult.ts"
+import { cellToolResult, failureToolResult, NO_OUTPUT_TEXT } from "../../src/cli/mcpResult.ts"
+import { EvalOutputSchema, structuredResult } from "../../src/services/EvalSchema.ts"
 import { evalResult } from "../support/evalResult.ts"
 
 const PNG_1X1 =
@@ -16,7 +17,7 @@ const PNG_1X1 =
 
 const result = (over: Partial<EvalResult>): EvalResult => evalResult({ executionCount: 3, durationMs: 5, ...over })
 
-const encode = Schema.encodeSync(CallToolResult)
+const encode = Schema.encodeSync(McpSchema.CallToolResult)
 
 describe("MCP tool results", () => {
   it("an ok cell is its rendered text, not an error", () => {
@@ -62,5 +63,55 @@ describe("MCP tool results", () => {
       content: [{ type: "text", text: "invalid eval params: code is missing" }]
     })
     expect(encoded.structuredContent).toBeUndefined()
+  })
+})
+
+describe("the structured result and its schema", () => {
+  const decode = Schema.decodeUnknownSync(EvalOutputSchema)
+  const results: ReadonlyArray<EvalResult> = [
+    result({ text: "42" }),
+    result({
+      status: "error",
+      title: "boom",
+      outputs: [KernelOutput.Stdout({ text: "a\n" }), KernelOutput.Error({ ename: "ValueError", evalue: "x", traceback: ["tb"] })],
+      error: { ename: "ValueError", evalue: "x", traceback: ["tb"] },
+      notice: "the kernel died",
+      retried: true,
+      kernelExit: { code: null, signal: "SIGKILL" },
+      truncation: {
+        totalBytes: 10,
+        totalLines: 2,
+        shownBytes: 5,
+        shownLines: 1,
+        omittedBytes: 5,
+        omittedLines: 1,
+        artifactId: "a1",
+        artifactUri: "artifact://a1",
+        artifactError: "disk full"
+      },
+      artifactIds: ["a1"]
+    }),
+    result({ outputs: [KernelOutput.Display({ bundle: { "image/png": PNG_1X1 } })], images: [{ mimeType: "image/png", data: PNG_1X1 }] })
+  ]
+
+  it("every structured result decodes with EvalOutputSchema, unchanged", () => {
+    for (const each of results) {
+      const structured = structuredResult(each)
+      expect(decode(structured)).toEqual(structured)
+      expect(decode(structuredResult(each, { withImageData: true }))).toEqual(structuredResult(each, { withImageData: true }))
+    }
+  })
+
+  it("a result missing a required field or with a wrong status does not", () => {
+    const { durationMs: _, ...withoutDuration } = structuredResult(results[0]!)
+    expect(() => decode(withoutDuration)).toThrow(/durationMs/)
+    expect(() => decode({ ...structuredResult(results[0]!), status: "maybe" })).toThrow(/status/)
+  })
+
+  it("carries the image data only when asked", () => {
+    expect(structuredResult(results[2]!).images).toEqual([{ mimeType: "image/png", description: "[image/png 1x1, 69 B]" }])
+    expect(structuredResult(results[2]!, { withImageData: true }).images).toEqual([
+      { mimeType: "image/png", description: "[image/png 1x1, 69 B]", data: PNG_1X1 }
+    ])
   })
 })

@@ -43,7 +43,7 @@ const effectPackages = [...new Set(publicTypeImports)].filter((name) => name ===
 describe("package.json", () => {
   it("the public types import effect and Effect packages (the walk sees them)", () => {
     expect(effectPackages).toContain("effect")
-    expect(effectPackages).toContain("@effect/platform")
+    expect(effectPackages).toContain("@effect/opentelemetry")
   })
 
   it.each(effectPackages)("%s, whose types the public API carries, is a peer dependency with a devDependency of the same range", (name) => {

@@ -1,8 +1,9 @@
 /**
  * What starting the package loads, counted by a resolve hook in a child Node
  * (`test/fixtures/module-census.mjs`) over the built package: the main entry and
- * `veyyon mcp` load no cluster, SQL or Postgres code (that is `veyyon-eval/cluster`'s),
- * stdio MCP loads no HTTP server, and `veyyon --version` loads nothing of the CLI.
+ * `veyyon mcp` load no cluster or Postgres code (modules of `effect/cluster` or
+ * `@effect/sql-pg`: that is `veyyon-eval/cluster`'s), stdio MCP loads no HTTP server,
+ * and `veyyon --version` loads nothing of the CLI.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -35,19 +36,25 @@ const packagesLoaded = (args: ReadonlyArray<string>, input = ""): ReadonlySet<st
     timeout: LIVENESS_MS
   })
   const urls = fs.readFileSync(file, "utf8").split("\n").filter((url) => url.startsWith("file:"))
-  return new Set(urls.map((url) => {
-    const match = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)
-    return match === null ? (url.startsWith(`file://${root}/`) ? "veyyon-eval" : url) : match[1]!
+  return new Set(urls.flatMap((url) => {
+    const match = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\/(?:dist\/([a-z-]+)\/)?/.exec(url)
+    if (match === null) return [url.startsWith(`file://${root}/`) ? "veyyon-eval" : url]
+    return match[1] === "effect" && match[2] !== undefined ? ["effect", `effect/${match[2]}`] : [match[1]!]
   }))
 }
 
-const clusterPackages = ["@effect/cluster", "@effect/sql", "@effect/sql-pg", "pg"]
+/**
+ * The packages, and the modules of `effect` (`effect/<folder>`), that hold cluster and
+ * Postgres code. (`effect/sql`'s client tag and errors are not among them: `effect` itself
+ * loads them, through its request resolvers' persistence, whatever imports it.)
+ */
+const clusterPackages = ["effect/cluster", "@effect/sql-pg"]
 
 /** The names among `loaded` that are in `names`. */
 const among = (loaded: ReadonlySet<string>, names: ReadonlyArray<string>) => names.filter((name) => loaded.has(name))
 
 describe("start-up", { timeout: LIVENESS_MS * 2 }, () => {
-  it("import('veyyon-eval') loads no cluster, SQL or Postgres module", () => {
+  it("import('veyyon-eval') loads no cluster or Postgres module", () => {
     const loaded = packagesLoaded(["--input-type=module", "-e", "await import('veyyon-eval')"])
     expect(loaded.has("effect")).toBe(true)
     expect(among(loaded, clusterPackages)).toEqual([])
@@ -66,7 +73,7 @@ describe("start-up", { timeout: LIVENESS_MS * 2 }, () => {
 
   it("veyyon mcp on stdio loads neither the cluster nor an HTTP server", () => {
     const loaded = packagesLoaded([path.join(root, "bin", "veyyon.mjs"), "mcp"])
-    expect(loaded.has("@effect/cli")).toBe(true)
+    expect(loaded.has("effect/cli")).toBe(true)
     expect(among(loaded, [...clusterPackages, "undici", "ws"])).toEqual([])
   })
 

@@ -89,7 +89,7 @@ const appProcesses = (): Array<number> =>
 /** A strictly typed app's TypeScript settings, as `tsc --init` users with Node ESM have them. */
 const TSCONFIG = {
   compilerOptions: { module: "nodenext", target: "es2022", strict: true, types: ["node"], outDir: "out" },
-  files: ["embed.ts", "require.cts", "types.ts"]
+  files: ["embed.ts", "toolkit.ts", "require.cts", "types.ts"]
 }
 
 /** The same cells as the example, from a CommonJS module: `require` of the package (Node's require of ES modules). */
@@ -125,7 +125,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("the package inst
     fs.mkdirSync(app)
     const packed = JSON.parse((await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", scratch], root)).stdout) as Array<{ filename: string }>
     fs.writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "veyyon-tarball-app", private: true, type: "module" }, null, 2))
-    await npm(["install", path.join(scratch, packed[0]!.filename), "effect", "@types/node@22"], app)
+    await npm(["install", path.join(scratch, packed[0]!.filename), "effect@^4", "@types/node@22"], app)
   }, LIVENESS_MS * 2)
 
   afterAll(async () => {
@@ -156,9 +156,23 @@ describe.skipIf(!integrationEnabled() || python === undefined)("the package inst
       walk(path.join(app, "node_modules"))
       return found
     }
-    for (const name of ["effect", "@effect/platform", "@effect/cluster", "@effect/sql"]) {
+    for (const name of ["effect", "@effect/platform-node", "@effect/platform-node-shared", "@effect/sql-pg"]) {
       expect({ name, copies: copies(name) }).toEqual({ name, copies: [path.join("node_modules", name)] })
     }
+  })
+
+  it("npm ls effect shows the app's effect 4 and every package using it deduped onto that copy", async () => {
+    const versions: Array<string> = []
+    const walk = (dependencies: Record<string, { version?: string; dependencies?: Record<string, unknown> }> | undefined) => {
+      for (const [name, entry] of Object.entries(dependencies ?? {})) {
+        if (name === "effect" && entry.version !== undefined) versions.push(entry.version)
+        walk(entry.dependencies as typeof dependencies)
+      }
+    }
+    walk(JSON.parse((await npm(["ls", "effect", "--all", "--json"], app)).stdout).dependencies)
+    expect(versions.length).toBeGreaterThan(1)
+    expect(new Set(versions).size).toBe(1)
+    expect(versions[0]).toMatch(/^4\./)
   })
 
   it("veyyon --version says the package's version", async () => {
@@ -188,8 +202,9 @@ describe.skipIf(!integrationEnabled() || python === undefined)("the package inst
     expect({ code: other.code, stdout: other.stdout.trim() }).toEqual({ code: 0, stdout: "None" })
   })
 
-  it("the README's example, a CommonJS require and the types type-check under strict nodenext TypeScript, and run", async () => {
+  it("the README's examples, a CommonJS require and the types type-check under strict nodenext TypeScript, and run", async () => {
     fs.copyFileSync(path.join(root, "examples", "embed.ts"), path.join(app, "embed.ts"))
+    fs.copyFileSync(path.join(root, "examples", "toolkit.ts"), path.join(app, "toolkit.ts"))
     fs.writeFileSync(path.join(app, "require.cts"), REQUIRE_APP)
     fs.writeFileSync(path.join(app, "types.ts"), TYPES_PROBE)
     fs.writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify(TSCONFIG, null, 2))

@@ -131,14 +131,14 @@ describe.skipIf(!integrationEnabled() || python === undefined)("prelude bridge h
     let interrupted = 0
     const bridge = bridgeLayer(() =>
       Effect.sync(() => started++).pipe(
-        Effect.zipRight(Effect.never),
+        Effect.andThen(Effect.never),
         Effect.onInterrupt(() => Effect.sync(() => interrupted++))
       )
     )
     return Effect.gen(function*() {
       const kernel = yield* startKernel(yield* tempDir("prelude-bridge-"))
       const cancel = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         Kernel.executeCollect(kernel, {
           code: "parallel(agent.defer('x'), agent.defer('y'))",
           cancel: Deferred.await(cancel)

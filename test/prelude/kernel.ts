@@ -42,7 +42,7 @@ export const tempDir = (prefix: string) =>
 
 /** A kernel with the prelude loaded and VEYYON_ARTIFACTS_DIR set; shut down with its scope. */
 export const startKernel = (artifactsDir: string) =>
-  Effect.flatMap(AgentBridge, (bridge) =>
+  AgentBridge.use((bridge) =>
     Kernel.make({
       command: python!,
       args: ["-u", runnerPath],

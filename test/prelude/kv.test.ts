@@ -106,7 +106,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("prelude kv store
     Effect.gen(function*() {
       const artifacts = yield* tempDir("prelude-kv-")
       const [a, b] = yield* Effect.all([writer("a", artifacts), writer("b", artifacts)], { concurrency: 2 }).pipe(
-        Effect.timeoutFail({ duration: Duration.seconds(25), onTimeout: () => new Error("the writers did not finish") })
+        Effect.timeoutOrElse({ duration: Duration.seconds(25), orElse: () => Effect.fail(new Error("the writers did not finish")) })
       )
       expect(a).toEqual({ code: 0, stderr: "" })
       expect(b).toEqual({ code: 0, stderr: "" })

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import * as fc from "effect/FastCheck"
+import { Arbitrary } from "effect"
 import { htmlToMarkdown } from "../../src/render/Html.ts"
+import { asciiText, binaryText, constantFrom, oneOf, sized, weighted } from "../kernel/arbitraries.ts"
 
 describe("character references", () => {
   it("decodes named, decimal and hex references, including names outside the common few", () => {
@@ -117,50 +118,51 @@ and a <a href="https://example.com/a b(c)">link</a>.<br>Next line</p><p>See <a h
     expect(htmlToMarkdown("<b>".repeat(50_000) + "x")).toContain("x")
   })
 
-  it.prop("never throws on arbitrary text", [fc.string({ unit: "binary", maxLength: 400 })], ([text]) => {
+  it.prop("never throws on arbitrary text", [binaryText(400)], ([text]) => {
     expect(typeof htmlToMarkdown(text)).toBe("string")
-  })
+  }, sized(400))
 
-  const brokenFragment = fc.oneof(
-    fc.constantFrom(
+  const brokenFragment = oneOf(
+    constantFrom(
       "<p>", "</p>", "<div>", "</div>", "<table>", "<tr>", "<td>", "</td>", "<th>", "</table>", "<ul>", "<li>", "</ul>",
       "<ol>", "<pre>", "</pre>", "<b>", "</b>", "<a href='x'>", "</a>", "<br>", "<br/>", "<h2>", "</h2>", "<code>",
       "<!--", "-->", "<", ">", "\"", "'", "/", "=", " ", "\n", "<img src=x alt=", "<style>", "</style>", "<svg>", "<span", "</",
       "<![CDATA[", "]]>", "<!doctype html>", "&amp", "&#x", ";"
     ),
-    fc.string({ unit: "grapheme-ascii", maxLength: 8 })
+    asciiText(8)
   )
 
-  it.prop("never throws on broken tag soup", [fc.array(brokenFragment, { maxLength: 60 })], ([parts]) => {
+  it.prop("never throws on broken tag soup", [Arbitrary.array(brokenFragment, { maxLength: 60 })], ([parts]) => {
     expect(typeof htmlToMarkdown(parts.join(""))).toBe("string")
-  })
+  }, sized(60))
 
   /** Complete tags and text without `<` or `&`: every script element in it is read as one. */
-  const completeFragment = fc.oneof(
-    fc.constantFrom(
+  const completeFragment = oneOf(
+    constantFrom(
       "<p>", "</p>", "<div class=\"a\">", "</div>", "<table>", "<tr>", "<td>", "</td>", "<th>", "</table>", "<ul>", "<li>",
       "</ul>", "<ol start=2>", "<pre>", "</pre>", "<b>", "</b>", "<i>", "<a href='x'>", "</a>", "<br>", "<br/>", "<hr>",
       "<h2>", "</h2>", "<code>", "</code>", "<!-- note -->", "<img src=x alt=y>", "<style>b{}</style>", "<blockquote>",
       "<span title='>'>", "</span>", "</nonsense>"
     ),
-    fc.string({ unit: "grapheme-ascii", maxLength: 8 }).map((text) => text.replace(/[<&]/g, ""))
+    Arbitrary.map(asciiText(8), (text) => text.replace(/[<&]/g, ""))
   )
-  const scriptElement = fc
-    .tuple(
-      fc.constantFrom("<script>", "<SCRIPT type=\"text/javascript\">", "<script src='a.js'>", "<script/>", "<Script\n>"),
-      fc.array(fc.oneof(brokenFragment, fc.constantFrom("</scrip", "<script>", "</scripts>", "-->", "\"")), { maxLength: 6 }),
-      fc.constantFrom("</script>", "</SCRIPT >", "</script\n>", "</script/>", "")
-    )
-    .map(([open, body, close]) => ({ open, body: body.join(""), close }))
-    .filter(({ body }) => !/<\/script[\s/>]/i.test(body + " "))
-    .map(({ body, close, open }) => `${open}SECRET${body}SECRET${close}`)
-  const soup = fc
-    .array(fc.oneof({ weight: 4, arbitrary: completeFragment }, { weight: 1, arbitrary: scriptElement }), { maxLength: 40 })
-    .map((parts) => parts.join(""))
+  const scriptElement = Arbitrary.all([
+    constantFrom("<script>", "<SCRIPT type=\"text/javascript\">", "<script src='a.js'>", "<script/>", "<Script\n>"),
+    Arbitrary.array(oneOf(brokenFragment, constantFrom("</scrip", "<script>", "</scripts>", "-->", "\"")), { maxLength: 6 }),
+    constantFrom("</script>", "</SCRIPT >", "</script\n>", "</script/>", "")
+  ]).pipe(
+    Arbitrary.map(([open, body, close]) => ({ open, body: body.join(""), close })),
+    Arbitrary.filter(({ body }) => !/<\/script[\s/>]/i.test(body + " ")),
+    Arbitrary.map(({ body, close, open }) => `${open}SECRET${body}SECRET${close}`)
+  )
+  const soup = Arbitrary.map(
+    Arbitrary.array(weighted({ weight: 4, arbitrary: completeFragment }, { weight: 1, arbitrary: scriptElement }), { maxLength: 40 }),
+    (parts) => parts.join("")
+  )
 
   it.prop("never lets script content or an unescaped <script through", [soup], ([html]) => {
     const markdown = htmlToMarkdown(html)
     expect(markdown).not.toContain("SECRET")
     expect(markdown).not.toMatch(/(^|[^\\])<script/i)
-  })
+  }, sized(40))
 })

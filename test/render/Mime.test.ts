@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc, Option } from "effect"
+import { Arbitrary, Option, Schema } from "effect"
 import { Buffer } from "node:buffer"
 import { STATUS_MIME } from "../../src/kernel/Frame.ts"
 import { base64ByteLength, cleanBase64, formatBytes, imageFacts } from "../../src/render/ImageInfo.ts"
@@ -14,6 +14,7 @@ import {
 } from "../../src/render/Mime.ts"
 import { renderStatus } from "../../src/render/Status.ts"
 import { jpegBase64, pngBase64 } from "./images.ts"
+import { anything, asciiText, bytes, constantFrom, dictionary, sized } from "../kernel/arbitraries.ts"
 
 describe("imageFacts", () => {
   it("reads PNG dimensions from IHDR", () => {
@@ -42,23 +43,23 @@ describe("imageFacts", () => {
     expect(imageFacts("image/png", wrapped)).toEqual({ byteLength: 64, width: 2, height: 3 })
   })
 
-  it.prop("never throws on any bytes and counts them exactly", [fc.uint8Array({ maxLength: 300 }), fc.constantFrom("image/png", "image/jpeg")], ([bytes, mime]) => {
+  it.prop("never throws on any bytes and counts them exactly", [bytes(300), constantFrom("image/png", "image/jpeg")], ([bytes, mime]) => {
     const base64 = Buffer.from(bytes).toString("base64")
     expect(base64ByteLength(base64)).toBe(bytes.length)
     expect(imageFacts(mime, base64).byteLength).toBe(bytes.length)
-  })
+  }, sized(300))
 
   it.prop("strips exactly what /\\s/ calls whitespace, ASCII or not", [
-    fc.array(fc.constantFrom("QUJD", "+/=", "\n", "\r\n", " ", "\t", "\f", "\v", "\u00a0", "\u2028", "\u3000", "\ufeff", "é"), { maxLength: 40 })
+    Arbitrary.array(constantFrom("QUJD", "+/=", "\n", "\r\n", " ", "\t", "\f", "\v", "\u00a0", "\u2028", "\u3000", "\ufeff", "é"), { maxLength: 40 })
   ], ([parts]) => {
     const text = parts.join("")
     expect(cleanBase64(text)).toBe(text.replace(/\s+/g, ""))
-  })
+  }, sized(40))
 
-  it.prop("never throws on JPEG-looking garbage", [fc.uint8Array({ maxLength: 200 })], ([bytes]) => {
+  it.prop("never throws on JPEG-looking garbage", [bytes(200)], ([bytes]) => {
     const data = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff]), Buffer.from(bytes)]).toString("base64")
     expect(imageFacts("image/jpeg", data).byteLength).toBe(bytes.length + 3)
-  })
+  }, sized(200))
 })
 
 describe("formatBytes", () => {
@@ -104,7 +105,7 @@ describe("renderStatus", () => {
     expect(line("x", { v: "a".repeat(500) })!.length).toBeLessThan(130)
   })
 
-  it.prop("never throws on any fields", [fc.string(), fc.dictionary(fc.string(), fc.anything())], ([op, fields]) => {
+  it.prop("never throws on any fields", [asciiText(), dictionary(Arbitrary.schema(Schema.String), anything)], ([op, fields]) => {
     const rendered = renderStatus({ op, fields })
     if (Option.isSome(rendered)) expect(typeof rendered.value).toBe("string")
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import { Arbitrary } from "effect"
 import { STATUS_MIME } from "../../src/kernel/Frame.ts"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { displayColumns } from "../../src/render/Columns.ts"
@@ -26,6 +26,7 @@ import { collapseCarriageReturns, splitLines } from "../../src/render/TextLines.
 import { cellHeading, renderOutputsAsText, renderToolCell } from "../../src/render/ToolRenderer.ts"
 import { done, stdoutLines, TIMEOUT_NOTICE, zeroDivision } from "./fixtures.ts"
 import { pngBase64 } from "./images.ts"
+import { asciiText, constantFrom, integer, nat, oneOf, sized } from "../kernel/arbitraries.ts"
 
 const plain = { color: false } as const
 
@@ -112,11 +113,10 @@ const chunked = (text: string, cuts: ReadonlyArray<number>): Array<string> => {
   return chunks
 }
 
-const streamText = fc
-  .array(fc.oneof(fc.constantFrom("\n", "\r", "\r\n", "ab", "日本", "\t", " 10%", "\u001b[31m"), fc.string({ maxLength: 5 })), {
-    maxLength: 60
-  })
-  .map((parts) => parts.join(""))
+const streamText = Arbitrary.map(
+  Arbitrary.array(oneOf(constantFrom("\n", "\r", "\r\n", "ab", "日本", "\t", " 10%", "\u001b[31m"), asciiText(5)), { maxLength: 60 }),
+  (parts) => parts.join("")
+)
 
 describe("StreamingView while streaming", () => {
   it("joins lines split across chunks", () => {
@@ -178,18 +178,19 @@ describe("StreamingView while streaming", () => {
 
   it.prop(
     "holds the same lines however the text is chunked",
-    [streamText, fc.array(fc.nat(), { maxLength: 12 }), fc.integer({ min: 1, max: 12 })],
+    [streamText, Arbitrary.array(nat, { maxLength: 12 }), integer(1, 12)],
     ([text, cuts, cap]) => {
       const whole = pushChunk(makeStreamingView(cap), text)
       const pieces = pushAll(makeStreamingView(cap), chunked(text, cuts))
       expect(heldLines(pieces)).toEqual(heldLines(whole))
       expect(pieces.dropped).toBe(whole.dropped)
-    }
+    },
+    sized(60)
   )
 
   it.prop(
     "holds the last lines of the output, at most the cap, and counts the rest as dropped",
-    [streamText, fc.array(fc.nat(), { maxLength: 12 }), fc.integer({ min: 1, max: 12 })],
+    [streamText, Arbitrary.array(nat, { maxLength: 12 }), integer(1, 12)],
     ([text, cuts, cap]) => {
       const view = pushAll(makeStreamingView(cap), chunked(text, cuts))
       const all = splitLines(text).map(collapseCarriageReturns)
@@ -197,7 +198,8 @@ describe("StreamingView while streaming", () => {
       expect(held.length).toBeLessThanOrEqual(cap)
       expect(held).toEqual(all.slice(all.length - held.length))
       expect(view.dropped + held.length).toBe(all.length)
-    }
+    },
+    sized(60)
   )
 })
 

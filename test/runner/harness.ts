@@ -12,7 +12,7 @@ import * as NodeFs from "node:fs"
 import path from "node:path"
 import type { Readable, Writable } from "node:stream"
 import { fileURLToPath } from "node:url"
-import { Either, ParseResult, Schema } from "effect"
+import { Result, Schema } from "effect"
 import { RunnerFrame } from "../../src/kernel/Frame.ts"
 import { findPython } from "../support/python.ts"
 
@@ -86,9 +86,9 @@ export const rubyRunner = (ruby: string | undefined = findRuby()): RunnerSpec | 
     preludePath: path.join(RUNNER_DIR, "ruby", "prelude.rb")
   }
 
-const parseJsonLine = Schema.decodeUnknownEither(Schema.parseJson())
+const parseJsonLine = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 /** Runner frames as they travel: the schema's encoded side, so a frame decodes to the plain object sent, defaults not filled in. */
-const decodeWireFrame = Schema.decodeUnknownEither(Schema.encodedSchema(RunnerFrame), { onExcessProperty: "error" })
+const decodeWireFrame = Schema.decodeUnknownResult(Schema.toEncoded(RunnerFrame), { onExcessProperty: "error" })
 
 /** One line from a runner: a frame the protocol schema decodes, JSON it rejects (with why), or not JSON at all. */
 export type DecodedLine =
@@ -99,11 +99,11 @@ export type DecodedLine =
 /** Decodes one line with the protocol schema of src/kernel/Frame.ts, extra fields refused. */
 export const decodeFrameLine = (line: string): DecodedLine => {
   const json = parseJsonLine(line)
-  if (Either.isLeft(json)) return { _tag: "NotJson" }
-  const frame = decodeWireFrame(json.right)
-  return Either.isRight(frame)
-    ? { _tag: "Frame", frame: frame.right as Frame }
-    : { _tag: "NotAFrame", value: json.right, problem: ParseResult.TreeFormatter.formatErrorSync(frame.left) }
+  if (Result.isFailure(json)) return { _tag: "NotJson" }
+  const frame = decodeWireFrame(json.success)
+  return Result.isSuccess(frame)
+    ? { _tag: "Frame", frame: frame.success as Frame }
+    : { _tag: "NotAFrame", value: json.success, problem: frame.failure.message }
 }
 
 /** Why line is not a runner frame by the protocol schema, or undefined when it is one. */

@@ -1,6 +1,6 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Fiber, Layer } from "effect"
+import { Arbitrary, Effect, Fiber, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -32,10 +32,13 @@ const tempDir = (): string => {
   return dir
 }
 
+/** Whole numbers from 0 to `max`. */
+const upTo = (max: number) => Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: max }))
+
 const storeAt = (dir: string) => makeArtifactStore(dir).pipe(Effect.provide(NodeFileSystem.layer))
 
 describe("ArtifactStore", () => {
-  it.scoped("lists the artifacts of its directory with their sizes, skipping other names and directories", () =>
+  it.effect("lists the artifacts of its directory with their sizes, skipping other names and directories", () =>
     Effect.gen(function*() {
       const dir = tempDir()
       const store = yield* storeAt(dir)
@@ -50,7 +53,7 @@ describe("ArtifactStore", () => {
       expect(yield* other.list).toEqual([])
     }))
 
-  it.scoped("writes text and bytes in order and reads them back by id", () =>
+  it.effect("writes text and bytes in order and reads them back by id", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out", "txt")
@@ -69,7 +72,7 @@ describe("ArtifactStore", () => {
       expect(yield* store.resolve(writer.uri)).toBe(writer.path)
     }))
 
-  it.scoped("gives unique, url-safe ids, with or without an extension", () =>
+  it.effect("gives unique, url-safe ids, with or without an extension", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writers = yield* Effect.all(Array.from({ length: 200 }, () => store.create("out")))
@@ -82,7 +85,7 @@ describe("ArtifactStore", () => {
       }
     }))
 
-  it.scoped("buffers small appends and has everything on disk after close", () =>
+  it.effect("buffers small appends and has everything on disk after close", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out", "txt")
@@ -95,7 +98,7 @@ describe("ArtifactStore", () => {
       yield* writer.close
     }))
 
-  it.scoped("keeps the order and bytes of mixed appends: small, multi-byte, raw bytes and larger than the buffer", () =>
+  it.effect("keeps the order and bytes of mixed appends: small, multi-byte, raw bytes and larger than the buffer", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out", "txt")
@@ -113,7 +116,7 @@ describe("ArtifactStore", () => {
       expect(yield* writer.size).toBe(Buffer.byteLength(expected, "utf8"))
     }))
 
-  it.scoped("writes bytes appended while nothing is buffered before append returns, so the caller may reuse them", () =>
+  it.effect("writes bytes appended while nothing is buffered before append returns, so the caller may reuse them", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("img", "png")
@@ -131,7 +134,7 @@ describe("ArtifactStore", () => {
       expect(yield* writer.size).toBe(WRITE_BUFFER_BYTES + 20)
     }))
 
-  it.scoped("counts exactly the bytes it writes, even for a surrogate pair split across appends", () =>
+  it.effect("counts exactly the bytes it writes, even for a surrogate pair split across appends", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out")
@@ -143,7 +146,7 @@ describe("ArtifactStore", () => {
       expect(fs.statSync(writer.path).size).toBe(9)
     }))
 
-  it.scoped("appendNow takes chunks at once, starts a write behind when the buffer fills, and declines while that write still runs", () =>
+  it.effect("appendNow takes chunks at once, starts a write behind when the buffer fills, and declines while that write still runs", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out", "txt")
@@ -162,19 +165,19 @@ describe("ArtifactStore", () => {
       expect(yield* writer.size).toBe(2 * WRITE_BUFFER_BYTES + 3)
     }))
 
-  it.scoped("appendNow beside appends that write behind keeps every byte, in the order it was taken", () =>
+  it.effect("appendNow beside appends that write behind keeps every byte, in the order it was taken", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out", "txt")
       const first = "a".repeat(WRITE_BUFFER_BYTES / 2)
       expect(writer.appendNow!(first)).toBe(true)
       const bigs = ["B", "C", "D", "E"].map((letter) => letter.repeat(WRITE_BUFFER_BYTES / 2 + 100))
-      const writing = yield* Effect.fork(Effect.forEach(bigs, (big) => writer.append(big), { discard: true }))
+      const writing = yield* Effect.forkChild(Effect.forEach(bigs, (big) => writer.append(big), { discard: true }))
       const taken: Array<string> = []
-      for (let n = 0; taken.length < 50 || writing.unsafePoll() === null; n++) {
+      for (let n = 0; taken.length < 50 || writing.pollUnsafe() === undefined; n++) {
         const chunk = `<${n}>`
         if (writer.appendNow!(chunk)) taken.push(chunk)
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
       }
       yield* Fiber.join(writing)
       yield* writer.close
@@ -196,7 +199,7 @@ describe("ArtifactStore", () => {
       expect(error.message).toContain("already closed")
     }))
 
-  it.scoped("appends 20 MB in 64 KB chunks to exactly that many bytes", () =>
+  it.effect("appends 20 MB in 64 KB chunks to exactly that many bytes", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       const writer = yield* store.create("out", "bin")
@@ -206,7 +209,7 @@ describe("ArtifactStore", () => {
       expect(fs.statSync(writer.path).size).toBe(320 * 64 * 1024)
     }))
 
-  it.scoped("rejects kinds and extensions that cannot make an id", () =>
+  it.effect("rejects kinds and extensions that cannot make an id", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(tempDir())
       for (const [kind, extension] of [["../x", undefined], ["Out", undefined], ["out", ".txt"], ["out", "a/b"]]) {
@@ -234,7 +237,10 @@ describe("ArtifactStore", () => {
     }))
 
   it.prop("accepts no id holding a path separator or a dot-dot", {
-    id: fc.string({ unit: fc.constantFrom("a", "0", "-", ".", "/", "\\", "f", "out") })
+    id: Arbitrary.map(
+      Arbitrary.array(Arbitrary.schema(Schema.Literals(["a", "0", "-", ".", "/", "\\", "f", "out"]))),
+      (units) => units.join("")
+    )
   }, ({ id }) => {
     if (id.includes("/") || id.includes("\\") || id.includes("..")) expect(artifactIdProblem(id)).toBeDefined()
   })
@@ -262,7 +268,7 @@ describe("ArtifactStore", () => {
       expect(error.message).toContain("VEYYON_ARTIFACTS_DIR")
     }))
 
-  it.scoped("reports a write that fails because the directory went away", () =>
+  it.effect("reports a write that fails because the directory went away", () =>
     Effect.gen(function*() {
       const dir = tempDir()
       const store = yield* storeAt(dir)
@@ -272,7 +278,7 @@ describe("ArtifactStore", () => {
       expect(error.message).toContain("writable")
     }))
 
-  it.scoped("gives each session its own directory below the root", () =>
+  it.effect("gives each session its own directory below the root", () =>
     Effect.gen(function*() {
       const root = tempDir()
       const store = yield* storeAt(root)
@@ -313,7 +319,7 @@ describe("ArtifactStore", () => {
 const posix = process.platform !== "win32"
 
 describe.skipIf(!posix)("ArtifactStore: only files it wrote", () => {
-  it.scoped("creates private files in a private directory", () =>
+  it.effect("creates private files in a private directory", () =>
     Effect.gen(function*() {
       const store = yield* storeAt(path.join(tempDir(), "root"))
       const session = yield* store.forSession("s")
@@ -367,9 +373,15 @@ describe("artifact retention", () => {
   })
 
   it.prop("leaves files within both limits, or only the newest", {
-    files: fc.uniqueArray(fc.record({ id: fc.string({ minLength: 1, maxLength: 6 }), size: fc.nat(1000), age: fc.nat(100) }), { selector: (f) => f.id, maxLength: 30 }),
-    budget: fc.nat(5000),
-    maxAge: fc.nat(120)
+    files: Arbitrary.map(
+      Arbitrary.array(
+        Arbitrary.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(6)), size: upTo(1000), age: upTo(100) })),
+        { maxLength: 30 }
+      ),
+      (files) => files.filter((file, at) => files.findIndex((other) => other.id === file.id) === at)
+    ),
+    budget: upTo(5000),
+    maxAge: upTo(120)
   }, ({ files, budget, maxAge }) => {
     const now = 10_000
     const infos = files.map((f) => ({ id: f.id, size: f.size, mtimeMs: now - f.age }))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import { Arbitrary, Schema } from "effect"
 import {
   ALLOWED_ENV_NAMES,
   DENIED_ENV_NAMES,
@@ -18,25 +18,39 @@ import {
 const looksSecret = (name: string): boolean =>
   /(_API_KEY|_TOKEN|_SECRET|_PASSWORD)$/i.test(name) || DENIED_ENV_NAMES.has(name.toUpperCase())
 
+/** One of `values`, each as likely. */
+const oneOfValues = <A>(values: ReadonlyArray<A>): Arbitrary.Arbitrary<A> =>
+  Arbitrary.map(Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: values.length - 1 }))), (at) => values[at]!)
+
+/** A value from one of `arbitraries`, each as likely. */
+const oneOf = <A>(...arbitraries: ReadonlyArray<Arbitrary.Arbitrary<A>>): Arbitrary.Arbitrary<A> =>
+  Arbitrary.flatMap(oneOfValues(arbitraries), (chosen) => chosen)
+
+/** Strings matching `pattern`. */
+const matching = (pattern: RegExp): Arbitrary.Arbitrary<string> => Arbitrary.schema(Schema.String.check(Schema.isPattern(pattern)))
+
 const randomCase = (name: string) =>
-  fc.array(fc.boolean(), { minLength: name.length, maxLength: name.length }).map((flips) =>
-    [...name].map((ch, i) => (flips[i] ? ch.toLowerCase() : ch.toUpperCase())).join("")
+  Arbitrary.array(Arbitrary.schema(Schema.Boolean), { minLength: name.length, maxLength: name.length }).pipe(
+    Arbitrary.map((flips) => [...name].map((ch, i) => (flips[i] ? ch.toLowerCase() : ch.toUpperCase())).join(""))
   )
 
-const stems = fc.constantFrom("", "LC_", "XDG_", "VEYYON_", "PIP_", "PATH_", "HOME_", "MY_", "OPENAI_", "AWS_")
-const secretSuffixes = fc.constantFrom("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "API_KEY", "TOKEN")
-const word = fc.stringMatching(/^[A-Za-z0-9]{0,8}$/)
+const stems = oneOfValues(["", "LC_", "XDG_", "VEYYON_", "PIP_", "PATH_", "HOME_", "MY_", "OPENAI_", "AWS_"])
+const secretSuffixes = oneOfValues(["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "API_KEY", "TOKEN"])
+const word = matching(/^[A-Za-z0-9]{0,8}$/)
 
-const secretName = fc.oneof(
-  fc.tuple(stems, word, secretSuffixes).chain(([stem, middle, suffix]) => randomCase(stem + middle + suffix)),
-  fc.constantFrom(...DENIED_ENV_NAMES).chain(randomCase)
+const secretName = oneOf(
+  Arbitrary.flatMap(Arbitrary.all([stems, word, secretSuffixes]), ([stem, middle, suffix]) => randomCase(stem + middle + suffix)),
+  Arbitrary.flatMap(oneOfValues([...DENIED_ENV_NAMES]), randomCase)
 )
-const plainName = fc.oneof(
-  fc.constantFrom(...ALLOWED_ENV_NAMES),
-  fc.tuple(stems, word).map(([stem, rest]) => stem + rest),
-  fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,20}$/)
+const plainName = oneOf(
+  oneOfValues([...ALLOWED_ENV_NAMES]),
+  Arbitrary.map(Arbitrary.all([stems, word]), ([stem, rest]) => stem + rest),
+  matching(/^[A-Za-z_][A-Za-z0-9_]{0,20}$/)
 )
-const envArb = fc.dictionary(fc.oneof(secretName, plainName), fc.string({ maxLength: 20 }), { maxKeys: 30 })
+const envArb = Arbitrary.map(
+  Arbitrary.array(Arbitrary.all([oneOf(secretName, plainName), Arbitrary.schema(Schema.String.check(Schema.isMaxLength(20)))]), { maxLength: 30 }),
+  (entries): Record<string, string> => Object.fromEntries(entries)
+)
 
 describe("EnvPolicy", () => {
   it("keeps the core variables a Python program needs", () => {
@@ -164,11 +178,11 @@ describe("EnvPolicy", () => {
     for (const name of Object.keys(env)) {
       expect(looksSecret(name), name).toBe(false)
     }
-  }, { fastCheck: { numRuns: 300 } })
+  }, { arbitrary: { runs: 300 } })
 
   it.prop("every secret-looking name is denied", { name: secretName }, ({ name }) => {
     expect(isSecretEnvName(name)).toBe(true)
-  }, { fastCheck: { numRuns: 300 } })
+  }, { arbitrary: { runs: 300 } })
 
   it.prop("only host names, extras and fixed names appear, with their values", { host: envArb }, ({ host }) => {
     const env = runnerEnv(host, { platform: "linux" })
@@ -183,24 +197,24 @@ describe("EnvPolicy", () => {
 })
 
 describe("EnvPolicy: credential-shaped names and values", () => {
-  const alnum = (min: number, max: number) => fc.stringMatching(new RegExp(`^[A-Za-z0-9]{${min},${max}}$`))
-  const upper = (n: number) => fc.stringMatching(new RegExp(`^[A-Z0-9]{${n}}$`))
-  const credential = fc.oneof(
-    alnum(20, 60).map((rest) => `sk-${rest}`),
-    alnum(20, 60).map((rest) => `sk-proj-${rest}`),
-    fc.tuple(fc.constantFrom("ghp", "gho", "ghu", "ghs", "ghr"), alnum(36, 36)).map(([kind, rest]) => `${kind}_${rest}`),
-    alnum(22, 82).map((rest) => `github_pat_${rest}`),
-    fc.tuple(fc.constantFrom("b", "p", "a", "o", "r", "s"), alnum(10, 40)).map(([kind, rest]) => `xox${kind}-${rest}`),
-    fc.tuple(fc.constantFrom("AKIA", "ASIA"), upper(16)).map(([head, rest]) => head + rest),
-    fc.tuple(fc.constantFrom("RSA ", "EC ", "OPENSSH ", ""), alnum(20, 80)).map(([kind, body]) =>
+  const alnum = (min: number, max: number) => matching(new RegExp(`^[A-Za-z0-9]{${min},${max}}$`))
+  const upper = (n: number) => matching(new RegExp(`^[A-Z0-9]{${n}}$`))
+  const credential = oneOf(
+    Arbitrary.map(alnum(20, 60), (rest) => `sk-${rest}`),
+    Arbitrary.map(alnum(20, 60), (rest) => `sk-proj-${rest}`),
+    Arbitrary.map(Arbitrary.all([oneOfValues(["ghp", "gho", "ghu", "ghs", "ghr"]), alnum(36, 36)]), ([kind, rest]) => `${kind}_${rest}`),
+    Arbitrary.map(alnum(22, 82), (rest) => `github_pat_${rest}`),
+    Arbitrary.map(Arbitrary.all([oneOfValues(["b", "p", "a", "o", "r", "s"]), alnum(10, 40)]), ([kind, rest]) => `xox${kind}-${rest}`),
+    Arbitrary.map(Arbitrary.all([oneOfValues(["AKIA", "ASIA"]), upper(16)]), ([head, rest]) => head + rest),
+    Arbitrary.map(Arbitrary.all([oneOfValues(["RSA ", "EC ", "OPENSSH ", ""]), alnum(20, 80)]), ([kind, body]) =>
       `-----BEGIN ${kind}PRIVATE KEY-----\n${body}\n-----END ${kind}PRIVATE KEY-----`),
-    fc.tuple(alnum(10, 40), alnum(10, 80), alnum(10, 40)).map(([a, b, c]) => `eyJ${a}.eyJ${b}.${c}`),
-    fc.tuple(fc.constantFrom("Bearer", "bearer", "Basic", "Token"), alnum(8, 60)).map(([scheme, token]) => `${scheme} ${token}`)
+    Arbitrary.map(Arbitrary.all([alnum(10, 40), alnum(10, 80), alnum(10, 40)]), ([a, b, c]) => `eyJ${a}.eyJ${b}.${c}`),
+    Arbitrary.map(Arbitrary.all([oneOfValues(["Bearer", "bearer", "Basic", "Token"]), alnum(8, 60)]), ([scheme, token]) => `${scheme} ${token}`)
   )
-  const surroundings = fc.constantFrom(["", ""], ["Authorization: ", ""], ["key=", ";other=1"], ["'", "'"], ["x ", "\n"])
-  const allowedName = fc.oneof(
-    fc.constantFrom(...ALLOWED_ENV_NAMES),
-    fc.tuple(fc.constantFrom("LC_", "XDG_", "VEYYON_", "PIP_"), fc.stringMatching(/^[A-Z][A-Z0-9]{0,10}$/)).map(([p, w]) => p + w)
+  const surroundings = oneOfValues([["", ""], ["Authorization: ", ""], ["key=", ";other=1"], ["'", "'"], ["x ", "\n"]] as const)
+  const allowedName = oneOf(
+    oneOfValues([...ALLOWED_ENV_NAMES]),
+    Arbitrary.map(Arbitrary.all([oneOfValues(["LC_", "XDG_", "VEYYON_", "PIP_"]), matching(/^[A-Z][A-Z0-9]{0,10}$/)]), ([p, w]) => p + w)
   )
 
   it.prop("a credential-shaped value never reaches the runner, whatever name or prefix it hides under", {
@@ -214,9 +228,9 @@ describe("EnvPolicy: credential-shaped names and values", () => {
   })
 
   it.prop("names ending in _KEY, _PAT, _PASSWORD, _CREDENTIALS or _AUTH are secrets even under an allowed prefix", {
-    prefix: fc.constantFrom("", "LC_", "XDG_", "VEYYON_", "PIP_", "MY_"),
-    middle: fc.stringMatching(/^[A-Za-z0-9]{1,10}$/),
-    suffix: fc.constantFrom("_KEY", "_PAT", "_PASSWORD", "_CREDENTIALS", "_AUTH", "_KEYS", "_key", "_Auth")
+    prefix: Schema.Literals(["", "LC_", "XDG_", "VEYYON_", "PIP_", "MY_"]),
+    middle: matching(/^[A-Za-z0-9]{1,10}$/),
+    suffix: Schema.Literals(["_KEY", "_PAT", "_PASSWORD", "_CREDENTIALS", "_AUTH", "_KEYS", "_key", "_Auth"])
   }, ({ prefix, middle, suffix }) => {
     const name = prefix + middle + suffix
     expect(isSecretEnvName(name)).toBe(true)
@@ -249,10 +263,10 @@ describe("EnvPolicy: credential-shaped names and values", () => {
   })
 
   it.prop("ordinary values (paths, locales, numbers, words) pass", {
-    value: fc.oneof(
-      fc.stringMatching(/^(\/[a-z0-9._-]{1,12}){1,6}$/),
-      fc.constantFrom("C.UTF-8", "en_US.UTF-8", "xterm-256color", "Haswell", "1", "0", "true", "Agg"),
-      fc.integer().map(String)
+    value: oneOf(
+      matching(/^(\/[a-z0-9._-]{1,12}){1,6}$/),
+      oneOfValues(["C.UTF-8", "en_US.UTF-8", "xterm-256color", "Haswell", "1", "0", "true", "Agg"]),
+      Arbitrary.map(Arbitrary.schema(Schema.Int), String)
     )
   }, ({ value }) => {
     expect(isSecretEnvValue(value)).toBe(false)

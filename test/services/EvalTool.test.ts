@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Result } from "effect"
 import { checkParams, evalDescription, evalParametersSchema } from "../../src/services/EvalTool.ts"
 import { testSettings } from "../support/settings.ts"
 
@@ -7,15 +7,15 @@ describe("checkParams", () => {
   const settings = testSettings()
 
   it("accepts the seed's params and clamps the timeout", () => {
-    expect(Either.getOrThrow(checkParams({ language: "py", code: "1" }, settings))).toEqual({
+    expect(Result.getOrThrow(checkParams({ language: "py", code: "1" }, settings))).toEqual({
       language: "py",
       code: "1",
       timeoutSeconds: 30,
       reset: false
     })
-    expect(Either.getOrThrow(checkParams({ language: "py", code: "1", timeout: 0.2 }, settings)).timeoutSeconds).toBe(1)
-    expect(Either.getOrThrow(checkParams({ language: "py", code: "1", timeout: 99999 }, settings)).timeoutSeconds).toBe(3600)
-    expect(Either.getOrThrow(checkParams({ language: "py", code: "1", title: "t", reset: true }, settings))).toMatchObject({
+    expect(Result.getOrThrow(checkParams({ language: "py", code: "1", timeout: 0.2 }, settings)).timeoutSeconds).toBe(1)
+    expect(Result.getOrThrow(checkParams({ language: "py", code: "1", timeout: 99999 }, settings)).timeoutSeconds).toBe(3600)
+    expect(Result.getOrThrow(checkParams({ language: "py", code: "1", title: "t", reset: true }, settings))).toMatchObject({
       title: "t",
       reset: true
     })
@@ -23,11 +23,11 @@ describe("checkParams", () => {
 
   it("rejects a non-numeric timeout with a clear message", () => {
     const result = checkParams({ language: "py", code: "1", timeout: "10" }, settings)
-    expect(Either.isLeft(result) && result.left.message).toMatch(/timeout/)
+    expect(Result.isFailure(result) && result.failure.message).toMatch(/timeout/)
   })
 
   it("says what is wrong with the params in one sentence naming the field and the fix", () => {
-    const message = (raw: unknown) => Either.match(checkParams(raw, settings), { onLeft: (error) => error.message, onRight: () => "accepted" })
+    const message = (raw: unknown) => Result.match(checkParams(raw, settings), { onFailure: (error) => error.message, onSuccess: () => "accepted" })
     expect(message({ language: "py" })).toBe("invalid eval params: `code` is missing: pass the cell's source code as a string")
     expect(message({ language: "py", code: 1 })).toBe("invalid eval params: `code` must be string, got 1: pass the cell's source code as a string")
     expect(message({ language: "py", code: "1", lang: "py" })).toBe(
@@ -37,16 +37,16 @@ describe("checkParams", () => {
   })
 
   it("rejects missing code, unknown fields and unknown languages", () => {
-    expect(Either.isLeft(checkParams({ language: "py" }, settings))).toBe(true)
-    expect(Either.isLeft(checkParams({ language: "py", code: "1", extra: 1 }, settings))).toBe(true)
+    expect(Result.isFailure(checkParams({ language: "py" }, settings))).toBe(true)
+    expect(Result.isFailure(checkParams({ language: "py", code: "1", extra: 1 }, settings))).toBe(true)
     const unknown = checkParams({ language: "cobol", code: "1" }, settings)
-    expect(Either.isLeft(unknown) && unknown.left.message).toContain("language must be one of py, js")
+    expect(Result.isFailure(unknown) && unknown.failure.message).toContain("language must be one of py, js")
   })
 
   it("says how to enable a disabled backend", () => {
     const result = checkParams({ language: "rb", code: "1" }, settings)
-    expect(Either.isLeft(result) && result.left._tag).toBe("BackendUnavailable")
-    expect(Either.isLeft(result) && result.left.message).toContain("VEYYON_RB=1")
+    expect(Result.isFailure(result) && result.failure._tag).toBe("BackendUnavailable")
+    expect(Result.isFailure(result) && result.failure.message).toContain("VEYYON_RB=1")
   })
 })
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc, Option } from "effect"
+import { Option, Schema } from "effect"
 import { isUnsetEnvValue, parseBooleanFlag } from "../../src/services/Flags.ts"
 
 describe("parseBooleanFlag", () => {
@@ -13,9 +13,9 @@ describe("parseBooleanFlag", () => {
   })
 
   it.prop("is case- and whitespace-insensitive", {
-    word: fc.constantFrom("1", "0", "true", "false", "yes", "no", "on", "off"),
-    pad: fc.stringMatching(/^[ \t]{0,3}$/),
-    upper: fc.boolean()
+    word: Schema.Literals(["1", "0", "true", "false", "yes", "no", "on", "off"]),
+    pad: Schema.String.check(Schema.isPattern(/^[ \t]{0,3}$/)),
+    upper: Schema.Boolean
   }, ({ word, pad, upper }) => {
     expect(parseBooleanFlag(pad + (upper ? word.toUpperCase() : word) + pad)).toEqual(parseBooleanFlag(word))
   })

@@ -1,7 +1,7 @@
 import * as os from "node:os"
 import { describe, expect, it } from "@effect/vitest"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Chunk, Duration, Effect, Exit, Layer, Logger, Schedule, Scope, Stream } from "effect"
+import { Duration, Effect, Exit, Layer, Logger, Schedule, Scope, Stream } from "effect"
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
@@ -35,7 +35,7 @@ const setup = (input: SettingsInput = {}) => {
 const cwd = os.tmpdir()
 const run = (request: Partial<RegistryRequest> & { code: string }) =>
   Effect.flatMap(KernelRegistry, (registry) =>
-    registry.execute({ sessionId: "s1", cwd, ...request }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+    Stream.runCollect(registry.execute({ sessionId: "s1", cwd, ...request }))
   )
 const done = (outputs: ReadonlyArray<KernelOutput>) => {
   const last = outputs[outputs.length - 1]
@@ -155,7 +155,7 @@ describe("KernelRegistry (session mode)", () => {
     const logger = Logger.make(({ message }) => logged.push(String(message)))
     const exporter = new InMemorySpanExporter()
     const observed = Layer.merge(
-      Logger.replace(Logger.defaultLogger, logger),
+      Logger.layer([logger]),
       TracingLive({ spanProcessor: new SimpleSpanProcessor(exporter) })
     )
     return Effect.gen(function*() {
@@ -190,7 +190,7 @@ describe("KernelRegistry (session mode)", () => {
       yield* registry.reset("s1")
       yield* Effect.sleep(Duration.millis(50))
       expect(logged.filter((text) => text.includes("died"))).toEqual([])
-    }).pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    }).pipe(Effect.provide(layer), Effect.provide(Logger.layer([logger])))
   })
 
   it.live("an idle kernel is shut down after its time-to-live", () => {

@@ -2,7 +2,7 @@
  * Private directories: what is created, what is refused (and left as it was), where the
  * per-user locations are, and a second user planting directories, links and runner code.
  */
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { spawnSync } from "node:child_process"
@@ -191,9 +191,9 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
   it.effect("an artifacts root they made is refused with ArtifactDirUnavailable naming it", () =>
     Effect.gen(function*() {
       const planted = plantDir("artifacts")
-      const exit = yield* Effect.exit(makeArtifactStore(planted).pipe(Effect.provide(NodeContext.layer)))
+      const exit = yield* Effect.exit(makeArtifactStore(planted).pipe(Effect.provide(NodeServices.layer)))
       expect(Exit.isFailure(exit)).toBe(true)
-      const error = yield* Effect.flip(makeArtifactStore(planted).pipe(Effect.provide(NodeContext.layer)))
+      const error = yield* Effect.flip(makeArtifactStore(planted).pipe(Effect.provide(NodeServices.layer)))
       expect(error._tag).toBe("ArtifactDirUnavailable")
       expect(error.message).toContain(planted)
       expect(error.message).toContain(`owned by uid ${other!.uid}`)
@@ -205,7 +205,7 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
       const source = tempDir()
       fs.mkdirSync(path.join(source, "python"))
       for (const name of ["runner.py", "prelude.py", "boot.py"]) fs.writeFileSync(path.join(source, "python", name), "print('x')\n")
-      const cache = yield* makeRunnerCache({ sourceDir: source, cacheRoot }).pipe(Effect.provide(NodeContext.layer))
+      const cache = yield* makeRunnerCache({ sourceDir: source, cacheRoot }).pipe(Effect.provide(NodeServices.layer))
       const error = yield* Effect.flip(cache.ensure("python"))
       expect(error).toBeInstanceOf(RunnerCacheWriteFailed)
       expect(error.message).toContain(cacheRoot)
@@ -231,7 +231,7 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
       const top = tempDir()
       fs.chmodSync(top, 0o755)
       const root = path.join(top, "state", "sessions")
-      const store = yield* makeArtifactStore(root).pipe(Effect.provide(NodeContext.layer))
+      const store = yield* makeArtifactStore(root).pipe(Effect.provide(NodeServices.layer))
       const session = yield* store.forSession("s1")
       const writer = yield* session.create("out", "txt")
       yield* writer.append("secret output")

@@ -1,7 +1,7 @@
-import { CommandExecutor } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { ChildProcessSpawner } from "effect/process"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -39,15 +39,15 @@ const hostEnv = (extra: EnvRecord = {}): EnvRecord => {
 
 const runtime = (env: EnvRecord, home: string) =>
   Effect.gen(function*() {
-    const executor = yield* CommandExecutor.CommandExecutor
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     return yield* makePythonRuntime({
       env,
       homeDir: home,
       platform: process.platform,
       probe: nodeFileProbe(),
-      inspect: commandInspector(executor, INSPECT_TIMEOUT)
+      inspect: commandInspector(spawner, INSPECT_TIMEOUT)
     })
-  }).pipe(Effect.provide([Settings.layer(), NodeContext.layer]))
+  }).pipe(Effect.provide([Settings.layer(), NodeServices.layer]))
 
 describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => {
   it.live("picks a real `python -m venv` in <cwd>/.venv and runs it", () =>
@@ -107,5 +107,5 @@ describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => 
       const rt = yield* PythonRuntime
       const found = yield* rt.resolve(process.cwd())
       expect(found.checked).toBe(true)
-    }).pipe(Effect.provide(PythonRuntime.Live.pipe(Layer.provide([Settings.layer(), NodeContext.layer])))), 60_000)
+    }).pipe(Effect.provide(PythonRuntime.Live.pipe(Layer.provide([Settings.layer(), NodeServices.layer])))), 60_000)
 })

@@ -1,7 +1,7 @@
-import { CommandExecutor } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { type Duration, Effect } from "effect"
+import { ChildProcessSpawner } from "effect/process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -65,20 +65,20 @@ interface Setup {
   readonly env?: EnvRecord
   readonly home?: string
   readonly settings?: SettingsInput
-  readonly timeout?: Duration.DurationInput
+  readonly timeout?: Duration.Input
 }
 
 const runtime = (setup: Setup = {}) =>
   Effect.gen(function*() {
-    const executor = yield* CommandExecutor.CommandExecutor
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     return yield* makePythonRuntime({
       env: setup.env ?? {},
       homeDir: setup.home ?? tempDir(),
       platform: process.platform,
       probe: nodeFileProbe(),
-      inspect: commandInspector(executor, setup.timeout ?? "10 seconds")
+      inspect: commandInspector(spawner, setup.timeout ?? "10 seconds")
     })
-  }).pipe(Effect.provide([Settings.layer(setup.settings ?? {}), NodeContext.layer]))
+  }).pipe(Effect.provide([Settings.layer(setup.settings ?? {}), NodeServices.layer]))
 
 const unavailable = (error: unknown): PythonUnavailable => {
   expect(error).toBeInstanceOf(PythonUnavailable)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, RcMap, Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, RcMap, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import * as RcMapHolds from "../../src/services/RcMapHolds.ts"
 
 /** A map whose values count their lookups and record when their entry closes. */
@@ -20,7 +21,7 @@ const counted = (ttlMs: number) =>
   })
 
 describe("RcMapHolds", () => {
-  it.scoped("takes a key's value once and reuses it while it is used", () =>
+  it.effect("takes a key's value once and reuses it while it is used", () =>
     Effect.gen(function*() {
       const { log, holds } = yield* counted(1000)
       const seen: Array<number> = []
@@ -29,7 +30,7 @@ describe("RcMapHolds", () => {
       expect(log).toEqual({ opened: 1, closed: 0 })
     }))
 
-  it.scoped("closes the entry once the key has been idle for its time-to-live, not a second one later", () =>
+  it.effect("closes the entry once the key has been idle for its time-to-live, not a second one later", () =>
     Effect.gen(function*() {
       const { log, holds } = yield* counted(1000)
       yield* holds.use("a", () => Effect.void)
@@ -43,11 +44,11 @@ describe("RcMapHolds", () => {
       expect(log.opened).toBe(2)
     }))
 
-  it.scoped("never closes an entry while a use runs, however long", () =>
+  it.effect("never closes an entry while a use runs, however long", () =>
     Effect.gen(function*() {
       const { log, holds } = yield* counted(100)
       const release = yield* Deferred.make<void>()
-      const user = yield* Effect.fork(holds.use("a", () => Deferred.await(release)))
+      const user = yield* Effect.forkChild(holds.use("a", () => Deferred.await(release)))
       yield* TestClock.adjust(Duration.millis(1000))
       expect(log.closed).toBe(0)
       yield* Deferred.succeed(release, undefined)
@@ -58,12 +59,12 @@ describe("RcMapHolds", () => {
       expect(log.closed).toBe(1)
     }))
 
-  it.scoped("drop ends the hold; the entry closes when the uses running at that moment end", () =>
+  it.effect("drop ends the hold; the entry closes when the uses running at that moment end", () =>
     Effect.gen(function*() {
       const { log, holds } = yield* counted(1000)
       const release = yield* Deferred.make<void>()
       const started = yield* Deferred.make<void>()
-      const user = yield* Effect.fork(holds.use("a", () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))))
+      const user = yield* Effect.forkChild(holds.use("a", () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))))
       yield* Deferred.await(started)
       yield* holds.drop("a")
       expect(log.closed).toBe(0)
@@ -74,7 +75,7 @@ describe("RcMapHolds", () => {
       expect(log.opened).toBe(2)
     }))
 
-  it.scoped("a held value that is no longer usable is replaced by a fresh one", () =>
+  it.effect("a held value that is no longer usable is replaced by a fresh one", () =>
     Effect.gen(function*() {
       const { log, holds, spoil } = yield* counted(1000)
       yield* holds.use("a", () => Effect.void)
@@ -84,7 +85,7 @@ describe("RcMapHolds", () => {
       expect(log).toEqual({ opened: 2, closed: 1 })
     }))
 
-  it.scoped("with a time-to-live of zero nothing is held: each use gets and closes its own entry", () =>
+  it.effect("with a time-to-live of zero nothing is held: each use gets and closes its own entry", () =>
     Effect.gen(function*() {
       const { log, holds } = yield* counted(0)
       yield* holds.use("a", () => Effect.void)
@@ -95,14 +96,14 @@ describe("RcMapHolds", () => {
   it.effect("closing the scope ends every hold and its sweeper", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const { log, holds } = yield* Scope.extend(counted(60_000), scope)
+      const { log, holds } = yield* Scope.provide(counted(60_000), scope)
       yield* holds.use("a", () => Effect.void)
       yield* holds.use("b", () => Effect.void)
       yield* Scope.close(scope, Exit.void)
       expect(log).toEqual({ opened: 2, closed: 2 })
     }))
 
-  it.scoped("concurrent first uses of a key share one hold", () =>
+  it.effect("concurrent first uses of a key share one hold", () =>
     Effect.gen(function*() {
       const { log, holds } = yield* counted(1000)
       const values = yield* Effect.all(Array.from({ length: 4 }, () => holds.use("a", (v) => Effect.succeed(v.n))), { concurrency: 4 })

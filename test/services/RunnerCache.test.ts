@@ -1,7 +1,6 @@
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { FileSystem } from "@effect/platform"
-import { Effect, FastCheck as fc, Layer } from "effect"
+import { Effect, FileSystem, Layer, Schema } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -54,7 +53,7 @@ const sources = (runner: string | undefined, prelude: string | undefined, boot: 
 }
 
 const cacheFor = (sourceDir: string, cacheRoot: string) =>
-  makeRunnerCache({ sourceDir, cacheRoot }).pipe(Effect.provide(NodeContext.layer))
+  makeRunnerCache({ sourceDir, cacheRoot }).pipe(Effect.provide(NodeServices.layer))
 
 const PYTHON_FILES = [["boot.py", BOOT], ["pkg/module.py", MODULE], ["prelude.py", PRELUDE], ["runner.py", RUNNER]] as const
 
@@ -69,9 +68,9 @@ describe("filesHash", () => {
   })
 
   it.prop("does not confuse where one source ends and the other begins", {
-    a: fc.string(),
-    b: fc.string(),
-    cut: fc.nat()
+    a: Schema.String,
+    b: Schema.String,
+    cut: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
   }, ({ a, b, cut }) => {
     const joined = a + b
     const at = cut % (joined.length + 1)
@@ -142,7 +141,7 @@ describe("RunnerCache", () => {
             return fs.readFileString(file, encoding)
           })
         }))
-      ).pipe(Layer.provide(NodeContext.layer))
+      ).pipe(Layer.provide(NodeServices.layer))
       const cache = yield* makeRunnerCache({ sourceDir: source, cacheRoot: root }).pipe(Effect.provide(counting))
       const first = yield* cache.ensure("python")
       expect(reads).toBeGreaterThan(0)
@@ -256,7 +255,7 @@ describe("RunnerCache.Live", () => {
       expect(yield* findPackageRoot(here)).toBe(packageRoot)
       const error = yield* Effect.flip(findPackageRoot(os.tmpdir()))
       expect(error.message).toContain("veyyon-eval package.json")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("caches every registered backend's runner folder from the package, file for file", () =>
     Effect.gen(function*() {
@@ -272,7 +271,7 @@ describe("RunnerCache.Live", () => {
           expect(fs.readFileSync(cachedPath(cached, name), "utf8")).toBe(fs.readFileSync(path.join(folder, name), "utf8"))
         }
       }
-    }).pipe(Effect.provide(RunnerCache.Live), Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(RunnerCache.Live), Effect.provide(NodeServices.layer)))
 })
 
 describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import { Arbitrary, Result, Schema } from "effect"
 import {
   describeAttempt,
   envInterpreter,
@@ -31,12 +31,12 @@ const input = (overrides: Partial<ResolutionInput> = {}): ResolutionInput => ({
 })
 
 const found = (i: ResolutionInput): PythonCandidate =>
-  Either.getOrThrowWith(resolvePythonCandidate(i), (tried) => new Error(tried.map(describeAttempt).join("\n")))
+  Result.getOrThrowWith(resolvePythonCandidate(i), (tried) => new Error(tried.map(describeAttempt).join("\n")))
 
 const notFound = (i: ResolutionInput): ReadonlyArray<ResolutionAttempt> => {
   const result = resolvePythonCandidate(i)
-  if (Either.isRight(result)) throw new Error(`unexpectedly found ${result.right.executable}`)
-  return result.left
+  if (Result.isSuccess(result)) throw new Error(`unexpectedly found ${result.success.executable}`)
+  return result.failure
 }
 
 const everything = [
@@ -86,13 +86,13 @@ describe("resolvePythonCandidate order", () => {
   })
 
   it.prop("the first rule that holds an interpreter always wins", {
-    present: fc.array(fc.boolean(), { minLength: everything.length - 1, maxLength: everything.length - 1 })
+    present: Arbitrary.array(Arbitrary.schema(Schema.Boolean), { minLength: everything.length - 1, maxLength: everything.length - 1 })
   }, ({ present }) => {
     const ordered = everything.slice(1)
     const files = ordered.filter((_, i) => present[i])
     const result = resolvePythonCandidate(input({ env: fullEnv, probe: memoryProbe(files) }))
-    if (files.length === 0) expect(Either.isLeft(result)).toBe(true)
-    else expect(Either.getOrThrow(result).executable).toBe(files[0])
+    if (files.length === 0) expect(Result.isFailure(result)).toBe(true)
+    else expect(Result.getOrThrow(result).executable).toBe(files[0])
   })
 })
 

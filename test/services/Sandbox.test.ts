@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Logger } from "effect"
+import { Effect, Exit, Logger, Result } from "effect"
 import type { SpawnSpec } from "../../src/kernel/KernelProcess.ts"
 import { makeSandbox } from "../../src/services/Sandbox.ts"
 import * as NodeFs from "node:fs"
@@ -30,12 +30,12 @@ describe("sandbox settings", () => {
   it("default off, allow and no limits; env overrides the object; bad values are refused", () => {
     expect(testSettings().sandbox).toEqual({ mode: "off", network: "allow", readPaths: [], writePaths: [] })
     expect(testSettings().limits).toEqual(noLimits)
-    expect(Either.getOrThrow(resolveSandbox({ mode: "auto" }, { VEYYON_SANDBOX: " Required ", VEYYON_SANDBOX_NETWORK: "none" })))
+    expect(Result.getOrThrow(resolveSandbox({ mode: "auto" }, { VEYYON_SANDBOX: " Required ", VEYYON_SANDBOX_NETWORK: "none" })))
       .toMatchObject({ mode: "required", network: "none" })
-    expect(Either.getOrThrow(resolveLimits({ memoryMb: 100, pids: 5 }, { VEYYON_KERNEL_MEMORY_MB: "256" })))
+    expect(Result.getOrThrow(resolveLimits({ memoryMb: 100, pids: 5 }, { VEYYON_KERNEL_MEMORY_MB: "256" })))
       .toEqual({ memoryMb: 256, pids: 5, fileSizeMb: undefined })
-    expect(Either.isLeft(resolveSandbox({}, { VEYYON_SANDBOX: "yes" }))).toBe(true)
-    expect(Either.isLeft(resolveLimits({}, { VEYYON_KERNEL_MEMORY_MB: "1.5" }))).toBe(true)
+    expect(Result.isFailure(resolveSandbox({}, { VEYYON_SANDBOX: "yes" }))).toBe(true)
+    expect(Result.isFailure(resolveLimits({}, { VEYYON_KERNEL_MEMORY_MB: "1.5" }))).toBe(true)
   })
 
   it("remote doors default to auto, local ones to off", () => {
@@ -55,17 +55,17 @@ describe("sandbox settings", () => {
   })
 
   it("VEYYON_KERNEL_PIDS and VEYYON_KERNEL_MEMORY_MB set a limit over the object's, and off lifts it", () => {
-    expect(Either.getOrThrow(resolveLimits({ memoryMb: 2048, pids: 256 }, { VEYYON_KERNEL_PIDS: " 64 ", VEYYON_KERNEL_MEMORY_MB: "Off" })))
+    expect(Result.getOrThrow(resolveLimits({ memoryMb: 2048, pids: 256 }, { VEYYON_KERNEL_PIDS: " 64 ", VEYYON_KERNEL_MEMORY_MB: "Off" })))
       .toEqual({ memoryMb: undefined, pids: 64, fileSizeMb: undefined })
-    expect(Either.getOrThrow(resolveLimits({ memoryMb: 2048, pids: 256 }, { VEYYON_KERNEL_PIDS: "off", VEYYON_KERNEL_MEMORY_MB: "" })))
+    expect(Result.getOrThrow(resolveLimits({ memoryMb: 2048, pids: 256 }, { VEYYON_KERNEL_PIDS: "off", VEYYON_KERNEL_MEMORY_MB: "" })))
       .toEqual({ memoryMb: 2048, pids: undefined, fileSizeMb: undefined })
     const bad = resolveLimits({}, { VEYYON_KERNEL_PIDS: "-3" })
-    expect(Either.isLeft(bad) && bad.left).toEqual({
+    expect(Result.isFailure(bad) && bad.failure).toEqual({
       source: "VEYYON_KERNEL_PIDS",
       problem: "\"-3\" is not a positive whole number of processes or off; fix it, or unset it."
     })
-    expect(Either.isLeft(resolveLimits({}, { VEYYON_KERNEL_PIDS: "0" }))).toBe(true)
-    expect(Either.isLeft(resolveLimits({}, { VEYYON_KERNEL_MEMORY_MB: "none" }))).toBe(true)
+    expect(Result.isFailure(resolveLimits({}, { VEYYON_KERNEL_PIDS: "0" }))).toBe(true)
+    expect(Result.isFailure(resolveLimits({}, { VEYYON_KERNEL_MEMORY_MB: "none" }))).toBe(true)
   })
 })
 
@@ -251,7 +251,7 @@ describe("sandbox modes without bwrap", () => {
       const said: Array<string> = []
       const logger = Logger.make(({ message }) => said.push(String(message)))
       const sandbox = yield* makeSandbox(settings("auto"), noLimits, { bwrap: "/nonexistent/bwrap" })
-      yield* sandbox.confine(request).pipe(Effect.zipRight(sandbox.confine(request)), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      yield* sandbox.confine(request).pipe(Effect.andThen(sandbox.confine(request)), Effect.provide(Logger.layer([logger])))
       expect(said).toHaveLength(1)
       expect(said[0]).toContain("kernels run unsandboxed")
     }))

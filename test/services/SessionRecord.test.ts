@@ -16,7 +16,7 @@ afterAll(() => {
   for (const root of roots) fs.rmSync(root, { recursive: true, force: true })
 })
 
-const withRecord = <A, E>(use: (record: SessionRecord["Type"], root: string) => Effect.Effect<A, E>) => {
+const withRecord = <A, E>(use: (record: SessionRecord["Service"], root: string) => Effect.Effect<A, E>) => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-journal-"))
   roots.push(root)
   const layer = SessionRecord.layer.pipe(Layer.provide(Layer.orDie(Settings.layer({ artifactsDir: root }))))

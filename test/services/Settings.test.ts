@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, FastCheck as fc, Layer } from "effect"
+import { Effect, Exit, Layer, Result, Schema } from "effect"
 import * as path from "node:path"
 import {
   DEFAULT_ARTIFACTS_MAX_AGE_HOURS,
@@ -22,12 +22,12 @@ import {
 const context: SettingsContext = { tmpdir: "/tmp", cwd: "/work/project", home: "/home/ada", uid: 1000 }
 
 const resolve = (input: unknown, env: Record<string, string | undefined> = {}): SettingsValues =>
-  Either.getOrThrowWith(resolveSettings(input, env, context), (e) => e)
+  Result.getOrThrowWith(resolveSettings(input, env, context), (e) => e)
 
 const failure = (input: unknown, env: Record<string, string | undefined> = {}): InvalidSettings => {
   const result = resolveSettings(input, env, context)
-  if (Either.isRight(result)) throw new Error("expected InvalidSettings")
-  return result.left
+  if (Result.isSuccess(result)) throw new Error("expected InvalidSettings")
+  return result.failure
 }
 
 describe("Settings defaults", () => {
@@ -145,9 +145,9 @@ describe("Settings from env", () => {
   })
 
   it.prop("an unset flag always falls back to the object's value", {
-    py: fc.boolean(),
-    js: fc.boolean(),
-    flag: fc.option(fc.constantFrom("1", "0", "true", "false", "yes", "no", "on", "off"), { nil: undefined })
+    py: Schema.Boolean,
+    js: Schema.Boolean,
+    flag: Schema.UndefinedOr(Schema.Literals(["1", "0", "true", "false", "yes", "no", "on", "off"]))
   }, ({ py, js, flag }) => {
     const settings = resolve({ eval: { py, js } }, { VEYYON_PY: flag })
     expect(settings.eval.js).toBe(js)

@@ -52,8 +52,8 @@ describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", 
     runtime.runPromise(Effect.flatMap(KernelRegistry, (registry) =>
       registry.sparePids.pipe(
         Effect.repeat({ until: (pids) => pids.some((pid) => !unlike.includes(pid)), schedule: Schedule.spaced(Duration.millis(20)) }),
-        Effect.timeoutFail({ duration: Duration.seconds(60), onTimeout: () => new Error("no spare kernel became ready") }),
-        Effect.zipRight(registry.sparePids),
+        Effect.timeoutOrElse({ duration: Duration.seconds(60), orElse: () => Effect.fail(new Error("no spare kernel became ready")) }),
+        Effect.andThen(registry.sparePids),
         Effect.map((pids) => pids.filter((pid) => !unlike.includes(pid)))
       )))
   const alive = (pid: number) => {
@@ -100,7 +100,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", 
     await pooled.runPromise(
       Effect.sync(() => alive(spare!)).pipe(
         Effect.repeat({ until: (up) => !up, schedule: Schedule.spaced(Duration.millis(20)) }),
-        Effect.timeoutFail({ duration: Duration.seconds(60), onTimeout: () => new Error(`spare ${spare} still runs`) })
+        Effect.timeoutOrElse({ duration: Duration.seconds(60), orElse: () => Effect.fail(new Error(`spare ${spare} still runs`)) })
       )
     )
   }, 180_000)

@@ -18,42 +18,44 @@ const TABLE_HEAD = ["| Field | Type | Required |", "| --- | --- | --- |"]
 /** A type as a runner author reads it. */
 const describe = (ast: SchemaAST.AST): string => {
   switch (ast._tag) {
-    case "StringKeyword":
+    case "String":
       return "string"
-    case "NumberKeyword":
+    case "Number":
       return "number"
-    case "BooleanKeyword":
+    case "Boolean":
       return "boolean"
-    case "UnknownKeyword":
+    case "Unknown":
       return "any JSON"
+    case "Null":
+      return "null"
     case "Literal":
       return JSON.stringify(ast.literal)
     case "Union":
-      return ast.types.filter((t) => t._tag !== "UndefinedKeyword").map(describe).join(" or ")
-    case "TupleType":
-      if (ast.elements.length === 0 && ast.rest.length === 1) return `array of ${describe(ast.rest[0]!.type)}`
+      return ast.types.filter((t) => t._tag !== "Undefined").map(describe).join(" or ")
+    case "Arrays":
+      if (ast.elements.length === 0 && ast.rest.length === 1) return `array of ${describe(ast.rest[0]!)}`
       break
-    case "TypeLiteral":
+    case "Objects":
       if (ast.propertySignatures.length === 0 && ast.indexSignatures.length === 1) {
         const index = ast.indexSignatures[0]!
         const value = describe(index.type)
         return `object of ${describe(index.parameter)} to ${value.includes(" or ") ? `(${value})` : value}`
       }
       if (ast.indexSignatures.length === 0) {
-        return `{ ${ast.propertySignatures.map((p) => `${String(p.name)}${p.isOptional ? "?" : ""}: ${describe(p.type)}`).join(", ")} }`
+        return `{ ${ast.propertySignatures.map((p) => `${String(p.name)}${SchemaAST.isOptional(p.type) ? "?" : ""}: ${describe(p.type)}`).join(", ")} }`
       }
       break
   }
   throw new Error(`PROTOCOL.md has no words for a ${ast._tag} yet: teach test/support/protocolDoc.ts`)
 }
 
-const tablesOf = (direction: FrameTable["direction"], members: ReadonlyArray<Schema.Schema.AnyNoContext>): Array<FrameTable> =>
+const tablesOf = (direction: FrameTable["direction"], members: ReadonlyArray<Schema.Top>): Array<FrameTable> =>
   members.map((member) => {
-    const ast = Schema.encodedSchema(member).ast
-    if (!SchemaAST.isTypeLiteral(ast)) throw new Error(`a frame schema is not a struct: ${String(ast)}`)
+    const ast = SchemaAST.toEncoded(member.ast)
+    if (!SchemaAST.isObjects(ast)) throw new Error(`a frame schema is not a struct: ${String(ast)}`)
     const type = ast.propertySignatures.find((p) => p.name === "type")
     const name = type !== undefined && SchemaAST.isLiteral(type.type) ? String(type.type.literal) : "execute"
-    const rows = ast.propertySignatures.map((p) => `| \`${String(p.name)}\` | \`${describe(p.type)}\` | ${p.isOptional ? "no" : "yes"} |`)
+    const rows = ast.propertySignatures.map((p) => `| \`${String(p.name)}\` | \`${describe(p.type)}\` | ${SchemaAST.isOptional(p.type) ? "no" : "yes"} |`)
     return { direction, name, rows: [...TABLE_HEAD, ...rows] }
   })
 

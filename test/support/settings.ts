@@ -3,13 +3,13 @@
  */
 import * as os from "node:os"
 import * as path from "node:path"
-import { Either } from "effect"
+import { Result } from "effect"
 import { resolveSettings, type SettingsInput, type SettingsValues } from "../../src/services/Settings.ts"
 import { removeWhenDone } from "./tempDirs.ts"
 
 /** Default settings with `input` applied, artifacts under a fresh temp directory (removed when the process exits), no spare kernels unless asked; the environment is ignored. */
 export const testSettings = (input: SettingsInput = {}): SettingsValues =>
-  Either.getOrThrow(
+  Result.getOrThrow(
     resolveSettings(
       {
         artifactsDir: removeWhenDone(path.join(os.tmpdir(), `veyyon-test-artifacts-${process.pid}-${Math.random().toString(36).slice(2)}`)),

@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, ManagedRuntime } from "effect"
+import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 
@@ -15,7 +15,7 @@ export const makeToolRuntime = (prefix: string, python: string) => {
   const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir: path.join(root, "artifacts"), python: { interpreter: python } } }))
   /** Runs one cell through the tool, with the temp dir as cwd. */
   const run = (language: "py" | "js", code: string, sessionId: string) =>
-    runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.run({ language, code }, { sessionId, cwd: root })))
+    runtime.runPromise(EvalTool.use((tool) => tool.run({ language, code }, { sessionId, cwd: root })))
   /** Ends every kernel and removes the temp dir. */
   const close = async () => {
     await runtime.dispose()

@@ -6,7 +6,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Exit, ManagedRuntime } from "effect"
+import { Exit, ManagedRuntime } from "effect"
 import { evalLayer, type EvalLayerOptions } from "../../src/layers/EvalLive.ts"
 import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
 
@@ -18,13 +18,13 @@ export const toolRuntimes = (prefix: string, defaultSession: string) => {
     const runtime = ManagedRuntime.make(evalLayer(options))
     runtimes.push(runtime)
     const run = (params: unknown, sessionId = defaultSession) =>
-      runtime.runPromiseExit(Effect.flatMap(EvalTool, (tool) => tool.run(params, { sessionId, cwd })))
+      runtime.runPromiseExit(EvalTool.use((tool) => tool.run(params, { sessionId, cwd })))
     const ok = async (params: unknown, sessionId?: string): Promise<EvalResult> => {
       const exit = await run(params, sessionId)
       if (Exit.isFailure(exit)) throw new Error(String(exit.cause))
       return exit.value
     }
-    const definition = () => runtime.runPromise(Effect.map(EvalTool, (tool) => tool.definition))
+    const definition = () => runtime.runPromise(EvalTool.useSync((tool) => tool.definition))
     return { run, ok, definition }
   }
   const disposeAll = async () => {

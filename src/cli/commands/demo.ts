@@ -5,8 +5,8 @@
  * a PNG built with nothing but the standard library and written to disk, and a
  * matplotlib plot when matplotlib is installed. Exits 0 when every cell ran cleanly.
  */
-import { Command } from "@effect/cli"
 import { Effect } from "effect"
+import { Command } from "effect/cli"
 import { renderToolCell } from "../../render/ToolRenderer.ts"
 import { resultOutputs, stdoutTarget } from "../cellView.ts"
 import { cellSucceeded, CliFailure, ExitCode, failureOf } from "../exitCodes.ts"

@@ -4,8 +4,8 @@
  * `EvalResult` as JSON. Exits 0 when the cell ran cleanly, 1 when it raised, was
  * cancelled (Ctrl-C) or timed out, 2 on bad usage or input, 3 when no backend can run.
  */
-import { Args, Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import { makeCellView, stderrTarget, stdoutTarget } from "../cellView.ts"
 import { parseTimeout, readCode, readProcessStdin } from "../cellInput.ts"
@@ -17,33 +17,34 @@ import { type CellRun, cliEvalLayer, languageOption, pythonOption, runCell, star
 /** The session id `veyyon eval` uses unless `--session` says otherwise. */
 export const DEFAULT_EVAL_SESSION = "cli"
 
-const code = Args.text({ name: "CODE" }).pipe(
-  Args.withDescription("The cell's code. Without it (and without --file) the code is read from stdin."),
-  Args.optional
+const code = Argument.String("CODE").pipe(
+  Argument.withDescription("The cell's code. Without it (and without --file) the code is read from stdin."),
+  Argument.optional
 )
-const file = Options.text("file").pipe(
-  Options.withPseudoName("FILE"),
-  Options.withDescription("Read the cell's code from FILE (- for stdin)."),
-  Options.optional
+const file = Flag.String("file").pipe(
+  Flag.withMetavar("FILE"),
+  Flag.withDescription("Read the cell's code from FILE (- for stdin)."),
+  Flag.optional
 )
-const timeout = Options.text("timeout").pipe(
-  Options.withPseudoName("SECONDS"),
-  Options.withDescription("The cell's time budget in seconds, 1..3600 (default 30); out-of-range values are clamped."),
-  Options.optional
+const timeout = Flag.String("timeout").pipe(
+  Flag.withMetavar("SECONDS"),
+  Flag.withDescription("The cell's time budget in seconds, 1..3600 (default 30); out-of-range values are clamped."),
+  Flag.optional
 )
-const reset = Options.boolean("reset").pipe(Options.withDescription("Start from a fresh kernel."))
-const cwd = Options.text("cwd").pipe(
-  Options.withPseudoName("DIR"),
-  Options.withDescription("Run the cell in DIR (default: the current directory)."),
-  Options.optional
+const reset = Flag.Boolean("reset").pipe(Flag.withDescription("Start from a fresh kernel."), Flag.withDefault(false))
+const cwd = Flag.String("cwd").pipe(
+  Flag.withMetavar("DIR"),
+  Flag.withDescription("Run the cell in DIR (default: the current directory)."),
+  Flag.optional
 )
-const session = Options.text("session").pipe(
-  Options.withPseudoName("ID"),
-  Options.withDescription("The session id; it names the artifacts directory (and kv store) the cell uses, kept across runs (default: cli)."),
-  Options.withDefault(DEFAULT_EVAL_SESSION)
+const session = Flag.String("session").pipe(
+  Flag.withMetavar("ID"),
+  Flag.withDescription("The session id; it names the artifacts directory (and kv store) the cell uses, kept across runs (default: cli)."),
+  Flag.withDefault(DEFAULT_EVAL_SESSION)
 )
-const json = Options.boolean("json").pipe(
-  Options.withDescription("Print the EvalResult as JSON (with imageFiles, the saved images) instead of the rendered output.")
+const json = Flag.Boolean("json").pipe(
+  Flag.withDescription("Print the EvalResult as JSON (with imageFiles, the saved images) instead of the rendered output."),
+  Flag.withDefault(false)
 )
 
 const printJson = (run: CellRun) =>
@@ -70,7 +71,7 @@ export const evalCommand = Command.make(
         readStdin: readProcessStdin,
         stdinIsTerminal: process.stdin.isTTY === true
       })
-      const budget = yield* parseTimeout(flags.timeout)
+      const budget = yield* Effect.fromResult(parseTimeout(flags.timeout))
       if (budget.note !== undefined) process.stderr.write(`veyyon: ${budget.note}\n`)
       const context = {
         sessionId: flags.session,

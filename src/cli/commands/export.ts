@@ -3,23 +3,23 @@
  * ran (through `veyyon eval --session ID`, the MCP server or the library) as an nbformat 4
  * notebook. Exit 0 once written, 2 on bad usage, 1 when the record or FILE cannot be used.
  */
-import { Args, Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import { type BackendId, registeredBackends } from "../../backends/index.ts"
 import { SessionRecord } from "../../services/SessionRecord.ts"
 import { CliFailure, ExitCode } from "../exitCodes.ts"
 import { cliEvalLayer } from "../session.ts"
 import { DEFAULT_EVAL_SESSION } from "./eval.ts"
 
-const file = Args.text({ name: "FILE" }).pipe(Args.withDescription("The notebook to write (.ipynb); replaced if it exists."))
-const session = Options.text("session").pipe(
-  Options.withPseudoName("ID"),
-  Options.withDescription("The session whose cells to export (the id given to eval --session, or the MCP/library session)."),
-  Options.withDefault(DEFAULT_EVAL_SESSION)
+const file = Argument.String("FILE").pipe(Argument.withDescription("The notebook to write (.ipynb); replaced if it exists."))
+const session = Flag.String("session").pipe(
+  Flag.withMetavar("ID"),
+  Flag.withDescription("The session whose cells to export (the id given to eval --session, or the MCP/library session)."),
+  Flag.withDefault(DEFAULT_EVAL_SESSION)
 )
-const language = Options.choice("language", registeredBackends().map((backend) => backend.id)).pipe(
-  Options.withDescription("The notebook's kernel (default: the first cell's language); cells in another language become raw cells."),
-  Options.optional
+const language = Flag.ChoiceWithValue("language", registeredBackends().map((backend) => [backend.id, backend.id] as const)).pipe(
+  Flag.withDescription("The notebook's kernel (default: the first cell's language); cells in another language become raw cells."),
+  Flag.optional
 )
 
 /** Writes the session's notebook and says how many cells it holds. */

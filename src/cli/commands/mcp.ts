@@ -10,10 +10,9 @@
  * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
-import { Command, Options } from "@effect/cli"
-import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Cause, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Option, Stdio } from "effect"
+import { Command, Flag } from "effect/cli"
+import * as HttpServer from "effect/http/HttpServer"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { evalLayer } from "../../layers/EvalLive.ts"
@@ -25,7 +24,8 @@ import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } fro
 import { KernelRegistry } from "../../services/KernelRegistry.ts"
 import { doorSandboxDefaults } from "../../services/SandboxSettings.ts"
 import { Settings, type SettingsInput } from "../../services/Settings.ts"
-import { type CliFailure, failureOf, usageError } from "../exitCodes.ts"
+import { failureOf, usageError } from "../exitCodes.ts"
+import { mapLayerError } from "../layerFailure.ts"
 import { cliSettings } from "../session.ts"
 import { VERSION } from "../version.ts"
 
@@ -66,7 +66,7 @@ const httpSessionDirs = (): SessionWorkspace => {
 }
 
 const writeStdout = (line: string) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     if (process.stdout.destroyed || process.stdout.writableEnded) return resume(Effect.void)
     process.stdout.write(line, () => resume(Effect.void))
   })
@@ -76,7 +76,7 @@ export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
 /** The cluster client's layer, its modules loaded only when asked for (they are most of the CLI's start-up otherwise). */
 const clusterToolLayer = (settings: SettingsInput, insecureNoAuth: boolean) =>
-  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) =>
+  Layer.unwrap(Effect.map(Effect.promise(() => import("../../cluster/EvalClusterLayer.ts")), (cluster) =>
     cluster.evalClusterLayer({ settings, cluster: { insecureNoAuth } })))
 
 /** How the tool runs: in this process, or on a cluster's runners (`insecureNoAuth`: without the cluster secret). */
@@ -84,8 +84,9 @@ type Placement = { readonly _tag: "Local" } | { readonly _tag: "Cluster"; readon
 
 /** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
 const toolLayer = (door: "stdio" | "http", placement: Placement) =>
-  (placement._tag === "Cluster" ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth) : evalLayer({ settings: doorSettings(door) })).pipe(
-    Layer.mapError(failureOf)
+  mapLayerError(
+    placement._tag === "Cluster" ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth) : evalLayer({ settings: doorSettings(door) }),
+    failureOf
   )
 
 /** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
@@ -95,8 +96,11 @@ const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (regi
 const stdioServer = (cluster: Placement) =>
   prepareSpares.pipe(
     // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
-    Effect.zipRight(serveMcp(serveOptions(), (door, sessions) =>
-      serveStdio(door, NodeStream.stdin, writeStdout).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
+    Effect.andThen(serveMcp(serveOptions(), (door, sessions) =>
+      Effect.gen(function*() {
+        const stdio = yield* Stdio.Stdio
+        yield* serveStdio(door, stdio.stdin, writeStdout)
+      }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
     Effect.provide(toolLayer("stdio", cluster))
   )
 
@@ -109,7 +113,7 @@ const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
 
 /** Node's HTTP server as a layer, its module (with undici and ws) loaded only for `--http`: it is a third of the CLI's start-up otherwise. */
 const nodeHttpServer = (host: string, port: number) =>
-  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
+  Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
 const httpServer = (host: string, port: number, cluster: Placement) =>
   Effect.gen(function*() {
@@ -121,9 +125,7 @@ const httpServer = (host: string, port: number, cluster: Placement) =>
         const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
         yield* server.serve(router)
-        const address = server.address._tag === "TcpAddress"
-          ? `http://${server.address.hostname.includes(":") ? `[${server.address.hostname}]` : server.address.hostname}:${server.address.port}${MCP_PATH}`
-          : MCP_PATH
+        const address = server.address._tag === "UnixPathAddress" ? MCP_PATH : `${HttpServer.formatAddress(server.address)}${MCP_PATH}`
         process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
         if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
         return yield* Effect.never
@@ -136,31 +138,34 @@ const httpServer = (host: string, port: number, cluster: Placement) =>
   )
 
 /** Serves until stdin closes or a signal arrives (stdio), or until a signal (HTTP). */
-const serve = (server: Effect.Effect<void, CliFailure>) =>
+const serve = <E, R>(server: Effect.Effect<void, E, R>) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(server)
+    const fiber = yield* Effect.forkChild(server)
     const exit = yield* Fiber.await(fiber)
-    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
+    if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
   })
 
-const cluster = Options.boolean("cluster").pipe(
-  Options.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL, its secret from VEYYON_CLUSTER_SECRET_FILE).`)
+const cluster = Flag.Boolean("cluster").pipe(
+  Flag.withDescription(`Run cells on a veyyon cluster's runners instead of in this process (also ${MCP_CLUSTER_ENV}=1; the cluster's Postgres from VEYYON_CLUSTER_POSTGRES_URL, its secret from VEYYON_CLUSTER_SECRET_FILE).`),
+  Flag.withDefault(false)
 )
-const insecureNoAuth = Options.boolean("insecure-no-auth").pipe(
-  Options.withDescription("With --cluster: talk to runners started with --insecure-no-auth, without the cluster secret (VEYYON_CLUSTER_SECRET_FILE).")
+const insecureNoAuth = Flag.Boolean("insecure-no-auth").pipe(
+  Flag.withDescription("With --cluster: talk to runners started with --insecure-no-auth, without the cluster secret (VEYYON_CLUSTER_SECRET_FILE)."),
+  Flag.withDefault(false)
 )
-const http = Options.boolean("http").pipe(
-  Options.withDescription(`Serve streamable HTTP at ${MCP_PATH} instead of stdio (bearer token required).`)
+const http = Flag.Boolean("http").pipe(
+  Flag.withDescription(`Serve streamable HTTP at ${MCP_PATH} instead of stdio (bearer token required).`),
+  Flag.withDefault(false)
 )
-const host = Options.text("host").pipe(
-  Options.withPseudoName("HOST"),
-  Options.withDescription(`With --http: the address to listen on (default ${DEFAULT_MCP_HOST}).`),
-  Options.withDefault(DEFAULT_MCP_HOST)
+const host = Flag.String("host").pipe(
+  Flag.withMetavar("HOST"),
+  Flag.withDescription(`With --http: the address to listen on (default ${DEFAULT_MCP_HOST}).`),
+  Flag.withDefault(DEFAULT_MCP_HOST)
 )
-const port = Options.integer("port").pipe(
-  Options.withPseudoName("PORT"),
-  Options.withDescription(`With --http: the TCP port (default ${DEFAULT_MCP_PORT}; 0 picks a free one).`),
-  Options.withDefault(DEFAULT_MCP_PORT)
+const port = Flag.Int("port").pipe(
+  Flag.withMetavar("PORT"),
+  Flag.withDescription(`With --http: the TCP port (default ${DEFAULT_MCP_PORT}; 0 picks a free one).`),
+  Flag.withDefault(DEFAULT_MCP_PORT)
 )
 
 /** The `mcp` command. */

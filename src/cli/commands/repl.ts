@@ -9,8 +9,8 @@
  * their paths printed. On a terminal Tab completes from the kernel; `obj?` and `obj??`
  * (or `?obj`) print the kernel's inspection instead of running a cell.
  */
-import { Command, Options } from "@effect/cli"
-import { Data, Effect, Option, Queue, Runtime, type Scope } from "effect"
+import { Data, Effect, Option, Queue, type Scope } from "effect"
+import { Command, Flag } from "effect/cli"
 import { type BackendId, backendOf } from "../../backends/index.ts"
 import { EvalTool } from "../../services/EvalTool.ts"
 import { exportSession } from "./export.ts"
@@ -64,10 +64,10 @@ const openInput = (
     )
     const interrupt = () => {
       if (running.current !== undefined) running.current.abort()
-      else Queue.unsafeOffer(inputs, ReplInput.Interrupt())
+      else Queue.offerUnsafe(inputs, ReplInput.Interrupt())
     }
-    rl.on("line", (line) => Queue.unsafeOffer(inputs, ReplInput.Line({ line })))
-    rl.on("close", () => Queue.unsafeOffer(inputs, ReplInput.End()))
+    rl.on("line", (line) => Queue.offerUnsafe(inputs, ReplInput.Line({ line })))
+    rl.on("close", () => Queue.offerUnsafe(inputs, ReplInput.End()))
     rl.on("SIGINT", interrupt)
     yield* takeOverSigint(interrupt)
     return { rl, inputs }
@@ -75,16 +75,16 @@ const openInput = (
 
 const say = (text: string) => Effect.sync(() => process.stdout.write(text + "\n"))
 
-const save = Options.text("save").pipe(
-  Options.withPseudoName("FILE"),
-  Options.withDescription("On exit, write the cells of this REPL session to FILE as a Jupyter notebook (.ipynb)."),
-  Options.optional
+const save = Flag.String("save").pipe(
+  Flag.withMetavar("FILE"),
+  Flag.withDescription("On exit, write the cells of this REPL session to FILE as a Jupyter notebook (.ipynb)."),
+  Flag.optional
 )
 
 const saveOnExit = (sessionId: string, file: string, language: BackendId) =>
   exportSession(sessionId, file, language).pipe(
     Effect.flatMap((count) => Effect.sync(() => process.stderr.write(`veyyon: saved ${count} cell${count === 1 ? "" : "s"} to ${file}\n`))),
-    Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: the session was not saved: ${error.message}\n`)))
+    Effect.catch((error) => Effect.sync(() => process.stderr.write(`veyyon: the session was not saved: ${error.message}\n`)))
   )
 
 const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option.Option<string>) => Effect.scoped(
@@ -94,12 +94,12 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
     if (Option.isSome(saveTo)) yield* Effect.addFinalizer(() => saveOnExit(context.sessionId, saveTo.value, language))
     const running: { current: AbortController | undefined } = { current: undefined }
     yield* startKernel(context).pipe(Effect.mapError(failureOf))
-    const runtime = yield* Effect.runtime<EvalTool>()
+    const services = yield* Effect.context<EvalTool>()
     const tool = yield* EvalTool
     let buffer: Array<string> = []
     const completer: readline.AsyncCompleter = (lineBeforeCursor, answer) => {
       const { code, lineStart } = completionCode(buffer, lineBeforeCursor)
-      Runtime.runCallback(runtime)(tool.complete({ language, code }, context), {
+      Effect.runCallbackWith(services)(tool.complete({ language, code }, context), {
         onExit: (exit) =>
           answer(null, exit._tag === "Success" ? readlineCompletion(lineBeforeCursor, lineStart, exit.value) : [[], lineBeforeCursor])
       })
@@ -117,7 +117,7 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
         for (const image of run.images) yield* say(savedImageLine(image))
         if (run.imageProblem !== undefined) yield* Effect.sync(() => process.stderr.write(`veyyon: images not saved: ${run.imageProblem}\n`))
       }).pipe(
-        Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: ${failureOf(error).sentence ?? error.message}\n`)))
+        Effect.catch((error) => Effect.sync(() => process.stderr.write(`veyyon: ${failureOf(error).sentence ?? error.message}\n`)))
       )
 
     const showInspection = (name: string, detailLevel: 0 | 1) =>
@@ -126,7 +126,7 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
           const text = inspection.bundle["text/plain"]
           return inspection.found && typeof text === "string" ? say(text) : say(`Object \`${name}\` not found.`)
         }),
-        Effect.catchAll((error) => Effect.sync(() => process.stderr.write(`veyyon: ${error.message}\n`)))
+        Effect.catch((error) => Effect.sync(() => process.stderr.write(`veyyon: ${error.message}\n`)))
       )
 
     let armedExit = false

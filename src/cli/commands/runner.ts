@@ -7,31 +7,33 @@
  * it owns, until SIGTERM or SIGINT: then it hands its sessions off and exits. Its kernels run
  * sandboxed, without network and under memory and pids limits unless `VEYYON_*` says otherwise.
  */
-import { Command, Options } from "@effect/cli"
-import { Context, Effect, Either, Exit, Layer, Option, Scope } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Result, Scope } from "effect"
+import { Command, Flag } from "effect/cli"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
 import { KernelRegistry, type KernelRegistryService } from "../../services/KernelRegistry.ts"
 import { doorSandboxDefaults } from "../../services/SandboxSettings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
+import { mapLayerError } from "../layerFailure.ts"
 
 const optionalText = (name: string, pseudo: string, description: string) =>
-  Options.text(name).pipe(Options.withPseudoName(pseudo), Options.withDescription(description), Options.optional)
+  Flag.String(name).pipe(Flag.withMetavar(pseudo), Flag.withDescription(description), Flag.optional)
 
 const optionalInteger = (name: string, description: string) =>
-  Options.integer(name).pipe(Options.withPseudoName("MS"), Options.withDescription(description), Options.optional)
+  Flag.Int(name).pipe(Flag.withMetavar("MS"), Flag.withDescription(description), Flag.optional)
 
 const postgresUrl = optionalText("postgres-url", "URL", "The cluster's Postgres (default VEYYON_CLUSTER_POSTGRES_URL); prefer the variable, flags show in `ps`.")
 const listen = optionalText("listen", "HOST:PORT", "Where to listen for peers and clients (default VEYYON_CLUSTER_LISTEN, else 127.0.0.1:34431).")
 const advertise = optionalText("advertise", "HOST:PORT", "The address peers and clients reach this runner at (default VEYYON_CLUSTER_ADVERTISE, else the listen address).")
 const lockExpiration = optionalInteger("shard-lock-expiration-ms", "How long a dead runner's shards stay locked (default VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS, else 35000).")
 const lockRefresh = optionalInteger("shard-lock-refresh-ms", "How often a runner refreshes its shard locks (default VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS, else 10000 or a third of the expiration).")
-const insecureNoAuth = Options.boolean("insecure-no-auth").pipe(
-  Options.withDescription("Listen without the cluster secret: ANYONE who can reach the port runs code as this user. Only for a throwaway cluster on a machine you alone use.")
+const insecureNoAuth = Flag.Boolean("insecure-no-auth").pipe(
+  Flag.withDescription("Listen without the cluster secret: ANYONE who can reach the port runs code as this user. Only for a throwaway cluster on a machine you alone use."),
+  Flag.withDefault(false)
 )
-const shards = Options.integer("shards").pipe(
-  Options.withPseudoName("N"),
-  Options.withDescription("The number of shards; every runner and client must agree (default VEYYON_CLUSTER_SHARDS, else 300)."),
-  Options.optional
+const shards = Flag.Int("shards").pipe(
+  Flag.withMetavar("N"),
+  Flag.withDescription("The number of shards; every runner and client must agree (default VEYYON_CLUSTER_SHARDS, else 300)."),
+  Flag.optional
 )
 
 /** What a runner started with `--insecure-no-auth` prints first. */
@@ -59,18 +61,22 @@ const armHardStop = Effect.sync(() =>
   }, HARD_STOP_MS).unref()
 )
 
+/** Runs `effect` on its own fiber: interrupted, it returns at once and interrupts the effect in the background. */
+const detached = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.flatMap(Effect.forkDetach(effect), (fiber) =>
+    Effect.onInterrupt(Fiber.join(fiber), () => Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber)))))
+
 /**
  * Closes the runner: hands its shards off (bounded by `STOP_GRACE_MS`: with its Postgres
  * gone that never finishes), then ends every kernel still alive, so the process exits
  * within about 10 s of SIGTERM with nothing left running.
  */
-const stopRunner = (scope: Scope.CloseableScope, registry: KernelRegistryService) =>
-  Scope.close(scope, Exit.void).pipe(
-    Effect.disconnect,
+const stopRunner = (scope: Scope.Closeable, registry: KernelRegistryService) =>
+  detached(Scope.close(scope, Exit.void)).pipe(
     Effect.timeout(STOP_GRACE_MS),
-    Effect.catchTag("TimeoutException", () =>
+    Effect.catchTag("TimeoutError", () =>
       Effect.sync(() => process.stderr.write(`veyyon runner: the hand-off did not finish within ${STOP_GRACE_MS} ms (is Postgres reachable?); ending the kernels and exiting\n`)).pipe(
-        Effect.zipRight(registry.shutdownAll.pipe(Effect.disconnect, Effect.timeout(KERNEL_STOP_MS), Effect.ignore))
+        Effect.andThen(detached(registry.shutdownAll).pipe(Effect.timeout(KERNEL_STOP_MS), Effect.ignore))
       ))
   )
 
@@ -85,19 +91,20 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
     shards: Option.getOrUndefined(options.shards),
     insecureNoAuth: options.insecureNoAuth
   }
-  return Either.match(resolveClusterSettings(given, process.env), {
-    onLeft: (problem) => Effect.fail(usageError(problem.message)),
-    onRight: (cluster) =>
+  return Result.match(resolveClusterSettings(given, process.env), {
+    onFailure: (problem) => Effect.fail(usageError(problem.message)),
+    onSuccess: (cluster) =>
       Effect.gen(function*() {
         if (cluster.auth._tag === "Insecure") process.stderr.write(INSECURE_WARNING)
         const runner = yield* Effect.promise(() => import("../../cluster/RunnerLayer.ts"))
-        const layer = runner.runnerLayer(cluster, { settings: doorSandboxDefaults("runner") }).pipe(
-          Layer.mapError((error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` }))
+        const layer = mapLayerError(
+          runner.runnerLayer(cluster, { settings: doorSandboxDefaults("runner") }),
+          (error) => failureOf({ _tag: error._tag, message: `the runner could not start: ${error.message}` })
         )
         const scope = yield* Scope.make()
         const context = yield* Effect.onError(Layer.buildWithScope(layer, scope), (cause) => Scope.close(scope, Exit.failCause(cause)))
         process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
-        return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.zipRight(armHardStop, stopRunner(scope, Context.get(context, KernelRegistry)))))
+        return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.andThen(armHardStop, stopRunner(scope, Context.get(context, KernelRegistry)))))
       })
   })
 }).pipe(

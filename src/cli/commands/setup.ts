@@ -7,9 +7,9 @@
  * `veyyon setup ruby --check`: the same for the Ruby backend (setting, then `ruby` on PATH).
  * `veyyon setup sandbox --check`: see `setupSandbox.ts`.
  */
-import { Command, Options } from "@effect/cli"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Effect, Layer } from "effect"
+import { Command, Flag } from "effect/cli"
 import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../../services/PythonRuntime.ts"
 import { describeAttempt, type ResolutionRule } from "../../services/RuntimeResolution.ts"
 import { type RubyInterpreter, resolveRuby, rubySetting } from "../../backends/ruby.ts"
@@ -53,11 +53,12 @@ const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...process
 
 const runtimeLayer = PythonRuntime.Live.pipe(
   Layer.provide(Settings.fromEnv({}, withoutSkipCheck())),
-  Layer.provide(NodeContext.layer)
+  Layer.provide(NodeServices.layer)
 )
 
-const check = Options.boolean("check").pipe(
-  Options.withDescription("Report what kernels would run and which rule picked it (for python: and start one to run a cell).")
+const check = Flag.Boolean("check").pipe(
+  Flag.withDescription("Report what kernels would run and which rule picked it (for python: and start one to run a cell)."),
+  Flag.withDefault(false)
 )
 
 const printLines = (lines: ReadonlyArray<string>) => Effect.sync(() => process.stdout.write(lines.join("\n") + "\n"))
@@ -68,7 +69,7 @@ const pythonCommand = Command.make("python", { check }, ({ check }) =>
       Effect.tap((interpreter) => printLines(describeInterpreter(interpreter))),
       Effect.provide(runtimeLayer),
       Effect.mapError(failureOf),
-      Effect.zipRight(checkKernel("py", process.cwd(), withoutSkipCheck())),
+      Effect.andThen(checkKernel("py", process.cwd(), withoutSkipCheck())),
       Effect.flatMap((kernel) => printLines(describeKernelCheck(kernel)))
     )
     : Effect.fail(usageError("setup python only checks for now: run `veyyon setup python --check`."))).pipe(
@@ -121,4 +122,4 @@ export const setupCommand = Command.make("setup").pipe(
 )
 
 /** The flags of `setup` and its subcommands. */
-export const setupFlags: CommandFlags = commandFlags(setupCommand, subcommands.map((command) => commandFlags(command)))
+export const setupFlags: CommandFlags = commandFlags(setupCommand)
