@@ -38,25 +38,32 @@ const serveInWorker = ({ path, port }) => {
 }
 
 /**
- * Starts the forwarder when `env` names the socket and port: the worker, or undefined when the
- * variables are unset or the port is no port; a failure to listen is one diagnostic line.
+ * Starts the forwarder when `env` names the socket and port. Resolves once it listens (so the
+ * first cell finds it) with the worker, or with undefined when the variables are unset, the
+ * port is no port or it cannot listen (then one diagnostic line says why).
  */
 export const startEgressForwarder = (env, diagnose) => {
   const path = env[SOCKET_ENV]
   const portText = env[PORT_ENV]
-  if (!path || !portText) return undefined
+  if (!path || !portText) return Promise.resolve(undefined)
   const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0
   if (port < 1 || port > 65535) {
     diagnose(`egress forwarder not started: ${PORT_ENV}=${JSON.stringify(portText)} is not a port from 1 to 65535`)
-    return undefined
+    return Promise.resolve(undefined)
   }
   const worker = new Worker(new URL(import.meta.url), { workerData: { path, port }, stdout: true, stderr: true, env: {} })
-  worker.on("message", (message) => {
-    if (message.error !== undefined) diagnose(`egress forwarder not started: cannot listen on 127.0.0.1:${port}: ${message.error}`)
-  })
-  worker.on("error", (error) => diagnose(`egress forwarder failed: ${error?.message ?? error}`))
   worker.unref()
-  return worker
+  return new Promise((resolve) => {
+    worker.on("message", (message) => {
+      if (message.listening === true) return resolve(worker)
+      if (message.error !== undefined) diagnose(`egress forwarder not started: cannot listen on 127.0.0.1:${port}: ${message.error}`)
+      resolve(undefined)
+    })
+    worker.on("error", (error) => {
+      diagnose(`egress forwarder failed: ${error?.message ?? error}`)
+      resolve(undefined)
+    })
+  })
 }
 
 if (!isMainThread && workerData?.port !== undefined && workerData?.path !== undefined) serveInWorker(workerData)

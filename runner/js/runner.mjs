@@ -182,8 +182,7 @@ export const main = () => {
   installGlobals()
   process.on("uncaughtException", (error) => report("Uncaught exception", error))
   process.on("unhandledRejection", (reason) => report("Unhandled promise rejection", reason))
-  startEgressForwarder(process.env, diagnose)
-  startSentinel().then(() => {
+  Promise.all([startEgressForwarder(process.env, diagnose), startSentinel()]).then(() => {
     keepSigintListeners()
     readRequests(input)
     serve()
