@@ -288,7 +288,7 @@ for (const launch of launches) {
       await runner!.until(() => runner!.frames.some((f) => f.id === id && f.type === "done"))
       expect(runner!.frames.find((f) => f.id === id && f.type === "done")?.cancelled).toBe(true)
       const after = await runner!.run(launch.language === "js" ? `console.log(6 * 7)` : launch.language === "py" ? "print(6 * 7)" : "puts 6 * 7")
-      expect(after.stdout).toBe("42\n")
+      expect(after.stdout, JSON.stringify(runner!.frames.slice(-12))).toBe("42\n")
       const startupWarning = /^\(node:\d+\) \[UNDICI-EHPA\] Warning: .*\n\(Use `node --trace-warnings \.\.\.` to show where the warning was created\)\n/
       expect(runner!.rawStderr.replace(startupWarning, "")).toBe("")
     })

@@ -27,16 +27,7 @@ export class EgressResolver extends Context.Service<EgressResolver, {
   readonly lookup: (host: string) => Effect.Effect<ReadonlyArray<ResolvedAddress>, ResolveFailed>
 }>()("veyyon-eval/services/egress/EgressResolver") {
   /** The system resolver (`dns.lookup` with `all`, in the order it answers). */
-  static readonly layer: Layer.Layer<EgressResolver> = Layer.succeed(EgressResolver, {
-    lookup: (host) =>
-      Effect.tryPromise({
-        try: (signal) => {
-          signal.throwIfAborted()
-          return NodeDns.promises.lookup(host, { all: true, order: "verbatim" })
-        },
-        catch: (error) => new ResolveFailed({ host, reason: (error as NodeJS.ErrnoException).code ?? String(error) })
-      }).pipe(Effect.map((found) => found.map(({ address, family }) => ({ address, family: family === 6 ? 6 as const : 4 as const }))))
-  })
+  static readonly layer: Layer.Layer<EgressResolver> = Layer.sync(EgressResolver, () => systemResolver)
 
   /** A resolver answering from `names` (canonical host name to addresses); any other name fails as not found. */
   static readonly layerTest = (names: Readonly<Record<string, ReadonlyArray<string>>>): Layer.Layer<EgressResolver> =>
@@ -48,4 +39,16 @@ export class EgressResolver extends Context.Service<EgressResolver, {
           : Effect.succeed(addresses.map((address) => ({ address, family: address.includes(":") ? 6 as const : 4 as const })))
       }
     })
+}
+
+/** The system resolver as a value: `dns.lookup` with `all`, in the order it answers (/etc/hosts included). */
+export const systemResolver: EgressResolver["Service"] = {
+    lookup: (host) =>
+      Effect.tryPromise({
+        try: (signal) => {
+          signal.throwIfAborted()
+          return NodeDns.promises.lookup(host, { all: true, order: "verbatim" })
+        },
+        catch: (error) => new ResolveFailed({ host, reason: (error as NodeJS.ErrnoException).code ?? String(error) })
+      }).pipe(Effect.map((found) => found.map(({ address, family }) => ({ address, family: family === 6 ? 6 as const : 4 as const }))))
 }
