@@ -217,7 +217,9 @@ describe("bwrap arguments, exactly", () => {
   })
 
   it("the egress environment replaces the host's proxies in every case and points every client at the forwarder", () => {
-    expect(egressEnv({ PATH: "/usr/bin", http_proxy: "http://corp:8080", Https_Proxy: "x", NO_PROXY: "corp", PIP_PROXY: "p", ftp_proxy: "f", PIP_INDEX_URL: "i" }))
+    expect(egressEnv({
+      PATH: "/usr/bin", Http_Proxy: "http://corp:8080", Https_Proxy: "x", All_Proxy: "a", No_Proxy: "corp", PIP_PROXY: "p", ftp_proxy: "f", PIP_INDEX_URL: "i"
+    }))
       .toEqual({
         PATH: "/usr/bin",
         PIP_INDEX_URL: "i",
