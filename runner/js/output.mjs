@@ -41,6 +41,11 @@ export const stderrStream = new FrameStream("stderr", 2)
 export const installOutput = () => {
   Object.defineProperty(process, "stdout", { configurable: true, enumerable: true, get: () => stdoutStream })
   Object.defineProperty(process, "stderr", { configurable: true, enumerable: true, get: () => stderrStream })
+  // The global console binds process.stdout/stderr at its first use, which can come before this
+  // (Node prints a start-up warning, e.g. undici's under NODE_USE_ENV_PROXY, with console.error):
+  // bind it to the frame streams now, so it never keeps writing to the raw pipes.
+  if (Object.getOwnPropertyDescriptor(console, "_stdout")?.set !== undefined) console._stdout = stdoutStream
+  if (Object.getOwnPropertyDescriptor(console, "_stderr")?.set !== undefined) console._stderr = stderrStream
   process.removeAllListeners("warning")
   process.on("warning", (warning) => {
     if (warning.name === "ExperimentalWarning" && String(warning.message).includes("USE_MAIN_CONTEXT_DEFAULT_LOADER")) return

@@ -33,7 +33,8 @@
  * writing, kernel state, host lines), output.mjs (stdout/stderr and child stdio as frames),
  * display.mjs (MIME bundles, display()), bridge.mjs (host bridge), transform.mjs (import
  * rewriting), execution.mjs (evaluation, errors, timers, globals), interrupt.mjs (SIGINT),
- * introspect.mjs (complete/inspect), and prelude.mjs.
+ * introspect.mjs (complete/inspect), egress.mjs (the in-sandbox forwarder to the host's
+ * egress proxy), and prelude.mjs.
  */
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
@@ -43,6 +44,7 @@ import { abandonBridgeCalls, endBridge, resolveBridge, settleCellWrites } from "
 import { INTERRUPT_FIELDS, Interrupt, applyContext, clearCellTimers, errorFields, installGlobals, openInspector, report, runCell } from "./execution.mjs"
 import { keepSigintListeners, startSentinel } from "./interrupt.mjs"
 import { introspect } from "./introspect.mjs"
+import { startEgressForwarder } from "./egress.mjs"
 
 export { BridgeError, bridgeCall } from "./bridge.mjs"
 export { display, emitStatus, MIME_HOOK, mimeBundle } from "./display.mjs"
@@ -180,7 +182,7 @@ export const main = () => {
   installGlobals()
   process.on("uncaughtException", (error) => report("Uncaught exception", error))
   process.on("unhandledRejection", (reason) => report("Unhandled promise rejection", reason))
-  startSentinel().then(() => {
+  Promise.all([startEgressForwarder(process.env, diagnose), startSentinel()]).then(() => {
     keepSigintListeners()
     readRequests(input)
     serve()

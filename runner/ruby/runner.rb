@@ -34,6 +34,7 @@
 require "json"
 require "ripper"
 require "socket"
+require_relative "egress"
 require_relative "introspect"
 
 module Veyyon
@@ -301,6 +302,7 @@ module VeyyonRunner
         start_thread("sigint") { deliver_interrupts }
         start_thread("reader") { read_requests }
         start_thread("parent") { watch_parent(Process.ppid) }
+        VeyyonEgress.start(ENV, method(:diagnose))
         loop { handle(@requests.pop) }
       end
     end

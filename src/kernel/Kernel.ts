@@ -69,6 +69,8 @@ export interface KernelLaunch {
   readonly missingHint?: string
   /** Log every frame both ways. */
   readonly trace?: boolean
+  /** Outputs the host adds to whichever cell is running when each arrives (dropped between cells), e.g. the egress proxy's decisions. */
+  readonly notes?: Stream.Stream<KernelOutput>
 }
 
 /** One cell to run. */
@@ -342,6 +344,15 @@ export const spawn = Effect.fnUntraced(function*(
       Effect.forkScoped
     )
   yield* plainOutput(proc.stderr, (text) => KernelOutput.Stderr({ text }), true)
+  if (launch.notes !== undefined) {
+    yield* launch.notes.pipe(
+      Stream.runForEach((output) => {
+        const request = table.current
+        return request === undefined ? Effect.void : request.emit(output)
+      }),
+      Effect.forkScoped
+    )
+  }
   if (proc.frames !== undefined) yield* plainOutput(proc.stdout, (text) => KernelOutput.Stdout({ text }), false)
   yield* proc.exited.pipe(
     Effect.tap(() => Effect.interruptible(Deferred.await(stdoutDone)).pipe(Effect.timeoutOption(Duration.millis(500)))),

@@ -1,12 +1,14 @@
 /**
  * Everything the eval tool needs on Node, as one Layer built from `Settings`: the
- * registry, interpreter resolution, runner cache, process spawner, sandbox, output sink
- * and artifact store, with the agent bridge the embedder provides (or the default one).
+ * registry, interpreter resolution, runner cache, process spawner, sandbox (and the egress
+ * proxy's name resolution), output sink and artifact store, with the agent bridge the
+ * embedder provides (or the default one).
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Layer } from "effect"
 import { AgentBridge, AgentBridgeNotConfigured } from "../services/AgentBridge.ts"
 import { ArtifactStore, type ArtifactDirUnavailable } from "../services/ArtifactStore.ts"
+import { EgressResolver } from "../services/egress/EgressResolver.ts"
 import { EvalTool } from "../services/EvalTool.ts"
 import { KernelRegistry } from "../services/KernelRegistry.ts"
 import { OutputSink } from "../services/OutputSink.ts"
@@ -25,6 +27,8 @@ export interface EvalLayerOptions {
   readonly env?: Readonly<Record<string, string | undefined>> | false
   /** Answers agent()/completion()/parallel() calls; the default says none is configured. */
   readonly bridge?: Layer.Layer<AgentBridge>
+  /** Resolves the names the egress proxy admits (`sandbox.network: allowlist`); default the system resolver. */
+  readonly egressResolver?: Layer.Layer<EgressResolver>
 }
 
 /** What the eval layer provides. */
@@ -44,6 +48,7 @@ export const evalLayer = (
     SessionRecord.layer,
     NodeKernelSpawnerLive,
     Sandbox.Live,
+    options.egressResolver ?? EgressResolver.layer,
     options.bridge ?? AgentBridgeNotConfigured
   ).pipe(Layer.provideMerge(Layer.merge(settings, NodeServices.layer)))
   const registry = KernelRegistry.layer.pipe(Layer.provideMerge(platform))

@@ -4,7 +4,8 @@
  * other op. Fields an op does not describe are appended as `key=value`. Each fact shows
  * once in the text: `cd`, `time` and `timeit` render as nothing, because the magic that
  * sent them printed the same fact (`%cd` the path, `%time` its CPU and wall times,
- * `%timeit` its summary); `pip` shows only the modules it evicted, as pip prints the rest.
+ * `%timeit` its summary), and so does `egress` (the sandbox's proxy: a refusal is already a line
+ * on the cell's stderr); `pip` shows only the modules it evicted, as pip prints the rest.
  * Watchdog control (`timeout` pause/resume) is not for people and renders as nothing.
  * The events themselves stay structured for event handlers and JSON output.
  */
@@ -65,8 +66,12 @@ const renderKernelRestart = ({ fields }: StatusEvent): string =>
   `── the kernel died (${words(fields.exit) ?? "unexpectedly"}); the output above is from the first attempt; ` +
   `the cell runs again in a fresh kernel ──`
 
-/** Ops whose fact the magic that sent them already printed on stdout. */
-const PRINTED_OPS: ReadonlySet<string> = new Set(["cd", "time", "timeit"])
+/**
+ * Ops whose fact the cell's text already shows: what the magic that sent them printed on
+ * stdout, and the egress proxy's decisions (a refusal is a line on stderr, an allowed
+ * destination is what the cell asked for).
+ */
+const PRINTED_OPS: ReadonlySet<string> = new Set(["cd", "time", "timeit", "egress"])
 
 /** Per-op renderers: a line, `null` when there is nothing to add, `undefined` to fall back to the generic line. */
 const RENDERERS: Readonly<Record<string, (event: StatusEvent) => string | null | undefined>> = {

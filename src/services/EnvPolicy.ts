@@ -102,11 +102,17 @@ export const SECRET_VALUE_PATTERNS: ReadonlyArray<RegExp> = [
 export const isSecretEnvValue = (value: string): boolean =>
   hasUrlCredentials(value) || SECRET_VALUE_PATTERNS.some((pattern) => pattern.test(value))
 
-/** Whether a host variable may be passed to the runner: allowlisted (by name or prefix) and not a secret. */
+/**
+ * Names only the sandbox sets, for a kernel whose way out is the egress proxy (`sandbox.network:
+ * allowlist`); the host's values never pass, so no kernel outside that sandbox starts a forwarder.
+ */
+export const SANDBOX_ONLY_ENV_NAMES: ReadonlySet<string> = new Set(["VEYYON_EGRESS_SOCKET", "VEYYON_EGRESS_PORT"])
+
+/** Whether a host variable may be passed to the runner: allowlisted (by name or prefix), not a secret, not the sandbox's own. */
 export const isAllowedEnvName = (name: string): boolean => {
   const upper = name.toUpperCase()
   const listed = ALLOWED_ENV_NAMES.has(upper) || ALLOWED_ENV_PREFIXES.some((prefix) => upper.startsWith(prefix))
-  return listed && !isSecretEnvName(upper)
+  return listed && !isSecretEnvName(upper) && !SANDBOX_ONLY_ENV_NAMES.has(upper)
 }
 
 /** The host variables that pass the policy, with unset values dropped. */

@@ -22,6 +22,7 @@ import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsPr
 import type { SinkOutput, SinkResult, Truncation } from "./OutputSink.ts"
 import { OutputSink } from "./OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "./SessionRecord.ts"
+import { destinations, egressRecords } from "./egress/EgressReport.ts"
 import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } from "./Settings.ts"
 
 /** The tool's name as agents see it. */
@@ -253,6 +254,18 @@ export interface EvalToolService {
   readonly endSession: (sessionId: string) => Effect.Effect<void>
 }
 
+/** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`), when there were any. */
+const annotateEgress = (outputs: SinkResult["outputs"]) =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    Effect.sync(() => {
+      if (span._tag === "None") return
+      const records = egressRecords(outputs)
+      for (const outcome of ["allowed", "refused", "failed"] as const) {
+        const found = destinations(records, outcome)
+        if (found.length > 0) span.value.attribute(`eval.egress.${outcome}`, found)
+      }
+    }))
+
 const makeEvalTool = Effect.gen(function*() {
   const settings = yield* Settings
   const registry = yield* KernelRegistry
@@ -294,11 +307,13 @@ const makeEvalTool = Effect.gen(function*() {
 
   const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome) => {
     const count = outcome.executionCount > 0 ? outcome.executionCount : null
+    const egress = egressRecords(result.outputs)
     return records.record(sessionId, {
       language: params.language,
       source: params.code,
       executionCount: count,
-      outputs: notebookOutputs(result.outputs, count, outcome.notice)
+      outputs: notebookOutputs(result.outputs, count, outcome.notice),
+      ...(egress.length === 0 ? {} : { egress })
     }).pipe(Effect.catch((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
   }
 
@@ -309,6 +324,7 @@ const makeEvalTool = Effect.gen(function*() {
     const store = yield* sessionStore(context.sessionId)
     const result = yield* sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) })
     const outcome = result.outcome ?? NO_OUTCOME
+    yield* annotateEgress(result.outputs)
     const kept = recordCell(context.sessionId, params, result, outcome)
     yield* result.artifactIds.length > 0 ? Effect.andThen(store.prune, kept) : kept
     return evalResultOf(params, result, outcome, Date.now() - started)

@@ -49,6 +49,8 @@ import { RunnerCache, type RunnerCacheError, RunnerSourceMissing } from "./Runne
 import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable } from "./Sandbox.ts"
 import { idleTtlMsOf, kernelModeOf, Settings, sparesOf } from "./Settings.ts"
 import * as SparePool from "./SparePool.ts"
+import { EgressResolver, systemResolver } from "./egress/EgressResolver.ts"
+import { startKernelEgress } from "./egress/KernelEgress.ts"
 
 /** Identifies one retained kernel. */
 export class KernelKey extends Data.Class<{
@@ -257,6 +259,7 @@ const makeRegistry = Effect.gen(function*() {
     Effect.serviceOption(Sandbox),
     Option.match({ onNone: () => makeSandbox(settings.sandbox, settings.limits), onSome: Effect.succeed })
   )
+  const resolver = Option.getOrElse(yield* Effect.serviceOption(EgressResolver), () => systemResolver)
 
   const backends = new Map<string, { readonly backend: KernelBackend; readonly runtime: BackendRuntime }>()
   for (const backend of registeredBackends()) backends.set(backend.id, { backend, runtime: yield* backend.runtime })
@@ -380,10 +383,12 @@ const makeRegistry = Effect.gen(function*() {
       return yield* new RunnerSourceMissing({ path: `runner/${backend.runner.folder}/${backend.runner.entry}`, reason: "the package's runner folder does not hold it" })
     }
     const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
+    const egress = settings.sandbox.network === "allowlist" ? yield* startKernelEgress(settings.sandbox.allowHosts, resolver) : undefined
     const confinement = yield* sandbox.confine({
       memoryLimit: backend.memoryLimit,
       readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir, artifactsDir],
-      readWrite: [key.cwd]
+      readWrite: [key.cwd],
+      egressDir: egress?.socketDir
     })
     if (confinement.sandboxed && runtime.beforeSandboxedStart !== undefined) yield* runtime.beforeSandboxedStart(interpreter, runner)
     const launch = backend.launch(interpreter, runner)
@@ -402,7 +407,8 @@ const makeRegistry = Effect.gen(function*() {
       initEnv,
       key: key.label,
       skipCheck: true,
-      trace
+      trace,
+      ...(egress === undefined ? {} : { notes: egress.notes })
     })
     const kernel = yield* start.pipe(
       Effect.provideService(KernelSpawner, { spawn: (spec) => spawner.spawn(confinement.apply(spec)) }),

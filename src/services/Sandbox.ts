@@ -2,13 +2,14 @@
  * The `Sandbox` service: confines a kernel's spawn. In `off` mode it only applies the
  * kernel limits; in `auto` and `required` it runs the kernel under bubblewrap (`bwrap`)
  * with new user, pid, ipc, uts and mount namespaces (and a network namespace when
- * `sandbox.network` is `none`), `--die-with-parent`, the system directories read-only,
+ * `sandbox.network` is `none` or `allowlist`; with `allowlist` the kernel's egress proxy
+ * socket bound in and the proxy variables pointing at the runner's forwarder to it), `--die-with-parent`, the system directories read-only,
  * a fresh /proc, a private /tmp, an empty private HOME, and only the paths the kernel
  * needs bound in: its cwd read-write, its interpreter, runner and session state read-only.
  *
  * Whether bwrap works here is probed once, at the first sandboxed kernel. `auto` then runs
- * kernels without the sandbox when it does not, and logs why once; `required` fails every
- * kernel start with `SandboxUnavailable`.
+ * kernels without the sandbox when it does not, and logs why once; `required`, and any mode
+ * with `sandbox.network: allowlist`, fails every kernel start with `SandboxUnavailable`.
  *
  * Limits: `limits.memoryMb` is a Python kernel's address space (RLIMIT_AS: an allocation
  * past it raises MemoryError and the kernel lives) and a JavaScript kernel's V8 heap
@@ -25,17 +26,26 @@ import { Context, Effect, Layer, Schema } from "effect"
 import type { MemoryLimitKind } from "../backends/Backend.ts"
 import type { SpawnSpec } from "../kernel/KernelProcess.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
-import { bwrapArgs, NAMESPACE_FLAGS, realHost, sandboxEnv, sandboxHome, withHeapLimit, withRlimits } from "./SandboxArgs.ts"
+import { bwrapArgs, egressEnv, NAMESPACE_FLAGS, realHost, sandboxEnv, sandboxHome, withHeapLimit, withRlimits } from "./SandboxArgs.ts"
 import { Settings } from "./Settings.ts"
 
-/** The kernel cannot start because `sandbox.mode` is `required` and the sandbox does not work here. */
+/**
+ * The kernel cannot start because the sandbox does not work here and the settings need it:
+ * `sandbox.mode` is `required`, or `sandbox.network` is `allowlist` (`byAllowlist`), which
+ * never runs a kernel with the host's network.
+ */
 export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()("SandboxUnavailable", {
-  reason: Schema.String
+  reason: Schema.String,
+  byAllowlist: Schema.optionalKey(Schema.Boolean)
 }) {
   override get message(): string {
-    return `The kernel was not started: the sandbox is required (sandbox.mode / VEYYON_SANDBOX=required) but cannot run here: ${this.reason}. ` +
-      "Install bubblewrap (Debian: apt-get install bubblewrap) and allow user namespaces, or set VEYYON_SANDBOX=auto or off. " +
-      "`veyyon setup sandbox --check` shows what works."
+    return this.byAllowlist === true
+      ? `The kernel was not started: sandbox.network is allowlist (VEYYON_SANDBOX_NETWORK=allowlist), which needs the sandbox, and it cannot run here: ${this.reason}. ` +
+        "Install bubblewrap (Debian: apt-get install bubblewrap) and allow user namespaces, or choose another sandbox.network. " +
+        "`veyyon setup sandbox --check` shows what works."
+      : `The kernel was not started: the sandbox is required (sandbox.mode / VEYYON_SANDBOX=required) but cannot run here: ${this.reason}. ` +
+        "Install bubblewrap (Debian: apt-get install bubblewrap) and allow user namespaces, or set VEYYON_SANDBOX=auto or off. " +
+        "`veyyon setup sandbox --check` shows what works."
   }
 }
 
@@ -68,6 +78,8 @@ export interface SandboxRequest {
   readonly readOnly: ReadonlyArray<string>
   /** Host paths bound read-write (the kernel's cwd). */
   readonly readWrite: ReadonlyArray<string>
+  /** The kernel's egress proxy's socket directory, with `sandbox.network: allowlist`. */
+  readonly egressDir?: string | undefined
 }
 
 /** How one kernel's spawns are confined. */
@@ -86,7 +98,7 @@ export interface SandboxService {
   readonly probe: Effect.Effect<SandboxProbe>
   /**
    * How to confine the spawns of a kernel making `request`: limits always, bubblewrap in
-   * `auto` (when it works) and `required`; fails when `required` cannot be met.
+   * `auto` (when it works) and `required`; fails when `required` or `allowlist` cannot be met.
    */
   readonly confine: (request: SandboxRequest) => Effect.Effect<Confinement, SandboxUnavailable | LimitsUnavailable>
 }
@@ -151,10 +163,18 @@ export const makeSandbox = (
         home,
         readOnly: [...request.readOnly, ...settings.readPaths],
         readWrite: [...request.readWrite, ...settings.writePaths],
-        host: realHost
+        host: realHost,
+        egressDir: request.egressDir
       })
       const inside = withRlimits(spec, request.memoryLimit, limits, prlimit ?? "prlimit", { nproc: true })
-      return { ...inside, command: bwrap, args: [...args, "--", inside.command, ...inside.args], env: sandboxEnv(spec.env, home), sandboxed: true }
+      const env = sandboxEnv(spec.env, home)
+      return {
+        ...inside,
+        command: bwrap,
+        args: [...args, "--", inside.command, ...inside.args],
+        env: settings.network === "allowlist" && request.egressDir !== undefined ? egressEnv(env) : env,
+        sandboxed: true
+      }
     }
     const confine = Effect.fnUntraced(function*(request: SandboxRequest) {
       const needsPrlimit = (request.memoryLimit === "address-space" && limits.memoryMb !== undefined) || limits.fileSizeMb !== undefined ||
@@ -163,9 +183,10 @@ export const makeSandbox = (
         return yield* new LimitsUnavailable({ reason: "kernel limits are set but prlimit is not on PATH" })
       }
       let bwrap: string | undefined
-      if (settings.mode !== "off") {
+      if (settings.mode !== "off" || settings.network === "allowlist") {
         const found = yield* probe
         if (found.works && found.bwrap !== undefined) bwrap = found.bwrap
+        else if (settings.network === "allowlist") return yield* new SandboxUnavailable({ reason: found.reason ?? "unknown", byAllowlist: true })
         else if (settings.mode === "required") return yield* new SandboxUnavailable({ reason: found.reason ?? "unknown" })
         else if (!saidUnsandboxed) {
           saidUnsandboxed = true

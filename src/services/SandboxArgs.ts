@@ -8,6 +8,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import type { MemoryLimitKind } from "../backends/Backend.ts"
 import type { SpawnSpec } from "../kernel/KernelProcess.ts"
+import { EGRESS_SOCKET_NAME } from "./egress/EgressProxy.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
 
 /** System directories visible read-only inside the sandbox (those that exist; symlinks stay symlinks). */
@@ -18,6 +19,18 @@ export const HIDDEN_SYSTEM_PATHS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow
 
 /** HOME inside the sandbox when the host's HOME path cannot be used for it. */
 export const FALLBACK_SANDBOX_HOME = "/run/veyyon-home"
+
+/** Where the egress proxy's socket directory appears inside the sandbox (`network: allowlist`). */
+export const EGRESS_SANDBOX_DIR = "/run/veyyon-egress"
+
+/** The loopback port the runner's forwarder listens on inside the sandbox's own network namespace. */
+export const EGRESS_FORWARDER_PORT = 3128
+
+/** Destinations clients reach without the proxy: the sandbox's own loopback. */
+export const EGRESS_NO_PROXY = "localhost,127.0.0.1,::1"
+
+/** Proxy variables of the host that a kernel under `allowlist` never sees (any case): the egress proxy replaces them. */
+export const HOST_PROXY_ENV_NAMES: ReadonlyArray<string> = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY", "PIP_PROXY"]
 
 /** The namespaces and lifetime flags every sandboxed process gets. */
 export const NAMESPACE_FLAGS = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
@@ -52,7 +65,12 @@ export const sandboxHome = (hostHome: string | undefined, bound: ReadonlyArray<s
     ? NodePath.resolve(hostHome)
     : FALLBACK_SANDBOX_HOME
 
-/** The bwrap arguments (before the command) for a kernel with `cwd`, `home` and the request's paths. */
+/**
+ * The bwrap arguments (before the command) for a kernel with `cwd`, `home` and the request's
+ * paths; with `network` none or allowlist its own network namespace, and for allowlist the
+ * egress proxy's socket directory (`egressDir`) read-only at `EGRESS_SANDBOX_DIR`, bound last
+ * so no other path covers it.
+ */
 export const bwrapArgs = (options: {
   readonly network: SandboxSettings["network"]
   readonly cwd: string
@@ -60,8 +78,9 @@ export const bwrapArgs = (options: {
   readonly readOnly: ReadonlyArray<string>
   readonly readWrite: ReadonlyArray<string>
   readonly host: HostView
+  readonly egressDir?: string | undefined
 }): ReadonlyArray<string> => {
-  const args = [...NAMESPACE_FLAGS, ...(options.network === "none" ? ["--unshare-net"] : [])]
+  const args = [...NAMESPACE_FLAGS, ...(options.network === "allow" ? [] : ["--unshare-net"])]
   for (const dir of SYSTEM_DIRS) {
     const kind = options.host.kind(dir)
     if (kind === "dir") args.push("--ro-bind", dir, dir)
@@ -79,6 +98,7 @@ export const bwrapArgs = (options: {
   ].filter(([, path]) => options.host.kind(path) !== undefined)
   binds.sort((a, b) => a[1].split("/").length - b[1].split("/").length)
   for (const [flag, path] of binds) args.push(flag, path, path)
+  if (options.network === "allowlist" && options.egressDir !== undefined) args.push("--ro-bind", options.egressDir, EGRESS_SANDBOX_DIR)
   args.push("--chdir", options.cwd)
   return args
 }
@@ -87,6 +107,27 @@ export const bwrapArgs = (options: {
 export const sandboxEnv = (env: Readonly<Record<string, string>>, home: string): Record<string, string> => {
   const { TMP: _tmp, TEMP: _temp, ...rest } = env
   return { ...rest, HOME: home, TMPDIR: "/tmp" }
+}
+
+/**
+ * `env` for a kernel whose way out is the egress proxy: the host's proxy variables dropped
+ * (whatever their case), the runner's forwarder named (`VEYYON_EGRESS_SOCKET`,
+ * `VEYYON_EGRESS_PORT`), and every client pointed at it in both spellings (`HTTP_PROXY`,
+ * `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` for the sandbox's loopback), Node's own
+ * clients included (`NODE_USE_ENV_PROXY`, without undici's experimental-feature warning on
+ * every Node process's stderr).
+ */
+export const egressEnv = (env: Readonly<Record<string, string>>): Record<string, string> => {
+  const kept: Record<string, string> = {}
+  for (const [name, value] of Object.entries(env)) if (!HOST_PROXY_ENV_NAMES.includes(name.toUpperCase())) kept[name] = value
+  const proxy = `http://127.0.0.1:${EGRESS_FORWARDER_PORT}`
+  for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"]) kept[name] = kept[name.toLowerCase()] = proxy
+  kept.NO_PROXY = kept.no_proxy = EGRESS_NO_PROXY
+  kept.NODE_USE_ENV_PROXY = "1"
+  kept.NODE_OPTIONS = "--disable-warning=UNDICI-EHPA"
+  kept.VEYYON_EGRESS_SOCKET = `${EGRESS_SANDBOX_DIR}/${EGRESS_SOCKET_NAME}`
+  kept.VEYYON_EGRESS_PORT = String(EGRESS_FORWARDER_PORT)
+  return kept
 }
 
 const MIB = 1024 * 1024

@@ -3,7 +3,9 @@
  * the default sandbox mode of each front door.
  *
  *   VEYYON_SANDBOX            sandbox.mode: off | auto | required
- *   VEYYON_SANDBOX_NETWORK    sandbox.network: allow | none
+ *   VEYYON_SANDBOX_NETWORK    sandbox.network: allow | none | allowlist
+ *   VEYYON_SANDBOX_ALLOW_HOSTS sandbox.allowHosts: host names, `*.suffix` patterns, optional
+ *                             `:port`, separated by commas or white space
  *   VEYYON_KERNEL_MEMORY_MB   limits.memoryMb (a positive integer, or `off`)
  *   VEYYON_KERNEL_PIDS        limits.pids (a positive integer, or `off`)
  *
@@ -11,6 +13,7 @@
  * sandbox `auto`, network `none`, and a memory and a pids limit; the local doors from none of it.
  */
 import { Result, Schema } from "effect"
+import { type AllowList, parseAllowHosts } from "./egress/AllowHosts.ts"
 import type { EnvRecord } from "./EnvPolicy.ts"
 import { isUnsetEnvValue } from "./Flags.ts"
 
@@ -20,8 +23,12 @@ export const SandboxMode = Schema.Literals(["off", "auto", "required"])
 /** One sandbox mode. */
 export type SandboxMode = typeof SandboxMode.Type
 
-/** `allow`: the host's network; `none`: an own network namespace, not even the host's loopback. */
-export const SandboxNetwork = Schema.Literals(["allow", "none"])
+/**
+ * `allow`: the host's network; `none`: an own network namespace, not even the host's loopback;
+ * `allowlist`: an own network namespace whose only way out is the host's egress proxy, which
+ * reaches the hosts `sandbox.allowHosts` lists and nothing else.
+ */
+export const SandboxNetwork = Schema.Literals(["allow", "none", "allowlist"])
 
 /** One network policy. */
 export type SandboxNetwork = typeof SandboxNetwork.Type
@@ -64,6 +71,8 @@ export const LIMIT_SETTINGS = {
 export interface SandboxSettings {
   readonly mode: SandboxMode
   readonly network: SandboxNetwork
+  /** The hosts the egress proxy may reach (`network: allowlist`; empty otherwise). */
+  readonly allowHosts: AllowList
   /** Extra host paths visible read-only inside the sandbox. */
   readonly readPaths: ReadonlyArray<string>
   /** Extra host paths visible read-write inside the sandbox. */
@@ -88,6 +97,7 @@ const AbsolutePath = Schema.String.check(Schema.makeFilter((value) => value.star
 export const SandboxInput = Schema.Struct({
   mode: optional(SandboxMode),
   network: optional(SandboxNetwork),
+  allowHosts: optional(Schema.Array(Schema.String)),
   readPaths: optional(Schema.Array(AbsolutePath)),
   writePaths: optional(Schema.Array(AbsolutePath))
 })
@@ -132,17 +142,50 @@ const envLimit = (env: EnvRecord, name: string, unit: string): Result.Result<num
 const overLimit = (fromEnv: number | "off" | undefined, given: number | undefined): number | undefined =>
   fromEnv === "off" ? undefined : fromEnv ?? given
 
-/** The sandbox settings from the object with the environment on top. */
+/** The entries of `VEYYON_SANDBOX_ALLOW_HOSTS` (split at commas and white space), or undefined when it is unset. */
+export const splitAllowHosts = (raw: string | undefined): ReadonlyArray<string> | undefined =>
+  raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.split(/[\s,]+/).filter((entry) => entry !== "")
+
+/** The allowlist of `entries`, or the problem naming every entry that cannot be used. */
+const allowListOf = (entries: ReadonlyArray<string>, source: string): Result.Result<AllowList, EnvProblem> =>
+  Result.mapError(parseAllowHosts(entries), (problems) => ({
+    source,
+    problem: problems.map(({ entry, problem }) => `${JSON.stringify(entry)}: ${problem}`).join("; ")
+  }))
+
+/**
+ * The sandbox settings from the object with the environment on top. `network: allowlist`
+ * needs hosts to allow and the sandbox: with no mode given it makes the mode `required`,
+ * and with mode `off` it is a settings error (`auto` refuses to run unsandboxed too).
+ */
 export const resolveSandbox = (
   given: typeof SandboxInput.Type | undefined,
   env: EnvRecord
 ): Result.Result<SandboxSettings, EnvProblem> =>
   Result.gen(function*() {
-    const mode = yield* envWord(env, "VEYYON_SANDBOX", SandboxMode.literals)
-    const network = yield* envWord(env, "VEYYON_SANDBOX_NETWORK", SandboxNetwork.literals)
+    const mode = (yield* envWord(env, "VEYYON_SANDBOX", SandboxMode.literals)) ?? given?.mode
+    const network = (yield* envWord(env, "VEYYON_SANDBOX_NETWORK", SandboxNetwork.literals)) ?? given?.network ?? "allow"
+    const fromEnv = splitAllowHosts(env.VEYYON_SANDBOX_ALLOW_HOSTS)
+    const source = fromEnv === undefined ? "sandbox.allowHosts" : "VEYYON_SANDBOX_ALLOW_HOSTS"
+    const allowHosts = yield* allowListOf(fromEnv ?? given?.allowHosts ?? [], source)
+    if (network === "allowlist") {
+      if (allowHosts.rules.length === 0) {
+        return yield* Result.fail({
+          source,
+          problem: "sandbox.network is allowlist but no host is allowed; list hosts in sandbox.allowHosts (VEYYON_SANDBOX_ALLOW_HOSTS), e.g. pypi.org,files.pythonhosted.org, or use network none"
+        })
+      }
+      if (mode === "off") {
+        return yield* Result.fail({
+          source: "sandbox.mode",
+          problem: "sandbox.network allowlist needs the sandbox, but sandbox.mode (VEYYON_SANDBOX) is off; set it to required or auto, or leave it unset"
+        })
+      }
+    }
     return {
-      mode: mode ?? given?.mode ?? "off",
-      network: network ?? given?.network ?? "allow",
+      mode: mode ?? (network === "allowlist" ? "required" : "off"),
+      network,
+      allowHosts,
       readPaths: given?.readPaths ?? [],
       writePaths: given?.writePaths ?? []
     }

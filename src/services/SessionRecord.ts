@@ -1,6 +1,7 @@
 /**
  * Sessions as notebooks: every cell a session runs (source, outputs, execution count,
- * language) is kept in the session's state directory, one JSON file per cell, and a
+ * language, and the destinations its sandbox's egress proxy allowed or refused, as the
+ * cell's `veyyon.egress` metadata in the notebook) is kept in the session's state directory, one JSON file per cell, and a
  * session exports as a valid nbformat 4 notebook (images as PNG/JPEG outputs, cut text
  * with the artifact:// link that holds all of it).
  *
@@ -22,6 +23,7 @@ import * as path from "node:path"
 import { STATUS_MIME } from "../kernel/Frame.ts"
 import { sessionArtifactsDir } from "./ArtifactStore.ts"
 import { EXCLUSIVE_CREATE, writeFileAtomically } from "./AtomicFile.ts"
+import type { EgressRecord } from "./egress/EgressReport.ts"
 import type { SinkOutput } from "./OutputSink.ts"
 import { ensurePrivateDirSync, PRIVATE_FILE_MODE } from "./PrivateDir.ts"
 import { backendOf } from "../backends/index.ts"
@@ -36,6 +38,8 @@ export interface RecordedCell {
   readonly source: string
   readonly executionCount: number | null
   readonly outputs: ReadonlyArray<NotebookOutput>
+  /** The destinations the cell's kernel asked the egress proxy for (`sandbox.network: allowlist`), in order. */
+  readonly egress?: ReadonlyArray<EgressRecord>
 }
 
 const RecordedCellSchema = Schema.Struct({
@@ -44,7 +48,14 @@ const RecordedCellSchema = Schema.Struct({
   ),
   source: Schema.String,
   executionCount: Schema.NullOr(Schema.Number),
-  outputs: Schema.Array(Schema.Record(Schema.String, Schema.Unknown))
+  outputs: Schema.Array(Schema.Record(Schema.String, Schema.Unknown)),
+  egress: Schema.optionalKey(Schema.Array(Schema.Struct({
+    outcome: Schema.Literals(["allowed", "refused", "failed"]),
+    host: Schema.String,
+    port: Schema.Number,
+    via: Schema.String,
+    reason: Schema.optionalKey(Schema.String)
+  })))
 })
 const decodeCell = Schema.decodeUnknownResult(Schema.fromJsonString(RecordedCellSchema))
 const decodeJournalLine = Schema.decodeUnknownResult(
@@ -134,7 +145,14 @@ export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLa
     metadata: { ...backendOf(kernel)?.notebook, veyyon: { exported: new Date().toISOString() } },
     cells: cells.map((cell) =>
       cell.language === kernel
-        ? { cell_type: "code", id: cellId(), metadata: {}, execution_count: cell.executionCount, source: cell.source, outputs: cell.outputs }
+        ? {
+          cell_type: "code",
+          id: cellId(),
+          metadata: cell.egress === undefined ? {} : { veyyon: { egress: cell.egress } },
+          execution_count: cell.executionCount,
+          source: cell.source,
+          outputs: cell.outputs
+        }
         : { cell_type: "raw", id: cellId(), metadata: { veyyon: { language: cell.language } }, source: cell.source }
     )
   }

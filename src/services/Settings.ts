@@ -17,7 +17,8 @@
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
  *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
  *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
- *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network
+ *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network (allow | none | allowlist)
+ *   VEYYON_SANDBOX_ALLOW_HOSTS                   sandbox.allowHosts (for allowlist; see SandboxSettings)
  *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
  *
  * `kernel.mode` and `kernel.idleTtlMs` govern every backend's kernels unless

@@ -307,7 +307,7 @@ describe("ArtifactStore", () => {
         artifactsDir: dir,
         artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
-        sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+        sandbox: { mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
         limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
       })
       const store = yield* Effect.provide(ArtifactStore, ArtifactStore.Live.pipe(Layer.provide(settings)))

@@ -95,6 +95,11 @@ describe("EnvPolicy", () => {
     expect(filterHostEnv(host)).toEqual({})
   })
 
+  it("drops the egress forwarder's variables and NODE_USE_ENV_PROXY: only the allowlist sandbox sets them", () => {
+    const host = { VEYYON_EGRESS_SOCKET: "/tmp/s", veyyon_egress_port: "3128", NODE_USE_ENV_PROXY: "1", VEYYON_PY: "1", HTTPS_PROXY: "http://corp:3128" }
+    expect(filterHostEnv(host)).toEqual({ VEYYON_PY: "1", HTTPS_PROXY: "http://corp:3128" })
+  })
+
   it("drops unset values", () => {
     expect(filterHostEnv({ PATH: undefined, HOME: "/h" })).toEqual({ HOME: "/h" })
   })

@@ -549,7 +549,7 @@ describe("OutputSink service", () => {
       artifactsDir,
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes, maxLines: 7 },
-      sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+      sandbox: { mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
       limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
     })
 

@@ -7,6 +7,8 @@ import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import {
   bwrapArgs,
+  EGRESS_SANDBOX_DIR,
+  egressEnv,
   FALLBACK_SANDBOX_HOME,
   type HostView,
   realHost,
@@ -15,7 +17,8 @@ import {
   withHeapLimit,
   withRlimits
 } from "../../src/services/SandboxArgs.ts"
-import { defaultSandboxMode, doorSandboxDefaults, REMOTE_DOOR_DEFAULTS, resolveLimits, resolveSandbox } from "../../src/services/SandboxSettings.ts"
+import { defaultSandboxMode, doorSandboxDefaults, REMOTE_DOOR_DEFAULTS, resolveLimits, resolveSandbox, splitAllowHosts } from "../../src/services/SandboxSettings.ts"
+import { parseAllowHosts } from "../../src/services/egress/AllowHosts.ts"
 import { testSettings } from "../support/settings.ts"
 
 const host: HostView = {
@@ -28,7 +31,7 @@ const noLimits = { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
 
 describe("sandbox settings", () => {
   it("default off, allow and no limits; env overrides the object; bad values are refused", () => {
-    expect(testSettings().sandbox).toEqual({ mode: "off", network: "allow", readPaths: [], writePaths: [] })
+    expect(testSettings().sandbox).toEqual({ mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] })
     expect(testSettings().limits).toEqual(noLimits)
     expect(Result.getOrThrow(resolveSandbox({ mode: "auto" }, { VEYYON_SANDBOX: " Required ", VEYYON_SANDBOX_NETWORK: "none" })))
       .toMatchObject({ mode: "required", network: "none" })
@@ -36,6 +39,35 @@ describe("sandbox settings", () => {
       .toEqual({ memoryMb: 256, pids: 5, fileSizeMb: undefined })
     expect(Result.isFailure(resolveSandbox({}, { VEYYON_SANDBOX: "yes" }))).toBe(true)
     expect(Result.isFailure(resolveLimits({}, { VEYYON_KERNEL_MEMORY_MB: "1.5" }))).toBe(true)
+  })
+
+  it("allowlist takes its hosts from VEYYON_SANDBOX_ALLOW_HOSTS over sandbox.allowHosts, and needs the sandbox", () => {
+    const fromEnv = Result.getOrThrow(resolveSandbox(
+      { allowHosts: ["ignored.example"] },
+      { VEYYON_SANDBOX_NETWORK: "Allowlist", VEYYON_SANDBOX_ALLOW_HOSTS: " pypi.org,*.pythonhosted.org  index.test:8080 " }
+    ))
+    expect(fromEnv).toMatchObject({ mode: "required", network: "allowlist" })
+    expect(fromEnv.allowHosts.rules.map((rule) => rule.entry)).toEqual(["pypi.org", "*.pythonhosted.org", "index.test:8080"])
+    const fromObject = Result.getOrThrow(resolveSandbox({ mode: "auto", network: "allowlist", allowHosts: ["PyPI.org"] }, {}))
+    expect(fromObject).toMatchObject({ mode: "auto", network: "allowlist", allowHosts: { rules: [{ host: "pypi.org", kind: "exact" }] } })
+    expect(Result.getOrThrow(resolveSandbox({ network: "none" }, {})).mode).toBe("off")
+    expect(splitAllowHosts("  ")).toBeUndefined()
+    expect(splitAllowHosts("a.b,,c.d")).toEqual(["a.b", "c.d"])
+  })
+
+  it("allowlist without hosts, with the sandbox off, or with an entry it cannot use is refused, saying why", () => {
+    const problem = (given: Parameters<typeof resolveSandbox>[0], env: Record<string, string>) => {
+      const resolved = resolveSandbox(given, env)
+      return Result.isFailure(resolved) ? resolved.failure : undefined
+    }
+    expect(problem({ network: "allowlist" }, {})).toMatchObject({ source: "sandbox.allowHosts", problem: expect.stringContaining("no host is allowed") })
+    expect(problem({}, { VEYYON_SANDBOX_NETWORK: "allowlist", VEYYON_SANDBOX_ALLOW_HOSTS: " " })?.problem).toContain("no host is allowed")
+    expect(problem({ network: "allowlist", allowHosts: ["a.example"] }, { VEYYON_SANDBOX: "off" }))
+      .toMatchObject({ source: "sandbox.mode", problem: expect.stringContaining("needs the sandbox") })
+    expect(problem({}, { VEYYON_SANDBOX_NETWORK: "allowlist", VEYYON_SANDBOX_ALLOW_HOSTS: "ok.example,10.0.0.1" }))
+      .toEqual({ source: "VEYYON_SANDBOX_ALLOW_HOSTS", problem: "\"10.0.0.1\": IP addresses cannot be listed; list a host name" })
+    expect(problem({ allowHosts: ["*.com"] }, {})?.source).toBe("sandbox.allowHosts")
+    expect(problem({}, { VEYYON_SANDBOX_NETWORK: "some" })?.problem).toContain("allow, none, allowlist")
   })
 
   it("remote doors default to auto, local ones to off", () => {
@@ -147,6 +179,65 @@ describe("bwrap arguments, exactly", () => {
     ])
   })
 
+  it("with allowlist: its own network, and the egress socket's directory read-only at its fixed place, bound last", () => {
+    expect(bwrapArgs({
+      network: "allowlist",
+      cwd: "/home/u/p",
+      home: "/home/u",
+      readOnly: ["/srv/cache"],
+      readWrite: ["/home/u/p"],
+      host: debian,
+      egressDir: "/root/.local/state/veyyon/egress/egress-Ab12"
+    })).toEqual([
+      "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--unshare-net",
+      "--ro-bind", "/usr", "/usr",
+      "--symlink", "usr/bin", "/bin",
+      "--symlink", "usr/sbin", "/sbin",
+      "--symlink", "usr/lib", "/lib",
+      "--symlink", "usr/lib64", "/lib64",
+      "--ro-bind", "/etc", "/etc",
+      "--ro-bind", "/dev/null", "/etc/shadow",
+      "--ro-bind", "/dev/null", "/etc/shadow-",
+      "--ro-bind", "/dev/null", "/etc/gshadow",
+      "--tmpfs", "/etc/ssh",
+      "--ro-bind", "/dev/null", "/etc/sudoers",
+      "--tmpfs", "/etc/sudoers.d",
+      "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/u",
+      "--ro-bind", "/srv/cache", "/srv/cache",
+      "--bind", "/home/u/p", "/home/u/p",
+      "--ro-bind", "/root/.local/state/veyyon/egress/egress-Ab12", "/run/veyyon-egress",
+      "--chdir", "/home/u/p"
+    ])
+    expect(EGRESS_SANDBOX_DIR).toBe("/run/veyyon-egress")
+    const withoutDir = bwrapArgs({ network: "allowlist", cwd: "/w", home: "/h", readOnly: [], readWrite: [], host: debian })
+    expect(withoutDir).toContain("--unshare-net")
+    expect(withoutDir).not.toContain(EGRESS_SANDBOX_DIR)
+    const notAllowlist = bwrapArgs({ network: "none", cwd: "/w", home: "/h", readOnly: [], readWrite: [], host: debian, egressDir: "/e" })
+    expect(notAllowlist).not.toContain("/e")
+  })
+
+  it("the egress environment replaces the host's proxies in every case and points every client at the forwarder", () => {
+    expect(egressEnv({
+      PATH: "/usr/bin", Http_Proxy: "http://corp:8080", Https_Proxy: "x", All_Proxy: "a", No_Proxy: "corp", PIP_PROXY: "p", ftp_proxy: "f", PIP_INDEX_URL: "i"
+    }))
+      .toEqual({
+        PATH: "/usr/bin",
+        PIP_INDEX_URL: "i",
+        HTTP_PROXY: "http://127.0.0.1:3128",
+        HTTPS_PROXY: "http://127.0.0.1:3128",
+        ALL_PROXY: "http://127.0.0.1:3128",
+        http_proxy: "http://127.0.0.1:3128",
+        https_proxy: "http://127.0.0.1:3128",
+        all_proxy: "http://127.0.0.1:3128",
+        NO_PROXY: "localhost,127.0.0.1,::1",
+        no_proxy: "localhost,127.0.0.1,::1",
+        NODE_USE_ENV_PROXY: "1",
+        NODE_OPTIONS: "--disable-warning=UNDICI-EHPA",
+        VEYYON_EGRESS_SOCKET: "/run/veyyon-egress/egress.sock",
+        VEYYON_EGRESS_PORT: "3128"
+      })
+  })
+
   it("a system directory that is a plain file is left out, like a missing one", () => {
     const odd: HostView = { kind: (path) => ({ "/usr": "dir", "/lib32": "file" } as Record<string, string>)[path] }
     const args = bwrapArgs({ network: "allow", cwd: "/w", home: "/h", readOnly: [], readWrite: [], host: odd })
@@ -215,7 +306,7 @@ describe("limits", () => {
   it.effect("a sandboxed spawn runs bwrap, then prlimit inside it, then the kernel", () =>
     Effect.gen(function*() {
       const sandbox = yield* makeSandbox(
-        { mode: "required", network: "none", readPaths: [], writePaths: [] },
+        { mode: "required", network: "none", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
         { memoryMb: 512, pids: 64, fileSizeMb: undefined },
         { bwrap: "/bin/true", prlimit: "/bin/true" }
       )
@@ -230,7 +321,7 @@ describe("limits", () => {
 })
 
 describe("sandbox modes without bwrap", () => {
-  const settings = (mode: "off" | "auto" | "required") => ({ mode, network: "allow" as const, readPaths: [], writePaths: [] })
+  const settings = (mode: "off" | "auto" | "required") => ({ mode, network: "allow" as const, allowHosts: { rules: [] }, readPaths: [], writePaths: [] })
   const request = { memoryLimit: "address-space" as const, readOnly: [], readWrite: ["/work/p"] }
 
   it.effect("required fails with SandboxUnavailable; auto and off spawn unsandboxed", () =>
@@ -244,6 +335,35 @@ describe("sandbox modes without bwrap", () => {
         expect(confinement.sandboxed).toBe(false)
         expect(confinement.apply(spec)).toBe(spec)
       }
+    }))
+
+  it.effect("allowlist refuses to run without the sandbox in every mode, naming the network setting", () =>
+    Effect.gen(function*() {
+      const allowHosts = Result.getOrThrow(parseAllowHosts(["pypi.org"]))
+      for (const mode of ["auto", "required", "off"] as const) {
+        const sandbox = yield* makeSandbox({ ...settings(mode), network: "allowlist", allowHosts }, noLimits, { bwrap: "/nonexistent/bwrap" })
+        const exit = yield* Effect.exit(sandbox.confine(request))
+        expect(Exit.isFailure(exit) && exit.cause.reasons[0]?._tag === "Fail" && exit.cause.reasons[0].error).toMatchObject({
+          _tag: "SandboxUnavailable",
+          byAllowlist: true,
+          message: expect.stringContaining("sandbox.network is allowlist (VEYYON_SANDBOX_NETWORK=allowlist), which needs the sandbox")
+        })
+      }
+    }))
+
+  it.effect("a sandboxed allowlist kernel gets the egress binding and environment; none and allow do not", () =>
+    Effect.gen(function*() {
+      const allowHosts = Result.getOrThrow(parseAllowHosts(["pypi.org"]))
+      const sandbox = yield* makeSandbox({ ...settings("required"), network: "allowlist", allowHosts }, noLimits, { bwrap: "/bin/true", prlimit: "/bin/true" })
+      const confined = (yield* sandbox.confine({ ...request, egressDir: "/state/egress-x" })).apply(spec)
+      expect(confined.args.join(" ")).toContain("--ro-bind /state/egress-x /run/veyyon-egress")
+      expect(confined.env).toMatchObject({ VEYYON_EGRESS_SOCKET: "/run/veyyon-egress/egress.sock", HTTPS_PROXY: "http://127.0.0.1:3128" })
+      const none = yield* makeSandbox({ ...settings("required"), network: "none" }, noLimits, { bwrap: "/bin/true", prlimit: "/bin/true" })
+      const closed = (yield* none.confine({ ...request, egressDir: "/state/egress-x" })).apply(spec)
+      expect(closed.args).toContain("--unshare-net")
+      expect(closed.args.join(" ")).not.toContain("/run/veyyon-egress")
+      expect(closed.env.VEYYON_EGRESS_SOCKET).toBeUndefined()
+      expect(closed.env.HTTPS_PROXY).toBeUndefined()
     }))
 
   it.effect("auto says once that it runs kernels unsandboxed", () =>

@@ -39,7 +39,7 @@ describe("Settings defaults", () => {
       artifactsDir: path.join("/home/ada", ".local", "state", "veyyon", "sessions"),
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
-      sandbox: { mode: "off", network: "allow", readPaths: [], writePaths: [] },
+      sandbox: { mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
       limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
     })
     expect(DEFAULT_IDLE_TTL_MS).toBe(600_000)

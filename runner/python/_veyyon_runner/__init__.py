@@ -10,6 +10,7 @@ The protocol it serves is described in ``runner.py`` beside this package. Module
     execution   compiling and running a cell, tracebacks
     magics      line and cell magics, shell helpers
     introspect  complete and inspect requests
+    egress      the in-sandbox forwarder to the host's egress proxy
     server      the main loop and start-up (``main``)
 
 The name starts with an underscore and carries the project's name so that no user module is

@@ -11,7 +11,7 @@ import types
 import warnings
 
 
-from . import protocol, state
+from . import egress, protocol, state
 from .state import _on_sigint, _redeliver_loop, _state, _user_call
 from .protocol import (
     PROTOCOL_ERROR,
@@ -452,6 +452,7 @@ def main():
     threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
     threading.Thread(target=reader.run, name="veyyon-stdin", daemon=True).start()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
+    egress.start(os.environ, protocol._diagnose)
     _serve(reader)
 
 

@@ -42,7 +42,7 @@ export const sandboxReport = (
 ): ReadonlyArray<string> => [
   `bwrap        ${probe.bwrap ?? "not found on PATH (Debian: apt-get install bubblewrap)"}`,
   `namespaces   ${probe.works ? "ok: user, pid, ipc, uts, mount and network" : `not available: ${probe.reason}`}`,
-  `network      ${network}${probe.works ? " (allow and none both work here)" : ""}`,
+  `network      ${network}${probe.works ? " (allow, none and allowlist all work here)" : network === "allowlist" ? " (needs the sandbox: kernels will not start)" : ""}`,
   `containment  ${probe.works ? "in the sandbox: pid namespace with --die-with-parent; outside it: " : ""}${CONTAINMENT_MEANINGS[tree.mechanism]}`,
   `limits       ${limitsLine(limits, probe, tree.pidsLimit)}`,
   `mode         ${modeOutcome(mode, probe)}`
@@ -55,7 +55,7 @@ export const checkSandbox = Effect.gen(function*() {
   const probe = yield* sandbox.probe
   const tree = containment()
   process.stdout.write(sandboxReport(settings.sandbox.mode, settings.sandbox.network, probe, settings.limits, tree).join("\n") + "\n")
-  if (settings.sandbox.mode === "required" && !probe.works) {
-    return yield* new SandboxUnavailable({ reason: probe.reason ?? "unknown" })
+  if ((settings.sandbox.mode === "required" || settings.sandbox.network === "allowlist") && !probe.works) {
+    return yield* new SandboxUnavailable({ reason: probe.reason ?? "unknown", ...(settings.sandbox.network === "allowlist" ? { byAllowlist: true } : {}) })
   }
 })
