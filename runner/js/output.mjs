@@ -22,12 +22,26 @@ class FrameStream extends Writable {
     this.decoder = new StringDecoder("utf8")
   }
 
+  // write() sends at once, past Writable's bookkeeping: that marks a write in progress until
+  // _write calls back, and an interrupt ending the cell's code between the two (SIGINT lands
+  // anywhere in a console.log) would leave the stream queueing every later write, unsent.
+  write(chunk, encoding, callback) {
+    if (typeof encoding === "function") return this.write(chunk, undefined, encoding)
+    this.send(chunk, encoding ?? "utf8")
+    if (typeof callback === "function") process.nextTick(callback)
+    return true
+  }
+
   _write(chunk, encoding, callback) {
+    this.send(chunk, encoding)
+    callback()
+  }
+
+  send(chunk, encoding) {
     const text = typeof chunk === "string"
       ? (encoding === "utf8" || encoding === "utf-8" || encoding === "buffer" ? chunk : Buffer.from(chunk, encoding).toString("utf8"))
       : this.decoder.write(chunk)
     sendStream(this.kind, text)
-    callback()
   }
 
   get isTTY() {

@@ -241,6 +241,16 @@ describe("JavaScript kernel", () => {
       expect(resultOf(yield* run(kernel, "'alive'"))).toBe("'alive'")
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
+  it.live("a SIGINT landing inside console.log leaves the next cells' output intact", () =>
+    Effect.gen(function*() {
+      const kernel = yield* startJsKernel()
+      for (let round = 0; round < 8; round++) {
+        const outputs = yield* run(kernel, "for (;;) console.log('spin')", { cancel: Effect.sleep(Duration.millis(30 + 10 * round)) })
+        expect(doneOf(outputs)).toMatchObject({ cancelled: true, killed: false })
+        expect(stdoutOf(yield* run(kernel, `console.log('after ${round}'); process.stdout.write('and more\\n')`))).toBe(`after ${round}\nand more\n`)
+      }
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
   it.live("SIGINT between cells is ignored", () =>
     Effect.gen(function*() {
       const kernel = yield* startJsKernel()

@@ -284,10 +284,6 @@ for (const launch of launches) {
       expect(printed.stderr).toBe("err\n")
       const id = runner!.send(spinCells[launch.language]!)
       await runner!.until(() => runner!.frames.some((f) => f.id === id && f.type === "stdout"))
-      // Let the cell reach its loop: a SIGINT landing while the JS runner's console.log is still
-      // returning from the write whose frame already arrived leaves its stdout stuck (a runner
-      // interrupt issue of its own, seen on a loaded machine, not the forwarder's).
-      await new Promise((resolve) => setTimeout(resolve, 300))
       runner!.proc.kill("SIGINT")
       await runner!.until(() => runner!.frames.some((f) => f.id === id && f.type === "done"))
       expect(runner!.frames.find((f) => f.id === id && f.type === "done")?.cancelled).toBe(true)
