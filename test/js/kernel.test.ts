@@ -251,6 +251,21 @@ describe("JavaScript kernel", () => {
       }
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
+  it.live("two SIGINTs in a row interrupt a busy cell once and never kill the kernel", () =>
+    Effect.gen(function*() {
+      const kernel = yield* startJsKernel()
+      for (let round = 0; round < 10; round++) {
+        const fiber = yield* Effect.forkChild(run(kernel, "for (;;) {}"))
+        yield* Effect.sleep(Duration.millis(150))
+        process.kill(kernel.pid, "SIGINT")
+        process.kill(kernel.pid, "SIGINT")
+        const outputs = yield* Fiber.join(fiber)
+        expect(doneOf(outputs)).toMatchObject({ status: "error", killed: false })
+        expect(yield* kernel.isAlive).toBe(true)
+        expect(resultOf(yield* run(kernel, `${round} + 1`))).toBe(String(round + 1))
+      }
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+
   it.live("SIGINT between cells is ignored", () =>
     Effect.gen(function*() {
       const kernel = yield* startJsKernel()
