@@ -9,6 +9,7 @@ const root = path.resolve(import.meta.dirname, "..")
 const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
 const example = fs.readFileSync(path.join(root, "examples/embed.ts"), "utf8")
 const toolkitExample = fs.readFileSync(path.join(root, "examples/toolkit.ts"), "utf8")
+const embeddingDoc = fs.readFileSync(path.join(root, "docs/embedding.md"), "utf8")
 
 /** A liveness bound for the example's child process: about 5 s when quiet, several times that under load. */
 const LIVENESS_MS = 240_000
@@ -19,8 +20,15 @@ describe("README", () => {
     expect(example.trimEnd().split("\n").length).toBeLessThan(20)
   })
 
-  it("shows the effect/ai example exactly as it is in examples/toolkit.ts (type-checked by the tarball test)", () => {
-    expect(readme).toContain("```ts\n" + toolkitExample + "```")
+  it("docs/embedding.md shows the effect/ai example exactly as it is in examples/toolkit.ts (type-checked by the tarball test)", () => {
+    expect(embeddingDoc).toContain("```ts\n" + toolkitExample + "```")
+  })
+
+  it("stays a front door: under 15 KB, every docs/ page in its table", () => {
+    expect(Buffer.byteLength(readme)).toBeLessThan(15_000)
+    for (const page of fs.readdirSync(path.join(root, "docs")).filter((name) => name.endsWith(".md"))) {
+      expect({ page, linked: readme.includes(`](docs/${page})`) }).toEqual({ page, linked: true })
+    }
   })
 
   it("names the two set-up commands", () => {
