@@ -1,9 +1,13 @@
 /**
  * How the cluster's processes end on SIGTERM, as a service manager sees them: a runner and
  * an `mcp --cluster` door each exit 143 (128 + SIGTERM, as every `veyyon` command does),
- * and neither prints a warning of Node's (a deprecation, say) in a normal run.
+ * and neither prints a warning of Node's (a deprecation, say) in a normal run; a runner
+ * stopped during a cell answers it as soon as it ends and exits right after; an idle
+ * runner exits within 2 s.
  */
+import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { EvalTool } from "../../src/services/EvalTool.ts"
 import { initializeRequest, type McpChild, startMcp } from "../mcp/support.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"
@@ -46,12 +50,34 @@ describe.skipIf(skipReason !== undefined)("cluster exit codes", () => {
     expect(child.stderr()).not.toMatch(NODE_WARNING)
   }, 180_000)
 
-  it("a runner that served cells exits 143 on SIGTERM, without a warning", async () => {
+  it("a runner stopped by SIGTERM during a cell answers the cell when it ends and exits right after", async () => {
     const runner = cluster.runners[0]!
+    const cell = cluster.client.runPromiseExit(Effect.flatMap(EvalTool, (tool) =>
+      tool.run({ language: "py", code: "import time\nprint('started', flush=True)\ntime.sleep(4)\nprint('finished')" }, { sessionId: "stopping", cwd: "/" })))
+    await new Promise((resolve) => setTimeout(resolve, 2000))
+    const sent = Date.now()
+    runner.child.kill("SIGTERM")
+    const result = await cell
+    const answeredMs = Date.now() - sent
+    const code = await runner.exited
+    const exitedMs = Date.now() - sent
+    console.log(`cell answered ${answeredMs} ms, runner exited ${exitedMs} ms after SIGTERM (code ${code})`)
+    expect(Exit.isSuccess(result) && result.value.text, String(result)).toContain("finished")
+    expect(code, runner.log()).toBe(143)
+    expect(answeredMs).toBeLessThan(5000)
+    expect(exitedMs).toBeLessThan(6000)
+    expect(runner.log()).not.toMatch(NODE_WARNING)
+  }, 60_000)
+
+  it("an idle runner exits 143 within 2 s of SIGTERM, without a warning", async () => {
+    const runner = await cluster.addRunner()
+    await cluster.settled()
     const sent = Date.now()
     runner.child.kill("SIGTERM")
     expect(await runner.exited, runner.log()).toBe(143)
-    console.log(`the idle runner exited ${Date.now() - sent} ms after SIGTERM`)
+    const exitedMs = Date.now() - sent
+    console.log(`the idle runner exited ${exitedMs} ms after SIGTERM`)
+    expect(exitedMs).toBeLessThan(2000)
     expect(runner.log()).not.toMatch(NODE_WARNING)
   }, 60_000)
 })
