@@ -10,7 +10,7 @@
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Layer } from "effect"
 import * as Socket from "effect/socket/Socket"
 import { SocketServer, type SocketServerError } from "effect/socket/SocketServer"
 import * as Net from "node:net"
@@ -24,26 +24,36 @@ const peerOf = (conn: Net.Socket): string =>
 
 const openFailed = (cause: unknown) => new Socket.SocketError({ reason: new Socket.SocketOpenError({ kind: "Unknown", cause }) })
 
+/** A connection's reads, writes or close failed once open: its peer went away (a reset, a runner or client stopping), no fault of this runner's. */
+const peerWentAway = (error: unknown): boolean =>
+  Socket.isSocketError(error) && error.reason._tag !== "SocketOpenError" && error.reason._tag !== "SocketUpgradeError"
+
+/** Runs a connection's handler; a peer that went away (as a failure or a defect of the RPC server's) ends it with a debug line instead of the server's "unhandled error". */
+const servePeer = <A, E, R>(conn: Net.Socket, serve: Effect.Effect<A, E, R>): Effect.Effect<A | void, E, R> =>
+  Effect.catchCause(serve, (cause) => {
+    const error = Cause.squash(cause)
+    return peerWentAway(error) ? Effect.logDebug(`the connection from ${peerOf(conn)} ended: ${String(error)}`) : Effect.failCause(cause)
+  })
+
 /** The runner's socket server on `host:port`: with a secret, every connection first passes the handshake. */
 export const layerMeshServer = (options: { readonly host: string; readonly port: number; readonly auth: MeshAuth }): Layer.Layer<SocketServer, SocketServerError> =>
   Layer.effect(
     SocketServer,
     Effect.map(NodeSocketServer.make({ host: options.host, port: options.port, noDelay: true }), (server) => {
       const auth = options.auth
-      if (auth._tag === "Insecure") return server
       return SocketServer.of({
         address: server.address,
         run: <R, E, _>(handler: (socket: Socket.Socket) => Effect.Effect<_, E, R>) =>
           server.run((socket) =>
             NodeSocket.NetSocket.use((conn) =>
-              serverHandshake(conn, auth.secret).pipe(
+              auth._tag === "Insecure" ? servePeer(conn, handler(socket)) : serverHandshake(conn, auth.secret).pipe(
                 Effect.matchEffect({
                   onFailure: (error) =>
                     Effect.andThen(
                       Effect.sync(() => conn.destroy()),
                       Effect.logWarning(`refused a connection to the runner port from ${peerOf(conn)}: ${error.reason}; nothing it sent was read`)
                     ),
-                  onSuccess: () => handler(socket)
+                  onSuccess: () => servePeer(conn, handler(socket))
                 })
               )) as Effect.Effect<_ | void, E, R>
           )

@@ -8,10 +8,11 @@
  */
 import { Effect, Exit } from "effect"
 import * as fs from "node:fs"
+import * as Net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { evalClusterLayer } from "../../src/cluster/EvalClusterLayer.ts"
-import { MESH_MAGIC, SERVER_HELLO_BYTES } from "../../src/cluster/MeshHandshake.ts"
+import { clientHandshake, MESH_MAGIC, SERVER_HELLO_BYTES } from "../../src/cluster/MeshHandshake.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import { createOtherUser, type OtherUser, otherUserSkipReason, removeOtherUser } from "../support/otherUser.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
@@ -145,5 +146,23 @@ describe.skipIf(skipReason !== undefined)("runner port with the cluster secret",
     }
     expect(fs.existsSync(marker)).toBe(false)
     expect(cluster.runners[0]!.log()).toMatch(/did not prove the cluster secret/)
+  }, 60_000)
+
+  it("a peer that passes the handshake and then resets its connection is no error of the runner's", async () => {
+    const before = cluster.runners[0]!.log().length
+    for (let round = 0; round < 3; round++) {
+      const conn = Net.createConnection({ host: "127.0.0.1", port: portOf(cluster) })
+      await new Promise<void>((resolve, reject) => {
+        conn.once("connect", resolve)
+        conn.once("error", reject)
+      })
+      await Effect.runPromise(clientHandshake(conn, cluster.secret))
+      conn.write(Buffer.from([0, 0]))
+      conn.resetAndDestroy()
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    const logged = cluster.runners[0]!.log().slice(before)
+    expect(logged).not.toMatch(/Unhandled|SocketError|ECONNRESET/)
+    expect((await runAs(cluster, "after-resets", "print('alive')")).text).toBe("alive")
   }, 60_000)
 })
