@@ -21,6 +21,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/globalSetup.ts"],
+    reporters: ["default", "./test/support/skipReporter.ts"],
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 120_000,

@@ -13,6 +13,7 @@ import { EvalParamsSchema, structuredResult } from "../../src/services/EvalSchem
 import { evalResult } from "../support/evalResult.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { tempDir } from "../support/tempDirs.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const root = tempDir("veyyon-toolkit-")
@@ -49,7 +50,7 @@ describe("the eval tool as an effect/ai Tool", () => {
   })
 })
 
-describe.skipIf(!integrationEnabled() || python === undefined)("the eval toolkit through LanguageModel.generateText", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("the eval toolkit through LanguageModel.generateText", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const runtime = ManagedRuntime.make(
     EvalToolkitLive.pipe(Layer.provideMerge(evalLayer({ env: false, settings: { artifactsDir: `${root}/artifacts`, python: { interpreter: python! } } })))
   )

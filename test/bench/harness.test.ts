@@ -4,6 +4,7 @@ import { OPS, random } from "../../bench/soak.ts"
 import { quantile } from "../../bench/stats.ts"
 import { markdownTable, target, textTable } from "../../bench/table.ts"
 import { integrationEnabled } from "../support/python.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
 describe("bench harness modules", () => {
   it("lists every figure once and the soak mix with positive weights", () => {
@@ -44,7 +45,7 @@ describe("bench harness modules", () => {
   })
 })
 
-describe.skipIf(!integrationEnabled())("bench harness, tiny run", () => {
+describe.skipIf(!integrationEnabled())(titled("bench harness, tiny run", integrationOff()), () => {
   it("measures the round trip side by side and reports it in the results shape", async () => {
     const results = await runBench({ quick: true, only: ["roundtrip"], jupyter: false, log: () => {} })
     expect(results.failures).toEqual([])

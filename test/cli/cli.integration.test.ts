@@ -8,6 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
 
 const python = findPython()
@@ -17,7 +18,7 @@ const SPAWN_TIMEOUT = 600_000
 
 const noStackTrace = (stderr: string) => expect(stderr).not.toMatch(/^\s+at .+\(.+:\d+:\d+\)$/m)
 
-describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyon CLI with a real Python", () => {
+describe.skipIf(!integrationEnabled() || python === undefined).concurrent(titled("veyyon CLI with a real Python", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   afterAll(stopAll)
 
   it("eval runs CODE from the argument, prints its output, saves its image, and leaves no kernel behind", async () => {
@@ -141,7 +142,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(bad.stderr).toContain("/no/such/python3 does not exist")
   }, SPAWN_TIMEOUT)
 
-  it("no ANSI colour in --help or cell output when stdout is a pipe or NO_COLOR is set; colour on a terminal", async () => {
+  it("no ANSI colour in --help or cell output when stdout is a pipe or NO_COLOR is set; colour on a terminal", async (ctx) => {
     const colourEnv: Record<string, string> = { ...env, TERM: "xterm-256color" }
     delete colourEnv.NO_COLOR
     const piped = await runCli(["--help"], { env: colourEnv })
@@ -151,10 +152,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     const pipedCell = await runCli(["eval", "1/0"], { env: colourEnv })
     expect(pipedCell.stdout + pipedCell.stderr).toContain("ZeroDivisionError")
     expect(pipedCell.stdout + pipedCell.stderr).not.toContain("\u001b[")
-    if (!fs.existsSync("/usr/bin/script")) {
-      console.log("skipping the terminal half: util-linux `script` (a pty) is not installed")
-      return
-    }
+    if (!fs.existsSync("/usr/bin/script")) ctx.skip("the pipe half passed; the terminal half needs util-linux `script` (a pty), which is not installed")
     const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
     const onTerminal = (args: ReadonlyArray<string>, runEnv: Record<string, string>) =>
       runCli([], {
@@ -181,7 +179,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     expect(run.stdout.trim().endsWith("2")).toBe(true)
   }, SPAWN_TIMEOUT)
 
-  it.skipIf(!fs.existsSync("/usr/bin/script"))("repl on a terminal completes with Tab", async () => {
+  it.skipIf(!fs.existsSync("/usr/bin/script"))(titled("repl on a terminal completes with Tab", fs.existsSync("/usr/bin/script") ? undefined : "util-linux `script` (a pty) is not installed"), async () => {
     const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
     const command = [cliEntry.command, ...cliEntry.args, "repl"].map(quote).join(" ")
     const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], { env, stdio: ["pipe", "pipe", "pipe"] })
@@ -211,7 +209,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
     }
   }, SPAWN_TIMEOUT)
 
-  it("export --session writes the session's cells as a notebook nbformat validates; repl --save does on exit", async () => {
+  it("export --session writes the session's cells as a notebook nbformat validates; repl --save does on exit", async (ctx) => {
     const dir = tempDir("veyyon-cli-export-")
     const nbPython = ["/usr/bin/python3", python!].find((candidate) => {
       try {
@@ -234,10 +232,7 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent("veyyo
       const repl = await runCli(["repl", "--save", saved], { env, input: "y = 1\ny + 1\n" })
       expect(repl.code).toBe(0)
       expect(repl.stderr).toContain(`saved 2 cells to ${saved}`)
-      if (nbPython === undefined) {
-        console.log("skipping notebook validation: python3-nbformat is not installed")
-        return
-      }
+      if (nbPython === undefined) ctx.skip("the export passed; validating it needs python3-nbformat, which is not installed")
       expect(check(out)).toBe("python3 [1, 1]")
       expect(check(saved)).toBe("python3 [1, 2]")
       const notebook = JSON.parse(fs.readFileSync(out, "utf8"))

@@ -8,11 +8,12 @@ import { afterAll, describe, expect, it } from "vitest"
 import { sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { childEnv, runCli, stopAll, tempDir } from "./support.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const SPAWN_TIMEOUT = 600_000
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon eval --session", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon eval --session", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const state = fs.realpathSync(tempDir("veyyon-cli-state-"))
   const { VEYYON_ARTIFACTS_DIR: _unused, ...inherited } = childEnv(state)
   const env = { ...inherited, XDG_STATE_HOME: state }

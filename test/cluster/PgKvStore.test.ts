@@ -13,9 +13,9 @@ import { pgKvStoreLayer, PgKvStoreLive, type PgKvStoreOptions } from "../../src/
 import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
 import { KV_READS_ENV, KV_STORE_MAX, KV_VALUE_MAX, kvEntryBytes, KvStore } from "../../src/services/KvStore.ts"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
+import { titled } from "../support/skip.ts"
 
 const skip = postgresSkipReason()
-if (skip !== undefined) console.warn(`cluster kv: skipping: ${skip}`)
 
 const root = path.resolve(import.meta.dirname, "..", "..")
 
@@ -48,7 +48,7 @@ const writerProcess = (url: string, session: string, name: string, rounds: numbe
   return { child, ready, done, go: () => child.stdin.end("go\n") }
 }
 
-describe.skipIf(skip !== undefined)("kv in Postgres", () => {
+describe.skipIf(skip !== undefined)(titled("kv in Postgres", skip), () => {
   let pg: TestPostgres | undefined
   let one: Runner
   let two: Runner

@@ -12,11 +12,11 @@ import { LOST_CELL_NOTICE } from "../../src/cluster/LedgerDecision.ts"
 import { SessionLedger, type SessionLedgerOptions } from "../../src/cluster/SessionLedger.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { postgresForFile } from "./database.ts"
+import { titled } from "../support/skip.ts"
 
 const skip = postgresSkipReason()
-if (skip !== undefined) console.warn(`session ledger: skipping: ${skip}`)
 
-describe.skipIf(skip !== undefined)("session ledger in Postgres", () => {
+describe.skipIf(skip !== undefined)(titled("session ledger in Postgres", skip), () => {
   const database = postgresForFile()
   const runner = (incarnation: string, options: SessionLedgerOptions = {}) => {
     const sql = PgClient.layer({ url: Redacted.make(database.url()), maxConnections: 4 })

@@ -25,11 +25,11 @@ import { postgresSkipReason } from "../support/postgres.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { tempDir } from "../support/tempDirs.ts"
 import { postgresForFile } from "./database.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 
 const skip = postgresSkipReason()
-if (skip !== undefined) console.warn(`cluster artifacts: skipping: ${skip}`)
 
 const privateDir = () => fs.realpathSync(tempDir("veyyon-cluster-art-"))
 
@@ -75,7 +75,7 @@ const localFile = (sessionId: string, id: string) =>
 
 const sessionOf = (sessionId: string) => Effect.flatMap(ArtifactStore, (root) => root.forSession(sessionId))
 
-describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
+describe.skipIf(skip !== undefined)(titled("artifacts in Postgres", skip), () => {
   const database = postgresForFile()
   const track = database.track
 
@@ -201,7 +201,7 @@ describe.skipIf(skip !== undefined)("artifacts in Postgres", () => {
     expect(chunks[0]!.n).toBe(0)
   }, 120_000)
 
-  it.skipIf(!integrationEnabled() || python === undefined)("a runner wired for the cluster: a cell's kv goes to Postgres, its truncated output is published and read in full by the client", async () => {
+  it.skipIf(!integrationEnabled() || python === undefined)(titled("a runner wired for the cluster: a cell's kv goes to Postgres, its truncated output is published and read in full by the client", skipReason(integrationOff(), python === undefined && "no python3 found")), async () => {
     const runnerDir = privateDir()
     const runner = track(ManagedRuntime.make(
       ArtifactPublisher.layer.pipe(

@@ -16,14 +16,14 @@ import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { LOCK_EXPIRATION_MS, startCluster, type TestCluster, type TestRunner } from "./support.ts"
+import { titled } from "../support/skip.ts"
 
 const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason()
-if (skipReason !== undefined) console.log(`skipping the cluster tests: ${skipReason}`)
 
 /** Every call after a runner's death must be answered within this (the lock expiry plus a generous margin for a loaded machine). */
 const ANSWER_BOUND_MS = LOCK_EXPIRATION_MS + 60_000
 
-describe.skipIf(skipReason !== undefined)("cluster", () => {
+describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
   let cluster: TestCluster
   const sessions = Array.from({ length: 16 }, (_, index) => `s${index}`)
 

@@ -18,13 +18,12 @@ import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { titled } from "../support/skip.ts"
 
 const python = findPython()
 const rubyFound = !(findRubyCandidate(undefined, process.cwd(), process.env.PATH) instanceof Error)
 const skip = postgresSkipReason() ??
   (!integrationEnabled() ? "VEYYON_PYTHON_INTEGRATION is not 1" : python === undefined ? "no python3 on PATH" : undefined)
-if (skip !== undefined) console.warn(`cluster kv through kernels: skipping: ${skip}`)
-if (!rubyFound) console.warn("cluster kv through kernels: skipping the Ruby cells: no ruby on PATH (Debian: apt-get install ruby)")
 
 /** One runner: the eval layer on its own artifacts directory, kv in the shared database. */
 const makeRunner = (url: string, artifactsDir: string) => {
@@ -47,7 +46,7 @@ type Runner = ReturnType<typeof makeRunner>
 const kvFiles = (dir: string): Array<string> =>
   (fs.readdirSync(dir, { recursive: true, encoding: "utf8" })).filter((name) => /[0-9a-f]{64}\.json$/.test(name))
 
-describe.skipIf(skip !== undefined)("kv in cluster mode through Python, JavaScript and Ruby kernels", () => {
+describe.skipIf(skip !== undefined)(titled(rubyFound ? "kv in cluster mode through Python, JavaScript and Ruby kernels" : "kv in cluster mode through Python and JavaScript kernels (Ruby cells skipped: no ruby on PATH)", skip), () => {
   let pg: TestPostgres | undefined
   const dirs: Array<string> = []
   const runners: Array<Runner> = []

@@ -20,11 +20,10 @@ import { integrationEnabled } from "../support/python.ts"
 import { attackExecute, captureExecute, REPLAY_PY, replayOutcome } from "./attacker.ts"
 import { startCluster, type TestCluster } from "./support.ts"
 import { ManagedRuntime } from "effect"
+import { titled } from "../support/skip.ts"
 
 const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason()
-if (skipReason !== undefined) console.log(`skipping the runner port attack tests: ${skipReason}`)
 const userSkip = otherUserSkipReason()
-if (skipReason === undefined && userSkip !== undefined) console.log(`skipping the other-user attacks: ${userSkip}`)
 
 const portOf = (cluster: TestCluster): number => Number(cluster.runners[0]!.address.split(":")[1])
 
@@ -44,7 +43,7 @@ const waitFor = async (check: () => boolean, ms: number) => {
   return check()
 }
 
-describe.skipIf(skipReason !== undefined)("runner port without the secret (--insecure-no-auth, the control)", () => {
+describe.skipIf(skipReason !== undefined)(titled("runner port without the secret (--insecure-no-auth, the control)", skipReason), () => {
   let cluster: TestCluster
   let other: OtherUser | undefined
 
@@ -62,7 +61,7 @@ describe.skipIf(skipReason !== undefined)("runner port without the secret (--ins
     expect(cluster.runners[0]!.log()).toMatch(/WARNING: --insecure-no-auth/)
   })
 
-  it.skipIf(userSkip !== undefined)("another local user replaying a captured Execute runs a cell as the runner: the attack the secret stops", async () => {
+  it.skipIf(userSkip !== undefined)(titled("another local user replaying a captured Execute runs a cell as the runner: the attack the secret stops", userSkip), async () => {
     const marker = path.join(cluster.dir, "control-marker")
     const payload = await captureExecute("victim-control", markerCode(marker))
     const replayed = other!.run("python3", ["-c", REPLAY_PY, "127.0.0.1", String(portOf(cluster)), payload.toString("hex"), "8"])
@@ -72,7 +71,7 @@ describe.skipIf(skipReason !== undefined)("runner port without the secret (--ins
   }, 120_000)
 })
 
-describe.skipIf(skipReason !== undefined)("runner port with the cluster secret", () => {
+describe.skipIf(skipReason !== undefined)(titled("runner port with the cluster secret", skipReason), () => {
   let cluster: TestCluster
   let other: OtherUser | undefined
 
@@ -97,7 +96,7 @@ describe.skipIf(skipReason !== undefined)("runner port with the cluster secret",
     expect(result.text).toBe("42")
   }, 120_000)
 
-  it.skipIf(userSkip !== undefined)("another local user replaying a captured Execute gets the hello and a closed connection, no RPC reply, and nothing runs", async () => {
+  it.skipIf(userSkip !== undefined)(titled("another local user replaying a captured Execute gets the hello and a closed connection, no RPC reply, and nothing runs", userSkip), async () => {
     const marker = path.join(cluster.dir, "user-marker")
     const payload = await captureExecute("victim-user", markerCode(marker))
     const replayed = other!.run("python3", ["-c", REPLAY_PY, "127.0.0.1", String(portOf(cluster)), payload.toString("hex"), "8"])

@@ -9,9 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
+import { titled } from "../support/skip.ts"
 
 const skip = postgresSkipReason()
-if (skip !== undefined) console.log(`skipping the PostgreSQL fixture tests: ${skip}`)
 
 const query = (url: string, sql: string) =>
   Effect.gen(function*() {
@@ -19,7 +19,7 @@ const query = (url: string, sql: string) =>
     return yield* client.unsafe<Record<string, unknown>>(sql)
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped)
 
-describe.skipIf(skip !== undefined)("test PostgreSQL", () => {
+describe.skipIf(skip !== undefined)(titled("test PostgreSQL", skip), () => {
   let pg: TestPostgres
   beforeAll(async () => {
     pg = await startPostgres()

@@ -15,9 +15,9 @@ import { initializeRequest, type McpChild, poll, startMcp } from "../mcp/support
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { LOCK_EXPIRATION_MS, startCluster, type TestCluster } from "./support.ts"
+import { titled } from "../support/skip.ts"
 
 const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason()
-if (skipReason !== undefined) console.log(`skipping the runner door tests: ${skipReason}`)
 
 const alive = (pid: number): boolean => {
   try {
@@ -30,7 +30,7 @@ const alive = (pid: number): boolean => {
 
 const PID_AND_CWD = "import os\nprint(os.getpid(), os.getcwd(), os.environ.get('VEYYON_ARTIFACTS_DIR', ''))"
 
-describe.skipIf(skipReason !== undefined)("runner doors", () => {
+describe.skipIf(skipReason !== undefined)(titled("runner doors", skipReason), () => {
   let cluster: TestCluster
   let allowed: string
   const children: Array<McpChild> = []

@@ -12,6 +12,7 @@ import { EvalTool } from "../../src/services/EvalTool.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { startCluster, type TestCluster } from "./support.ts"
+import { titled } from "../support/skip.ts"
 
 const bwrapProblem = (): string | undefined => {
   const probe = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"], { encoding: "utf8" })
@@ -19,9 +20,8 @@ const bwrapProblem = (): string | undefined => {
   return probe.status === 0 ? undefined : `bwrap cannot create namespaces here: ${probe.stderr.trim()}`
 }
 const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason() ?? bwrapProblem()
-if (skipReason !== undefined) console.log(`skipping the runner sandbox tests: ${skipReason}`)
 
-describe.skipIf(skipReason !== undefined)("a runner's default sandbox", { timeout: 180_000 }, () => {
+describe.skipIf(skipReason !== undefined)(titled("a runner's default sandbox", skipReason), { timeout: 180_000 }, () => {
   let cluster: TestCluster
 
   beforeAll(async () => {

@@ -28,6 +28,7 @@ import {
   STATUS_MIME
 } from "../runner/harness.ts"
 import { dialects, KV_VALUE_JSON } from "./dialects.ts"
+import { titled } from "../support/skip.ts"
 
 interface Candidate {
   readonly language: string
@@ -44,10 +45,6 @@ const candidates: ReadonlyArray<Candidate> = [
   { language: "js", runner: nodeRunner(), missing: "" },
   { language: "rb", runner: rubyRunner(), missing: "no ruby on PATH (Debian: apt-get install ruby)" }
 ]
-
-for (const candidate of candidates) {
-  if (candidate.runner === undefined) console.warn(`conformance: skipping the ${candidate.language} runner: ${candidate.missing}`)
-}
 
 const available = candidates.flatMap((c) => (c.runner === undefined ? [] : [c.runner]))
 
@@ -420,7 +417,7 @@ describe.each(candidates.map((c) => [c.runner === undefined ? `${c.language} (sk
   }
 )
 
-describe.skipIf(available.length < 2)("kv across runners", () => {
+describe.skipIf(available.length < 2)(titled("kv across runners", available.length < 2 ? "fewer than two runners available" : undefined), () => {
   const root = NodeFs.realpathSync(NodeFs.mkdtempSync(path.join(NodeOs.tmpdir(), "veyyon-kv-conformance-")))
   const kernels = new Map<string, Kernel>()
 
@@ -462,7 +459,7 @@ const kvMemoryHost = (stored: Map<string, string>) => (frame: Frame): BridgeAnsw
   return { ok: true, value: null }
 }
 
-describe.skipIf(available.length < 2)("kv across runners, read through the host (VEYYON_KV_READS=host)", () => {
+describe.skipIf(available.length < 2)(titled("kv across runners, read through the host (VEYYON_KV_READS=host)", available.length < 2 ? "fewer than two runners available" : undefined), () => {
   const root = NodeFs.realpathSync(NodeFs.mkdtempSync(path.join(NodeOs.tmpdir(), "veyyon-kv-host-conformance-")))
   const stored = new Map<string, string>()
   const kernels = new Map<string, Kernel>()

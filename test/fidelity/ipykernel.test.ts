@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { findPythonWith, integrationEnabled } from "../support/python.ts"
 import { type Bundle, type Cell, killAll, STATUS_MIME, startKernel } from "../runner/harness.ts"
 import { CORPUS, type Field } from "./corpus.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const DRIVER = path.join(HERE, "ipykernel_driver.py")
@@ -40,9 +41,10 @@ interface Observed {
 }
 
 const python = integrationEnabled() ? findPythonWith(MODULES) : undefined
-if (integrationEnabled() && python === undefined) {
-  console.log(`skipping the ipykernel differential test: no interpreter imports ${MODULES.join(", ")} (apt-get install python3-ipykernel python3-matplotlib python3-pandas python3-pil)`)
-}
+const noIpykernel = skipReason(
+  integrationOff(),
+  python === undefined && `no interpreter imports ${MODULES.join(", ")} (apt-get install python3-ipykernel python3-matplotlib python3-pandas python3-pil)`
+)
 
 const normalize = (text: string, cwd: string): string =>
   text
@@ -129,7 +131,7 @@ const runIpykernel = (interpreter: string, cwd: string): Promise<Array<Observed>
     child.stdin.end(JSON.stringify(CORPUS.map((cell) => cell.code)))
   })
 
-describe.skipIf(python === undefined)("differential: our runner against ipykernel on the same interpreter", () => {
+describe.skipIf(python === undefined)(titled("differential: our runner against ipykernel on the same interpreter", noIpykernel), () => {
   const dirs: Array<string> = []
   let ours: Array<Record<Field, unknown>> = []
   let theirs: Array<Record<Field, unknown>> = []

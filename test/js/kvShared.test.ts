@@ -10,10 +10,11 @@ import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("kv shared by Python and JavaScript cells", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("kv shared by Python and JavaScript cells", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-js-kv-shared-"))
   const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir, python: { interpreter: python! } } }))
   afterAll(async () => {

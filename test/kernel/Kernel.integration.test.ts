@@ -8,6 +8,7 @@ import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { isRunning } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const runnerPath = path.resolve(import.meta.dirname, "../../runner/python/runner.py")
@@ -46,7 +47,7 @@ const eventually = (check: () => boolean, what: string) =>
     throw new Error(`timed out waiting for ${what}`)
   })
 
-describe.skipIf(!integrationEnabled() || python === undefined)("Kernel with a real Python", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("Kernel with a real Python", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   it.live("runs cells and keeps state", () =>
     Effect.gen(function*() {
       const kernel = yield* start()

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { initializeRequest, kernelProcesses, type McpChild, startMcp } from "./support.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const TOKEN = "test-token-0123456789abcdef"
@@ -20,7 +21,7 @@ interface ToolResult {
   readonly structuredContent?: Record<string, unknown>
 }
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp --http", { timeout: 90_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mcp --http", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 90_000 }, () => {
   let server: McpChild
   let url: string
   const clients: Array<Client> = []
@@ -145,7 +146,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp --htt
   }, 60_000)
 })
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp --http without VEYYON_MCP_TOKEN", { timeout: 60_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mcp --http without VEYYON_MCP_TOKEN", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 60_000 }, () => {
   it("generates a token, prints it once on stderr, and requires it", async () => {
     const server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: "" })
     try {

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, tempDir } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { initializeRequest, type McpChild, startMcp } from "./support.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const TOKEN = "door-token-5f0c1e9a7b3d4c2e8a6f"
@@ -24,7 +25,6 @@ const bwrapProblem = (): string | undefined => {
   return probe.status === 0 ? undefined : `bwrap cannot create namespaces here: ${probe.stderr.trim()}`
 }
 const noBwrap = bwrapProblem()
-if (noBwrap !== undefined) console.log(`skipping the HTTP door's sandbox tests: ${noBwrap}`)
 
 interface ToolResult {
   readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string }>
@@ -32,7 +32,7 @@ interface ToolResult {
   readonly structuredContent?: Record<string, unknown>
 }
 
-describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== undefined)("veyyon mcp --http, default sandbox", { timeout: 120_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== undefined)(titled("veyyon mcp --http, default sandbox", skipReason(integrationOff(), python === undefined && "no python3 found", noBwrap)), { timeout: 120_000 }, () => {
   let server: McpChild
   let url: string
   let client: Client
@@ -109,7 +109,7 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
 const connectCell = (port: number) =>
   `import socket\ntry:\n    print(socket.create_connection(('127.0.0.1', ${port}), 5).recv(5).decode())\nexcept OSError as e:\n    print(type(e).__name__)`
 
-describe.skipIf(!integrationEnabled() || python === undefined)("the local doors keep the host's network", { timeout: 120_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("the local doors keep the host's network", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 120_000 }, () => {
   const listener = net.createServer((socket) => socket.end("hello"))
   const listening = new Promise<number>((resolve) => listener.listen(0, "127.0.0.1", () => resolve((listener.address() as net.AddressInfo).port)))
   afterAll(() => listener.close())

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, isAlive, PNG_CELL, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { poll } from "./support.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 interface ToolResult {
   readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string; readonly data?: string; readonly mimeType?: string }>
@@ -45,7 +46,7 @@ const pythonRunners = (root: number): Array<number> => {
   return found
 }
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp with the official MCP client", { timeout: 90_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mcp with the official MCP client", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 90_000 }, () => {
   let client: Client
   let transport: StdioClientTransport
   let stderr = ""

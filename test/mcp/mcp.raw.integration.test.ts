@@ -5,10 +5,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { initializeRequest, type McpChild, startMcp } from "./support.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp on stdio, raw JSON-RPC", { timeout: 90_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mcp on stdio, raw JSON-RPC", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 90_000 }, () => {
   let server: McpChild
   const line = (message: unknown) => server.write(`${JSON.stringify(message)}\n`)
   const reply = (id: unknown) => server.next((message) => message.id === id && ("result" in message || "error" in message))

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, repoRoot, tempDir, waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { childTransport, kernelProcesses, startMcp } from "./support.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const TOKEN = "service-test-token-0123456789"
@@ -96,7 +97,7 @@ const spawnStdio = () => {
   return child
 }
 
-describe.skipIf(!integrationEnabled() || python === undefined)("veyyon mcp as a service", { timeout: 180_000 }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mcp as a service", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 180_000 }, () => {
   it("stdio: calls for different languages overlap, bad params are answered at once, and SIGTERM exits 143 with no kernel left", async () => {
     const child = spawnStdio()
     const client = new Client({ name: "veyyon-service-test", version: "0.0.0" })

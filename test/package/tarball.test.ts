@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { listRunnerFiles } from "../../src/services/RunnerCache.ts"
 import { type CliRun, runCli, stopAll } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import { tempDir } from "../support/tempDirs.ts"
 import { findRuby } from "../runner/harness.ts"
 
@@ -119,7 +120,7 @@ export const cluster: string = evalClusterLayer
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("the package installed from its tarball", { timeout: LIVENESS_MS }, () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("the package installed from its tarball", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: LIVENESS_MS }, () => {
   beforeAll(async () => {
     fs.mkdirSync(home, { mode: 0o700 })
     fs.mkdirSync(app)

@@ -7,6 +7,7 @@ import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { AgentBridgeError, AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import {
   baseLayer,
   bridgeLayer,
@@ -23,7 +24,7 @@ import {
 
 const promptOf = (params: unknown): string => String((params as { prompt?: unknown }).prompt)
 
-describe.skipIf(!integrationEnabled() || python === undefined)("prelude bridge helpers", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("prelude bridge helpers", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   it.live("a bridge call longer than the cell timeout does not time the cell out", () =>
     Effect.gen(function*() {
       const kernel = yield* startKernel(yield* tempDir("prelude-bridge-"))

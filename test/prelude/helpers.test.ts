@@ -7,10 +7,11 @@ import * as Kernel from "../../src/kernel/Kernel.ts"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { baseLayer, doneOf, preludeSource, python, resultOf, run, startKernel, stdoutOf, tempDir } from "./kernel.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const layer = Layer.merge(baseLayer, AgentBridgeNotConfigured)
 
-describe.skipIf(!integrationEnabled() || python === undefined)("prelude defs() and env()", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("prelude defs() and env()", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   it.live("defs() lists what cells defined, with shapes, and leaves the prelude out", () =>
     Effect.gen(function*() {
       const kernel = yield* startKernel(yield* tempDir("prelude-helpers-"))

@@ -11,6 +11,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import { baseLayer, doneOf, preludePath, python, resultOf, run, startKernel, stdoutOf, tempDir } from "./kernel.ts"
 
 const layer = Layer.merge(baseLayer, AgentBridgeNotConfigured)
@@ -65,7 +66,7 @@ const readEntries = (kvDir: string): Map<string, unknown> => {
   return entries
 }
 
-describe.skipIf(!integrationEnabled() || python === undefined)("prelude kv store", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("prelude kv store", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   it.live("values survive %reset and a new kernel of the same artifacts directory", () =>
     Effect.gen(function*() {
       const artifacts = yield* tempDir("prelude-kv-")

@@ -13,9 +13,9 @@ import { findRubyCandidate } from "../../src/backends/ruby.ts"
 import { isRunning, waitUntil } from "../support/process.ts"
 import { toolRuntimes } from "../support/toolRuntimes.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const rubyFound = !(findRubyCandidate(undefined, process.cwd(), process.env.PATH) instanceof Error)
-if (!rubyFound) console.warn("Ruby EvalTool tests: skipping: no ruby on PATH (Debian: apt-get install ruby)")
 const python = findPython()
 
 const tools = toolRuntimes("veyyon-rb-evaltool-", "rb1")
@@ -23,7 +23,7 @@ const artifactsDir = tools.artifactsDir
 const makeRuntime = tools.make
 afterAll(tools.disposeAll)
 
-describe.skipIf(!rubyFound)("EvalTool with Ruby cells", () => {
+describe.skipIf(!rubyFound)(titled("EvalTool with Ruby cells", rubyFound ? undefined : "no ruby on PATH (Debian: apt-get install ruby)"), () => {
   const tool = makeRuntime({
     env: false,
     settings: { artifactsDir, eval: { rb: true }, ...(python === undefined ? {} : { python: { interpreter: python } }) }
@@ -78,7 +78,7 @@ describe.skipIf(!rubyFound)("EvalTool with Ruby cells", () => {
     expect(Number(fresh.text)).not.toBe(pid)
   })
 
-  it.skipIf(!integrationEnabled() || python === undefined)("a kv key written by Python is read by Ruby and JavaScript, and back", async () => {
+  it.skipIf(!integrationEnabled() || python === undefined)(titled("a kv key written by Python is read by Ruby and JavaScript, and back", skipReason(integrationOff(), python === undefined && "no python3 found")), async () => {
     const session = "rb-kv"
     const py = (code: string) => tool.ok({ language: "py", code }, session)
     await py(`kv.set("from-py", {"n": [1, 2.5, None], "s": "é✓", "ok": True});`)
@@ -107,9 +107,8 @@ describe.skipIf(!rubyFound)("EvalTool with Ruby cells", () => {
 })
 
 const bwrapWorks = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]).status === 0
-if (rubyFound && !bwrapWorks) console.warn("Ruby sandbox test: skipping: bwrap is missing or cannot create namespaces here")
 
-describe.skipIf(!rubyFound || !bwrapWorks)("sandboxed Ruby cells", () => {
+describe.skipIf(!rubyFound || !bwrapWorks)(titled("sandboxed Ruby cells", skipReason(!rubyFound && "no ruby on PATH (Debian: apt-get install ruby)", !bwrapWorks && "bwrap is missing or cannot create namespaces here")), () => {
   it("run in the sandbox: a writable cwd, read-only system dirs, their own pid namespace, and SIGINT still reaches the cell", async () => {
     const cwd = fs.mkdtempSync(path.join(artifactsDir, "cwd-"))
     const tool = makeRuntime({ env: false, settings: { artifactsDir, eval: { rb: true }, sandbox: { mode: "required" } } }, cwd)

@@ -9,9 +9,9 @@ import { afterAll, describe, expect, it } from "vitest"
 import { findRubyCandidate } from "../../src/backends/ruby.ts"
 import { childEnv, runCli, stopAll, tempDir } from "../cli/support.ts"
 import { initializeRequest, type McpChild, startMcp } from "../mcp/support.ts"
+import { titled } from "../support/skip.ts"
 
 const rubyFound = !(findRubyCandidate(undefined, process.cwd(), process.env.PATH) instanceof Error)
-if (!rubyFound) console.warn("Ruby front-door tests: skipping: no ruby on PATH (Debian: apt-get install ruby)")
 
 const dirs: Array<string> = []
 const artifacts = () => {
@@ -25,7 +25,7 @@ afterAll(() => {
   for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
 })
 
-describe.skipIf(!rubyFound)("Ruby through the CLI and MCP", { timeout: 120_000 }, () => {
+describe.skipIf(!rubyFound)(titled("Ruby through the CLI and MCP", rubyFound ? undefined : "no ruby on PATH (Debian: apt-get install ruby)"), { timeout: 120_000 }, () => {
   it("veyyon eval --language rb runs a cell, keeps kv across runs of a session, and exits 1 on a raised error", async () => {
     const env = childEnv(artifacts())
     const first = await runCli(["eval", "--language", "rb", "--session", "rb-cli", 'kv["n"] = 41\nputs "hi from #{RUBY_ENGINE}"\n[1, :two]'], { env })

@@ -20,11 +20,11 @@ import {
   startWithPrelude
 } from "../runner/harness.ts"
 import { isRunning, waitUntil } from "../support/process.ts"
+import { titled } from "../support/skip.ts"
 
 const runner = rubyRunner()
-if (runner === undefined) console.warn("ruby runner tests: skipping: no ruby on PATH (Debian: apt-get install ruby)")
 
-describe.skipIf(runner === undefined)("Ruby runner", () => {
+describe.skipIf(runner === undefined)(titled("Ruby runner", runner === undefined ? "no ruby on PATH (Debian: apt-get install ruby)" : undefined), () => {
   let kernel: Kernel
   const spawned: Array<Kernel> = []
   const artifacts = NodeFs.realpathSync(NodeFs.mkdtempSync(path.join(NodeOs.tmpdir(), "veyyon-ruby-")))

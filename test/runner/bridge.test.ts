@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { integrationEnabled } from "../support/python.ts"
 import { type Frame, type Kernel, killAll, plainResult, startKernel, STATUS_MIME } from "./harness.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
 const isStatus = (frame: Frame, action: string): boolean => {
   const bundle = frame.bundle as Record<string, { op?: string; action?: string }> | undefined
@@ -10,7 +11,7 @@ const isStatus = (frame: Frame, action: string): boolean => {
 const timeoutEvents = (frames: ReadonlyArray<Frame>): Array<string> =>
   frames.filter((f) => isStatus(f, "pause") || isStatus(f, "resume")).map((f) => (isStatus(f, "pause") ? "pause" : "resume"))
 
-describe.skipIf(!integrationEnabled())("runner host bridge", () => {
+describe.skipIf(!integrationEnabled())(titled("runner host bridge", integrationOff()), () => {
   let kernel: Kernel
 
   beforeAll(async () => {

@@ -23,6 +23,7 @@ import { type EgressProxy, makeEgressProxy } from "../../src/services/egress/Egr
 import { EgressResolver } from "../../src/services/egress/EgressResolver.ts"
 import { createTestLink, makeOriginCert, type OriginCert, type Origins, startOrigins, type TestLink, testLinkUnavailable } from "../support/egressNet.ts"
 import { findPython } from "../support/python.ts"
+import { skipReason, titled } from "../support/skip.ts"
 
 const RUNNERS = NodePath.resolve(NodePath.dirname(fileURLToPath(import.meta.url)), "../../runner")
 
@@ -64,9 +65,6 @@ const launches: ReadonlyArray<RunnerLaunch> = [
 
 const linkMissing = testLinkUnavailable()
 const curlMissing = found("curl", ["--version"]) ? undefined : "curl is not installed"
-for (const reason of [linkMissing, ...launches.map((l) => l.missing && `${l.language}: ${l.missing}`)]) {
-  if (reason) console.warn(`runner egress tests: skipping: ${reason}`)
-}
 
 interface Frame {
   readonly type: string
@@ -245,7 +243,7 @@ afterAll(async () => {
 })
 
 for (const launch of launches) {
-  describe.skipIf(linkMissing !== undefined || launch.missing !== undefined)(`${launch.language} runner egress forwarder`, () => {
+  describe.skipIf(linkMissing !== undefined || launch.missing !== undefined)(titled(`${launch.language} runner egress forwarder`, skipReason(linkMissing, launch.missing)), () => {
     let runner: Runner | undefined
     let port = 0
 
@@ -267,7 +265,7 @@ for (const launch of launches) {
       if (launch.language === "js") expect(cell.stdout).toMatch(/^fetch: .+$/m)
     })
 
-    it.skipIf(curlMissing !== undefined)("relays curl's CONNECT through the same forwarder", async () => {
+    it.skipIf(curlMissing !== undefined)(titled("relays curl's CONNECT through the same forwarder", curlMissing), async () => {
       const args = ["-sS", "--max-time", "30", "--proxy", `http://127.0.0.1:${port}`, "--cacert", cert.certFile, `https://origin.test:${origins.httpsPort}/curl`]
       const out = await new Promise<string>((resolve, reject) =>
         execFile("curl", args, { encoding: "utf8" }, (error, stdout, stderr) => (error === null ? resolve(stdout) : reject(new Error(stderr))))
@@ -295,7 +293,7 @@ for (const launch of launches) {
   })
 }
 
-describe.skipIf(launches[0]!.missing !== undefined)("runner without the egress variables", () => {
+describe.skipIf(launches[0]!.missing !== undefined)(titled("runner without the egress variables", launches[0]!.missing), () => {
   it("listens on no port", async () => {
     const port = await freePort()
     const runner = Runner.start(launches[0]!, { PATH: process.env.PATH ?? "/usr/bin:/bin", VEYYON_EGRESS_PORT: String(port) })

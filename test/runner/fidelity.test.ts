@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { findPythonWith, integrationEnabled } from "../support/python.ts"
 import { type Frame, type Kernel, killAll, plainResult, startKernel } from "./harness.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const tracebackText = (frame: Frame | undefined): string =>
   ((frame?.traceback ?? []) as Array<string>).join("\n")
 
-describe.skipIf(!integrationEnabled())("runner: cell names, fd 2, agent-facing details", () => {
+describe.skipIf(!integrationEnabled())(titled("runner: cell names, fd 2, agent-facing details", integrationOff()), () => {
   let kernel: Kernel
 
   beforeAll(async () => {
@@ -51,7 +52,7 @@ describe.skipIf(!integrationEnabled())("runner: cell names, fd 2, agent-facing d
 
 const mplPython = integrationEnabled() ? findPythonWith(["matplotlib"]) : undefined
 
-describe.skipIf(mplPython === undefined)("runner: figures as results", () => {
+describe.skipIf(mplPython === undefined)(titled("runner: figures as results", skipReason(integrationOff(), mplPython === undefined && "no python3 imports matplotlib")), () => {
   let kernel: Kernel
 
   beforeAll(async () => {

@@ -1,17 +1,18 @@
 import { afterAll, describe, expect, it } from "vitest"
 import { findPythonWith, integrationEnabled } from "../support/python.ts"
 import { killAll, plainResult, startKernel } from "./harness.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
 
 const interpreterWith = (module: string): string | undefined => {
   if (!integrationEnabled()) return undefined
-  const python = findPythonWith([module])
-  if (python === undefined) {
-    console.log(`runner library tests: skipping ${module}: neither the default Python nor /usr/bin/python3 can import it`)
-  }
-  return python
+  return findPythonWith([module])
 }
+
+/** Why a library's test is skipped: no interpreter found imports it. */
+const noLibrary = (python: string | undefined, module: string): string | undefined =>
+  python === undefined ? `neither the default Python nor /usr/bin/python3 can import ${module}` : undefined
 
 const pandasPython = interpreterWith("pandas")
 const pilPython = interpreterWith("PIL")
@@ -20,10 +21,10 @@ const matplotlibPython = interpreterWith("matplotlib")
 const isPng = (base64: unknown): boolean =>
   typeof base64 === "string" && Buffer.from(base64, "base64").subarray(0, 8).equals(PNG_SIGNATURE)
 
-describe.skipIf(!integrationEnabled())("runner display of real libraries", () => {
+describe.skipIf(!integrationEnabled())(titled("runner display of real libraries", integrationOff()), () => {
   afterAll(() => killAll())
 
-  it.skipIf(pandasPython === undefined)("renders a pandas DataFrame as HTML and text", async () => {
+  it.skipIf(pandasPython === undefined)(titled("renders a pandas DataFrame as HTML and text", noLibrary(pandasPython, "pandas")), async () => {
     const kernel = await startKernel({ python: pandasPython! })
     const cell = await kernel.execute(
       "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})\ndisplay(df)\ndf"
@@ -35,7 +36,7 @@ describe.skipIf(!integrationEnabled())("runner display of real libraries", () =>
     expect(cell.displays).toEqual([bundle])
   })
 
-  it.skipIf(pilPython === undefined)("renders a PIL image as PNG", async () => {
+  it.skipIf(pilPython === undefined)(titled("renders a PIL image as PNG", noLibrary(pilPython, "PIL")), async () => {
     const kernel = await startKernel({ python: pilPython! })
     const cell = await kernel.execute("from PIL import Image\nImage.new('RGB', (4, 3), 'red')")
     expect(cell.error).toBeUndefined()
@@ -44,7 +45,7 @@ describe.skipIf(!integrationEnabled())("runner display of real libraries", () =>
     expect(String(bundle["text/plain"])).toContain("mode=RGB size=4x3")
   })
 
-  it.skipIf(matplotlibPython === undefined)("sends open matplotlib figures as PNG after the cell and closes them", async () => {
+  it.skipIf(matplotlibPython === undefined)(titled("sends open matplotlib figures as PNG after the cell and closes them", noLibrary(matplotlibPython, "matplotlib")), async () => {
     const kernel = await startKernel({ python: matplotlibPython! })
     const cell = await kernel.execute(
       "import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nfig2 = plt.figure()\nplt.show()\nprint('plotted', matplotlib.get_backend())"

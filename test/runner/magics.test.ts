@@ -4,10 +4,11 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { integrationEnabled } from "../support/python.ts"
 import { type Cell, type Kernel, killAll, plainResult, startKernel } from "./harness.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
 const py = (value: string): string => JSON.stringify(value)
 
-describe.skipIf(!integrationEnabled())("runner magics", () => {
+describe.skipIf(!integrationEnabled())(titled("runner magics", integrationOff()), () => {
   let kernel: Kernel
   let workdir: string
 

@@ -6,8 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { isRunning, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { type Kernel, killAll, plainResult, RUNNER_PATH, startKernel, STATUS_MIME } from "./harness.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
-describe.skipIf(!integrationEnabled())("runner protocol", () => {
+describe.skipIf(!integrationEnabled())(titled("runner protocol", integrationOff()), () => {
   let kernel: Kernel
   let workdir: string
 
@@ -244,7 +245,7 @@ describe.skipIf(!integrationEnabled())("runner protocol", () => {
   })
 })
 
-describe.skipIf(!integrationEnabled())("runner process lifetime", () => {
+describe.skipIf(!integrationEnabled())(titled("runner process lifetime", integrationOff()), () => {
   afterAll(() => killAll())
 
   it("exits with status 0 on an exit request", async () => {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { integrationEnabled } from "../support/python.ts"
 import { type Kernel, killAll, plainResult, sleep, startKernel } from "./harness.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
-describe.skipIf(!integrationEnabled())("runner SIGINT handling", () => {
+describe.skipIf(!integrationEnabled())(titled("runner SIGINT handling", integrationOff()), () => {
   let kernel: Kernel
 
   beforeAll(async () => {

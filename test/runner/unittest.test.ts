@@ -3,10 +3,11 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
-describe.skipIf(!integrationEnabled())("runner unit tests (Python unittest)", () => {
+describe.skipIf(!integrationEnabled())(titled("runner unit tests (Python unittest)", integrationOff()), () => {
   it("pass: python -m unittest discover runner/python/tests", () => {
     const python = findPython()
     expect(python, "no Python interpreter found").toBeDefined()

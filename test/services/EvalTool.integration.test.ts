@@ -7,6 +7,7 @@ import { EvalTool } from "../../src/services/EvalTool.ts"
 import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { tempDir } from "../support/tempDirs.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const artifactsDir = tempDir("veyyon-evaltool-")
@@ -20,7 +21,7 @@ const makeRuntime = (settings: Parameters<typeof evalLayer>[0] = {}) =>
     })
   )
 
-describe.skipIf(!integrationEnabled() || python === undefined)("EvalTool with a real Python", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("EvalTool with a real Python", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   process.env.OPENAI_API_KEY = "sk-test-secret"
   const runtime = makeRuntime()
   afterAll(() => runtime.dispose())

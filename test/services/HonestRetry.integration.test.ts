@@ -8,10 +8,11 @@ import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { makeToolRuntime } from "../support/toolRuntime.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("a kernel dying during a cell", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("a kernel dying during a cell", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const { root, run, close } = makeToolRuntime("veyyon-retry-", python!)
   afterAll(close)
 

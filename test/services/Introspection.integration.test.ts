@@ -13,10 +13,10 @@ import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool, type IntrospectParams } from "../../src/services/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { findRuby } from "../runner/harness.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 const ruby = findRuby()
-if (ruby === undefined) console.warn("Ruby introspection tests: skipping: no ruby on PATH (Debian: apt-get install ruby)")
 const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-introspect-"))
 const runtime = ManagedRuntime.make(
   evalLayer({ env: false, settings: { artifactsDir, eval: { js: true }, ...(python === undefined ? {} : { python: { interpreter: python } }) } })
@@ -44,7 +44,7 @@ describe("introspection offsets", () => {
   })
 })
 
-describe.skipIf(!integrationEnabled() || python === undefined)("complete and inspect with a real Python", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("complete and inspect with a real Python", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   it("completes attributes, names, keyword arguments, modules and magics", async () => {
     await run("pc", "py", "import collections\ndef scale(value, factor=2, *, offset=0):\n    '''Scale a value.'''\n    return value * factor + offset\nlong_variable_name = 1")
     const attribute = await complete("pc", { language: "py", code: "collections.Ord" })
@@ -102,7 +102,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)("complete and ins
   })
 })
 
-describe.skipIf(!integrationEnabled())("complete and inspect with a real Node", () => {
+describe.skipIf(!integrationEnabled())(titled("complete and inspect with a real Node", integrationOff()), () => {
   it("completes properties without running getters, and names; inspects functions and values", async () => {
     await run("jc", "js", "function add(alpha, beta = 2) { return alpha + beta }\nglobalThis.hits = 0\nconst thing = { foo: 1, get boom() { hits++; return 1 } }")
     expect((await complete("jc", { language: "js", code: "thing.f" })).matches).toEqual(["foo"])
@@ -124,7 +124,7 @@ describe.skipIf(!integrationEnabled())("complete and inspect with a real Node", 
   })
 })
 
-describe.skipIf(!integrationEnabled() || ruby === undefined)("complete and inspect with a real Ruby", () => {
+describe.skipIf(!integrationEnabled() || ruby === undefined)(titled("complete and inspect with a real Ruby", skipReason(integrationOff(), ruby === undefined && "no ruby on PATH (Debian: apt-get install ruby)")), () => {
   const rubyRuntime = ManagedRuntime.make(
     evalLayer({ env: false, settings: { artifactsDir, eval: { rb: true }, kernel: { backends: { rb: { interpreter: ruby ?? "ruby" } } } } })
   )

@@ -7,10 +7,11 @@ import { Duration, Effect, Schedule } from "effect"
 import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { makeToolRuntime } from "../support/toolRuntime.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("kernel supervision", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("kernel supervision", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const { runtime, run, close } = makeToolRuntime("veyyon-supervise-", python!)
   afterAll(close)
   const keysOf = (sessionId: string) =>

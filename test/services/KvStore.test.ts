@@ -16,6 +16,7 @@ import { sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
 import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { KV_STORE_MAX, KV_VALUE_MAX, kvFileName, kvKeyProblem, makeKvStore } from "../../src/services/KvStore.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -131,7 +132,7 @@ describe("KvStore", () => {
 
 const python = findPython()
 
-describe.skipIf(!integrationEnabled() || python === undefined)("kv cap with Python and JavaScript kernels writing at once", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("kv cap with Python and JavaScript kernels writing at once", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const root = tempDir()
   const artifactsDir = path.join(root, "sessions")
   const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir, python: { interpreter: python! } } }))

@@ -22,6 +22,7 @@ import {
 import { makeRunnerCache, RunnerCacheWriteFailed } from "../../src/services/RunnerCache.ts"
 import { createOtherUser, type OtherUser, otherUserSkipReason, removeOtherUser } from "../support/otherUser.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -137,10 +138,9 @@ describe("per-user locations", () => {
   })
 })
 
-const skipReason = otherUserSkipReason()
-if (skipReason !== undefined) console.log(`skipping the second-user tests: ${skipReason}`)
+const noOtherUser = otherUserSkipReason()
 
-describe.skipIf(skipReason !== undefined)("a second user on the machine", () => {
+describe.skipIf(noOtherUser !== undefined)(titled("a second user on the machine", noOtherUser), () => {
   let other: OtherUser | undefined
   let sticky = ""
   beforeAll(() => {
@@ -213,7 +213,7 @@ describe.skipIf(skipReason !== undefined)("a second user on the machine", () => 
     }))
 
   const python = findPython()
-  it.skipIf(!integrationEnabled() || python === undefined)("boot.py run from their directory refuses to load anything", () => {
+  it.skipIf(!integrationEnabled() || python === undefined)(titled("boot.py run from their directory refuses to load anything", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
     const planted = plantDir("boot-dir", "755")
     const runnerDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "runner", "python")
     for (const name of ["boot.py", "runner.py"]) {

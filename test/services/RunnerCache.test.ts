@@ -21,6 +21,7 @@ import {
 import { registeredBackends } from "../../src/backends/index.ts"
 import { PYTHON_PACKAGE_DIR } from "../../src/backends/python.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, titled } from "../support/skip.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -274,7 +275,7 @@ describe("RunnerCache.Live", () => {
     }).pipe(Effect.provide(RunnerCache.Live), Effect.provide(NodeServices.layer)))
 })
 
-describe.skipIf(!integrationEnabled())("RunnerCache with a real interpreter", () => {
+describe.skipIf(!integrationEnabled())(titled("RunnerCache with a real interpreter", integrationOff()), () => {
   const packageRunner = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "runner")
   const start = (runnerPath: string, preludeSource: string) => {
     const requests = [

@@ -17,6 +17,7 @@ import type { SettingsInput } from "../../src/services/Settings.ts"
 import { cliEntry } from "../cli/support.ts"
 import { isRunning, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const python = findPython()
@@ -29,8 +30,9 @@ const bwrapProblem = (): string | undefined => {
   return probe.status === 0 ? undefined : `bwrap cannot create namespaces here: ${probe.stderr.trim()}`
 }
 const noBwrap = bwrapProblem()
-if (noBwrap !== undefined) console.log(`skipping sandbox tests: ${noBwrap}`)
 const enabled = integrationEnabled() && python !== undefined
+const notEnabled = skipReason(integrationOff(), python === undefined && "no python3 found")
+const notSandboxed = skipReason(notEnabled, noBwrap)
 
 const runtimeWith = (settings: SettingsInput) =>
   ManagedRuntime.make(evalLayer({
@@ -61,7 +63,7 @@ const setsidCell = (marker: string) => ({
 let markerSeed = 4000 + Math.floor(Math.random() * 1000)
 const nextMarker = () => String(markerSeed++)
 
-describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
+describe.skipIf(!enabled || noBwrap !== undefined)(titled("sandboxed kernels", notSandboxed), () => {
   const home = freshDir("home")
   fs.writeFileSync(path.join(home, "secret.txt"), "host secret")
   const savedHome = process.env.HOME
@@ -171,7 +173,7 @@ describe.skipIf(!enabled || noBwrap !== undefined)("sandboxed kernels", () => {
   }, 60_000)
 })
 
-describe.skipIf(!enabled || noBwrap !== undefined)("network policy", () => {
+describe.skipIf(!enabled || noBwrap !== undefined)(titled("network policy", notSandboxed), () => {
   const server = net.createServer((socket) => socket.end("hello"))
   const listening = new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as net.AddressInfo).port)))
   afterAll(() => server.close())
@@ -194,9 +196,9 @@ describe.skipIf(!enabled || noBwrap !== undefined)("network policy", () => {
   }
 })
 
-describe.skipIf(!enabled)("kernel limits", () => {
+describe.skipIf(!enabled)(titled("kernel limits", notEnabled), () => {
   for (const mode of ["off", "required"] as const) {
-    it.skipIf(mode === "required" && noBwrap !== undefined)(`memoryMb (${mode}): an allocation past it raises MemoryError and the kernel lives`, async () => {
+    it.skipIf(mode === "required" && noBwrap !== undefined)(titled(`memoryMb (${mode}): an allocation past it raises MemoryError and the kernel lives`, mode === "required" ? noBwrap : undefined), async () => {
       const runtime = runtimeWith({ sandbox: { mode }, limits: { memoryMb: 512 } })
       const run = runner(runtime, freshDir("mem"))
       try {
@@ -253,7 +255,7 @@ describe.skipIf(!enabled)("kernel limits", () => {
   }, 60_000)
 })
 
-describe.skipIf(!enabled)("required without bwrap", () => {
+describe.skipIf(!enabled)(titled("required without bwrap", notEnabled), () => {
   it("the CLI exits 3 with a sentence naming the fix", () => {
     const result = spawnSync(cliEntry.command, [...cliEntry.args, "eval", "1 + 1"], {
       cwd: freshDir("cli"),
@@ -267,9 +269,9 @@ describe.skipIf(!enabled)("required without bwrap", () => {
   }, 60_000)
 })
 
-describe.skipIf(!enabled)("whole-tree containment", () => {
+describe.skipIf(!enabled)(titled("whole-tree containment", notEnabled), () => {
   for (const mode of ["off", "required"] as const) {
-    it.skipIf(mode === "required" && noBwrap !== undefined)(`(${mode}) a setsid'd process ends after normal shutdown`, async () => {
+    it.skipIf(mode === "required" && noBwrap !== undefined)(titled(`(${mode}) a setsid'd process ends after normal shutdown`, mode === "required" ? noBwrap : undefined), async () => {
       const marker = nextMarker()
       const runtime = runtimeWith({ sandbox: { mode } })
       try {
@@ -283,7 +285,7 @@ describe.skipIf(!enabled)("whole-tree containment", () => {
       }
     }, 60_000)
 
-    it.skipIf(mode === "required" && noBwrap !== undefined)(`(${mode}) a setsid'd process ends after the host is killed with SIGKILL`, async () => {
+    it.skipIf(mode === "required" && noBwrap !== undefined)(titled(`(${mode}) a setsid'd process ends after the host is killed with SIGKILL`, mode === "required" ? noBwrap : undefined), async () => {
       const marker = nextMarker()
       const host = spawn(process.execPath, ["--import", "tsx", "test/fixtures/hold-setsid.ts", marker], {
         cwd: root,

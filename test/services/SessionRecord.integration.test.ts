@@ -15,9 +15,9 @@ import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/EvalTool.ts"
 import { notebookOf, notebookOutputs, SessionRecord, sessionCellsDir } from "../../src/services/SessionRecord.ts"
 import { findPythonWith, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const nbformatPython = findPythonWith(["nbformat"])
-if (nbformatPython === undefined) console.log("skipping notebook validation: python3-nbformat is not installed")
 const python = findPythonWith(["matplotlib"])
 
 /** Validates a notebook file with nbformat; returns what it read (cell types, counts, output types). */
@@ -77,7 +77,7 @@ describe("notebook outputs", () => {
   })
 })
 
-describe.skipIf(!integrationEnabled() || python === undefined || nbformatPython === undefined)("sessions as notebooks", () => {
+describe.skipIf(!integrationEnabled() || python === undefined || nbformatPython === undefined)(titled("sessions as notebooks", skipReason(integrationOff(), python === undefined && "no python3 imports matplotlib", nbformatPython === undefined && "python3-nbformat is not installed")), () => {
   it("a Python session exports as a valid notebook with its streams, results, errors, figures and cut text", async () => {
     await run("nb-py", "py", "x = 41\nprint('hello')")
     await run("nb-py", "py", "x + 1")

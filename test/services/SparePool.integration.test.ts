@@ -12,6 +12,7 @@ import { Duration, Effect, ManagedRuntime, Schedule } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { KernelRegistry } from "../../src/services/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
 
@@ -21,7 +22,7 @@ const OBSERVE = [
   "print(json.dumps({'pid': os.getpid(), 'cwd': os.getcwd(), 'env': dict(sorted(os.environ.items())), 'path': sys.path, 'proc': proc, 'child': os.popen('printenv VEYYON_ARTIFACTS_DIR PWD').read()}))"
 ].join("\n")
 
-describe.skipIf(!integrationEnabled() || python === undefined)("spare kernels", () => {
+describe.skipIf(!integrationEnabled() || python === undefined)(titled("spare kernels", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
   const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-spares-")))
   const work = path.join(root, "work")
   fs.mkdirSync(work)

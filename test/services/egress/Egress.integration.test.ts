@@ -35,7 +35,6 @@ const skipReason = !integrationEnabled()
   : python === undefined
   ? "no python3 on PATH"
   : bwrapProblem() ?? testLinkUnavailable()
-if (skipReason !== undefined) console.warn(`egress end-to-end tests skipped: ${skipReason}`)
 
 const scratch = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "veyyon-egress-e2e-"))
 const saved = { SSL_CERT_FILE: process.env.SSL_CERT_FILE, NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS, XDG_STATE_HOME: process.env.XDG_STATE_HOME }

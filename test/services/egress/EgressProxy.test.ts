@@ -19,9 +19,9 @@ import { type EgressProxy, makeEgressProxy } from "../../../src/services/egress/
 import { EgressResolver } from "../../../src/services/egress/EgressResolver.ts"
 import { connectViaProxy, httpsViaTunnel, httpViaProxy, rawConnection, readAll, refusedConnect } from "../../support/egressClients.ts"
 import { createTestLink, type TestLink, testLinkUnavailable, makeOriginCert, ORIGIN_NAME, type OriginCert, type Origins, startOrigins } from "../../support/egressNet.ts"
+import { titled } from "../../support/skip.ts"
 
 const unavailable = testLinkUnavailable()
-if (unavailable !== undefined) console.warn(`egress proxy tests skipped: ${unavailable}`)
 
 let net: TestLink
 let cert: OriginCert
@@ -86,7 +86,7 @@ const withProxy = <A>(
     return yield* Effect.promise(() => body(proxy, events)).pipe(Effect.ensuring(close))
   })
 
-describe.skipIf(unavailable !== undefined)("egress proxy", () => {
+describe.skipIf(unavailable !== undefined)(titled("egress proxy", unavailable), () => {
   it.effect("forwards a plain HTTP request in absolute form to a listed host, dropping hop-by-hop headers", () =>
     withProxy({}, async (proxy, events) => {
       const reply = await httpViaProxy(proxy.socketPath, `http://origin.test:${origins.httpPort}/hello?x=1`)
