@@ -1,0 +1,282 @@
+/**
+ * The request table and its frame router against a reference model written here: a table of
+ * what each operation (open, close, a runner frame, a stop, a failure) does to the open set,
+ * the current request and each request's state, compared step by step over random operation
+ * sequences, plus progress properties a table that drops or reorders things fails.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Arbitrary, Deferred, Effect, Exit, Fiber } from "effect"
+import type { DoneFrame, RunnerFrame } from "../../src/kernel/Frame.ts"
+import { KernelClosed } from "../../src/kernel/KernelError.ts"
+import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import type { InterruptReason } from "../../src/kernel/Lifecycle.ts"
+import {
+  awaitUntil,
+  type CellRequest,
+  failRequest,
+  frameRouter,
+  RequestTable,
+  stopRequest,
+  stopRequestNow
+} from "../../src/kernel/RequestTable.ts"
+import { constantFrom, integer, oneOf, sized } from "./arbitraries.ts"
+
+type Op =
+  | { readonly op: "add" }
+  | { readonly op: "remove"; readonly pick: number }
+  | { readonly op: "frame"; readonly kind: "started" | "stdout" | "stderr" | "done"; readonly pick: number; readonly n: number }
+  | { readonly op: "stray"; readonly kind: "started" | "stdout" | "done"; readonly n: number }
+  | { readonly op: "stop"; readonly pick: number; readonly reason: InterruptReason; readonly now: boolean }
+  | { readonly op: "fail"; readonly pick: number; readonly n: number }
+
+/** What the model says about one request. */
+interface Model {
+  readonly id: string
+  open: boolean
+  started: boolean
+  /** The executionCount of the last `done` frame routed to it. */
+  done: number | undefined
+  /** The first ending: `finished:<count>`, `stop:<reason>` or `failed:<n>`. */
+  ended: string | undefined
+  failure: number | undefined
+  readonly outputs: Array<string>
+  readonly onDone: Array<number>
+}
+
+interface World {
+  readonly models: Array<Model>
+  current: string | undefined
+}
+
+/** The model: what each operation does, on plain records. */
+const step = (world: World, op: Op): void => {
+  const picked = (pick: number): Model | undefined => world.models.length === 0 ? undefined : world.models[pick % world.models.length]
+  switch (op.op) {
+    case "add": {
+      const id = `r${world.models.length + 1}`
+      world.models.push({ id, open: true, started: false, done: undefined, ended: undefined, failure: undefined, outputs: [], onDone: [] })
+      world.current = id
+      return
+    }
+    case "remove": {
+      const model = picked(op.pick)
+      if (model === undefined) return
+      model.open = false
+      if (world.current === model.id) world.current = undefined
+      return
+    }
+    case "frame": {
+      const model = picked(op.pick)
+      if (model === undefined || !model.open) return
+      if (op.kind === "started") model.started = true
+      if (op.kind === "stdout") model.outputs.push(`Stdout:${op.n}`)
+      if (op.kind === "stderr") model.outputs.push(`Stderr:${op.n}`)
+      if (op.kind === "done") {
+        model.onDone.push(op.n)
+        model.done = op.n
+        model.ended ??= `finished:${op.n}`
+      }
+      return
+    }
+    case "stray":
+      return
+    case "stop": {
+      const model = picked(op.pick)
+      if (model !== undefined) model.ended ??= `stop:${op.reason}`
+      return
+    }
+    case "fail": {
+      const model = picked(op.pick)
+      if (model === undefined) return
+      model.failure ??= op.n
+      model.ended ??= `failed:${op.n}`
+    }
+  }
+}
+
+const doneFrame = (id: string, executionCount: number): DoneFrame => ({ type: "done", id, status: "ok", executionCount, cancelled: false })
+
+const frameOf = (kind: "started" | "stdout" | "stderr" | "done", id: string, n: number): RunnerFrame =>
+  kind === "started" ? { type: "started", id } : kind === "done" ? doneFrame(id, n) : { type: kind, id, data: String(n) }
+
+/** The implementation side: a table, its router, and the requests it opened, in order. */
+const makeSystem = () => {
+  const table = new RequestTable()
+  const requests: Array<CellRequest> = []
+  const outputs = new Map<string, Array<string>>()
+  const onDone = new Map<string, Array<number>>()
+  const failures: Array<KernelClosed> = []
+  const route = frameRouter(table, {
+    onDone: (request, frame) =>
+      Effect.sync(() => {
+        expect(request.done, "onDone runs before the request records its done").not.toBe(frame)
+        onDone.get(request.id)!.push(frame.executionCount)
+      }),
+    onBridge: () => Effect.void
+  })
+  const apply = (op: Op): void => {
+    const picked = (pick: number) => requests.length === 0 ? undefined : requests[pick % requests.length]
+    switch (op.op) {
+      case "add": {
+        const seen: Array<string> = []
+        const request = table.add((output: KernelOutput) =>
+          Effect.sync(() => seen.push(`${output._tag}:${"text" in output ? output.text : ""}`))
+        )
+        outputs.set(request.id, seen)
+        onDone.set(request.id, [])
+        requests.push(request)
+        return
+      }
+      case "remove": {
+        const request = picked(op.pick)
+        if (request !== undefined) table.remove(request)
+        return
+      }
+      case "frame": {
+        const request = picked(op.pick)
+        if (request !== undefined) Effect.runSync(route(frameOf(op.kind, request.id, op.n)))
+        return
+      }
+      case "stray":
+        Effect.runSync(route(frameOf(op.kind, `r${requests.length + 1 + op.n}`, op.n)))
+        return
+      case "stop": {
+        const request = picked(op.pick)
+        if (request === undefined) return
+        if (op.now) stopRequestNow(request, op.reason)
+        else Effect.runSync(stopRequest(request, op.reason))
+        return
+      }
+      case "fail": {
+        const request = picked(op.pick)
+        if (request === undefined) return
+        failures[op.n] ??= new KernelClosed({ reason: `failure ${op.n}` })
+        Effect.runSync(failRequest(request, failures[op.n]!))
+      }
+    }
+  }
+  const endingOf = (request: CellRequest): string | undefined => {
+    if (!Deferred.isDoneUnsafe(request.ended)) return undefined
+    const exit = Effect.runSyncExit(Deferred.await(request.ended))
+    if (Exit.isSuccess(exit)) {
+      return exit.value._tag === "finished" ? `finished:${exit.value.frame.executionCount}` : `stop:${exit.value.reason}`
+    }
+    const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+    return error === undefined ? "other" : `failed:${failures.indexOf(error.error as KernelClosed)}`
+  }
+  /** The implementation's state, in the model's terms. */
+  const observe = (): World => ({
+    current: table.current?.id,
+    models: requests.map((request) => ({
+      id: request.id,
+      open: table.get(request.id) === request,
+      started: request.started,
+      done: request.done?.executionCount,
+      ended: endingOf(request),
+      failure: request.failure === undefined ? undefined : failures.indexOf(request.failure as KernelClosed),
+      outputs: outputs.get(request.id)!,
+      onDone: onDone.get(request.id)!
+    }))
+  })
+  return { table, requests, apply, observe }
+}
+
+const pick = integer(0, 7)
+const count = integer(0, 3)
+const ops: Arbitrary.Arbitrary<Op> = oneOf<Op>(
+  Arbitrary.Constant({ op: "add" } as const),
+  Arbitrary.Constant({ op: "add" } as const),
+  Arbitrary.map(pick, (p) => ({ op: "remove", pick: p }) as const),
+  Arbitrary.map(
+    Arbitrary.all([constantFrom("started", "stdout", "stderr", "done"), pick, count]),
+    ([kind, p, n]) => ({ op: "frame", kind, pick: p, n }) as const
+  ),
+  Arbitrary.map(Arbitrary.all([constantFrom("started", "stdout", "done"), count]), ([kind, n]) => ({ op: "stray", kind, n }) as const),
+  Arbitrary.map(
+    Arbitrary.all([pick, constantFrom<InterruptReason>("timeout", "cancel", "abandon"), constantFrom(true, false)]),
+    ([p, reason, now]) => ({ op: "stop", pick: p, reason, now }) as const
+  ),
+  Arbitrary.map(Arbitrary.all([pick, count]), ([p, n]) => ({ op: "fail", pick: p, n }) as const)
+)
+const runs = Arbitrary.array(ops, { maxLength: 40 })
+
+describe("RequestTable against its model", () => {
+  it.prop("agrees with the model after every operation", [runs], ([sequence]) => {
+    const system = makeSystem()
+    const world: World = { models: [], current: undefined }
+    for (const op of sequence) {
+      step(world, op)
+      system.apply(op)
+      expect(system.observe(), JSON.stringify(op)).toEqual(world)
+    }
+  }, sized(40))
+
+  it.prop("mints a fresh id for every request, and the newest open one is current", [runs], ([sequence]) => {
+    const system = makeSystem()
+    for (const op of sequence) system.apply(op)
+    const ids = system.requests.map((request) => request.id)
+    expect(new Set(ids).size).toBe(ids.length)
+    expect(system.table.newId("q")).toBe(`q${ids.length + 1}`)
+  }, sized(40))
+})
+
+describe("RequestTable progress", () => {
+  it("an opened request is current and found by its id; a fresh request has nothing set", () => {
+    const table = new RequestTable()
+    const request = table.add(() => Effect.void)
+    expect(table.current).toBe(request)
+    expect(table.get(request.id)).toBe(request)
+    expect(request).toMatchObject({ id: "r1", started: false, done: undefined, failure: undefined, wake: undefined })
+    expect(Deferred.isDoneUnsafe(request.ended)).toBe(false)
+    table.remove(request)
+    expect(table.get(request.id)).toBeUndefined()
+    expect(table.current).toBeUndefined()
+  })
+
+  it("closing an older request leaves the newer one current", () => {
+    const table = new RequestTable()
+    const older = table.add(() => Effect.void)
+    const newer = table.add(() => Effect.void)
+    table.remove(older)
+    expect(table.current).toBe(newer)
+  })
+
+  it.effect("a waiter for started wakes when the started frame is routed, and one for done when done is", () =>
+    Effect.gen(function*() {
+      const table = new RequestTable()
+      const request = table.add(() => Effect.void)
+      const route = frameRouter(table, { onDone: () => Effect.void, onBridge: () => Effect.void })
+      const started = yield* Effect.forkChild(awaitUntil(request, (r) => r.started))
+      const done = yield* Effect.forkChild(awaitUntil(request, (r) => r.done !== undefined))
+      yield* Effect.yieldNow
+      expect(request.wake).toBeDefined()
+      yield* route({ type: "started", id: request.id })
+      yield* Fiber.join(started)
+      expect(done.pollUnsafe()).toBeUndefined()
+      yield* route(doneFrame(request.id, 7))
+      yield* Fiber.join(done)
+      expect(yield* Deferred.await(request.ended)).toEqual({ _tag: "finished", frame: doneFrame(request.id, 7) })
+    }))
+
+  it.effect("a waiter fails with the request's failure, at once when it already failed", () =>
+    Effect.gen(function*() {
+      const table = new RequestTable()
+      const request = table.add(() => Effect.void)
+      const error = new KernelClosed({ reason: "gone" })
+      const waiting = yield* Effect.forkChild(awaitUntil(request, (r) => r.started))
+      yield* Effect.yieldNow
+      yield* failRequest(request, error)
+      expect(yield* Effect.flip(Fiber.join(waiting))).toBe(error)
+      expect(yield* Effect.flip(awaitUntil(request, (r) => r.started))).toBe(error)
+      expect(yield* Effect.flip(Deferred.await(request.ended))).toBe(error)
+    }))
+
+  it.effect("a waiter whose condition holds returns even after a failure", () =>
+    Effect.gen(function*() {
+      const table = new RequestTable()
+      const request = table.add(() => Effect.void)
+      yield* frameRouter(table, { onDone: () => Effect.void, onBridge: () => Effect.void })({ type: "started", id: request.id })
+      yield* failRequest(request, new KernelClosed({ reason: "gone" }))
+      yield* awaitUntil(request, (r) => r.started)
+    }))
+})
