@@ -46,6 +46,7 @@ export default {
       ]
     },
     { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
+    { module: "src/kernel/RequestTable.ts", tests: ["test/kernel/RequestTable.model.test.ts"] },
     { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts", "test/cluster/LedgerDecision.model.test.ts"] },
     {
       module: "src/render/Columns.ts",

@@ -5,17 +5,21 @@
  * sequences, plus progress properties a table that drops or reorders things fails.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Arbitrary, Deferred, Effect, Exit, Fiber } from "effect"
-import type { DoneFrame, RunnerFrame } from "../../src/kernel/Frame.ts"
+import { Arbitrary, Cause, Deferred, Effect, Exit, Fiber, Logger, References } from "effect"
+import { type DoneFrame, ErrorFrame, type RunnerFrame, STATUS_MIME } from "../../src/kernel/Frame.ts"
 import { KernelClosed } from "../../src/kernel/KernelError.ts"
-import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import type { InterruptReason } from "../../src/kernel/Lifecycle.ts"
 import {
+  abortRequest,
   awaitUntil,
   type CellRequest,
   failRequest,
+  executeLine,
   frameRouter,
+  type QueryReply,
   RequestTable,
+  stopBecause,
   stopRequest,
   stopRequestNow
 } from "../../src/kernel/RequestTable.ts"
@@ -278,5 +282,104 @@ describe("RequestTable progress", () => {
       yield* frameRouter(table, { onDone: () => Effect.void, onBridge: () => Effect.void })({ type: "started", id: request.id })
       yield* failRequest(request, new KernelClosed({ reason: "gone" }))
       yield* awaitUntil(request, (r) => r.started)
+    }))
+})
+
+describe("frameRouter routes each frame kind", () => {
+  const setup = () => {
+    const table = new RequestTable()
+    const seen: Array<KernelOutput> = []
+    const bridged: Array<string> = []
+    const request = table.add((output) => Effect.sync(() => seen.push(output)))
+    const route = frameRouter(table, {
+      onDone: () => Effect.void,
+      onBridge: (r, frame) => Effect.sync(() => bridged.push(`${r.id}:${frame.type}`))
+    })
+    return { table, seen, bridged, request, route }
+  }
+  const logs = (logged: Array<string>) => Logger.layer([Logger.make(({ logLevel, message }) => logged.push(`${logLevel}:${String(message)}`))])
+
+  it.effect("hands results, errors and displays on as outputs of their kind, and bridge calls to onBridge", () =>
+    Effect.gen(function*() {
+      const { bridged, request, route, seen } = setup()
+      yield* route({ type: "result", id: request.id, bundle: { "text/plain": "1" } })
+      yield* route(new ErrorFrame({ type: "error", id: request.id, ename: "E", evalue: "v", traceback: ["t"] }))
+      yield* route({ type: "display", id: request.id, bundle: { "text/html": "<b>" } })
+      yield* route({ type: "stderr", id: request.id, data: "warn" })
+      yield* route({ type: "bridge", id: request.id, call: "c1", method: "agent", params: {} } as unknown as RunnerFrame)
+      expect(seen).toEqual([
+        KernelOutput.Result({ bundle: { "text/plain": "1" } }),
+        KernelOutput.Error({ ename: "E", evalue: "v", traceback: ["t"] }),
+        KernelOutput.Display({ bundle: { "text/html": "<b>" } }),
+        KernelOutput.Stderr({ text: "warn" })
+      ])
+      expect(bridged).toEqual([`${request.id}:bridge`])
+    }))
+
+  it.effect("turns a status bundle into a Status output, and a timeout status pauses or resumes the watchdog", () =>
+    Effect.gen(function*() {
+      const { request, route, seen } = setup()
+      const calls: Array<string> = []
+      request.watchdog = { pause: Effect.sync(() => calls.push("pause")), resume: Effect.sync(() => calls.push("resume")) } as never
+      const status = (value: unknown) => route({ type: "display", id: request.id, bundle: { [STATUS_MIME]: value } })
+      yield* status({ op: "timeout", action: "pause" })
+      yield* status({ op: "timeout", action: "resume" })
+      yield* status({ op: "timeout", action: "other" })
+      yield* status({ op: "progress", action: "pause", n: 1 })
+      expect(calls).toEqual(["pause", "resume"])
+      expect(seen).toEqual([
+        KernelOutput.Status({ op: "timeout", fields: { action: "pause" } }),
+        KernelOutput.Status({ op: "timeout", fields: { action: "resume" } }),
+        KernelOutput.Status({ op: "timeout", fields: { action: "other" } }),
+        KernelOutput.Status({ op: "progress", fields: { action: "pause", n: 1 } })
+      ])
+      request.watchdog = undefined
+      yield* status({ op: "timeout", action: "pause" })
+      for (const notStatus of [null, "x", [1], { op: 3 }]) yield* status(notStatus)
+      expect(seen.slice(5).map((output) => output._tag)).toEqual(["Display", "Display", "Display", "Display"])
+    }))
+
+  it.effect("answers a query by its id, and logs replies and frames nobody awaits", () => {
+    const logged: Array<string> = []
+    return Effect.gen(function*() {
+      const { route, seen, table } = setup()
+      const query = yield* Deferred.make<QueryReply>()
+      table.queries.set("q9", query)
+      const reply = { type: "complete_reply", id: "q9", matches: ["a"], cursorStart: 0, cursorEnd: 1 } as unknown as RunnerFrame
+      yield* route(reply)
+      expect(yield* Deferred.await(query)).toBe(reply)
+      yield* route({ ...reply, id: "q10" } as RunnerFrame)
+      yield* route({ type: "inspect_reply", id: "q11", found: false, bundle: {} } as unknown as RunnerFrame)
+      yield* route(new ErrorFrame({ type: "error", id: null, ename: "E", evalue: "v", traceback: [] }))
+      yield* route(new ErrorFrame({ type: "error", ename: "F", evalue: "w", traceback: [] }))
+      yield* route({ type: "started", id: "r99" })
+      yield* route({ type: "stdout", id: "r99", data: "x" })
+      expect(seen).toEqual([])
+      expect(logged).toEqual([
+        "Debug:dropped a complete_reply for q10, which nobody awaits",
+        "Debug:dropped a inspect_reply for q11, which nobody awaits",
+        "Warn:runner reported an error outside any request: E: v",
+        "Warn:runner reported an error outside any request: F: w",
+        "Debug:dropped a stdout frame for request r99, which is not running"
+      ])
+    }).pipe(Effect.provide(logs(logged)), Effect.provideService(References.MinimumLogLevel, "All"))
+  })
+
+  it("writes an execute line with the defaults, and cwd and env only when given", () => {
+    expect(executeLine("r1", { code: "1" })).toBe('{"id":"r1","code":"1","silent":false,"storeHistory":true}\n')
+    expect(executeLine("r2", { code: "x", silent: true, storeHistory: false, cwd: "/w", env: { A: "1" } })).toBe(
+      '{"id":"r2","code":"x","silent":true,"storeHistory":false,"cwd":"/w","env":{"A":"1"}}\n'
+    )
+  })
+
+  it.effect("ends a request with its handler's failure when aborted", () =>
+    Effect.gen(function*() {
+      const { request } = setup()
+      yield* abortRequest(request, Cause.die("boom"))
+      const exit = yield* Effect.exit(Deferred.await(request.ended))
+      expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause)).toBe(true)
+      yield* stopRequest(request, "cancel")
+      expect(Deferred.isDoneUnsafe(request.ended)).toBe(true)
+      expect(stopBecause("timeout")).toEqual({ _tag: "stop", reason: "timeout" })
     }))
 })
