@@ -46,7 +46,30 @@ export default {
       ]
     },
     { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
-    { module: "src/kernel/RequestTable.ts", tests: ["test/kernel/RequestTable.model.test.ts"] },
+    {
+      module: "src/kernel/RequestTable.ts",
+      tests: ["test/kernel/RequestTable.model.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: "fields.cwd === undefined",
+          replacement: "false",
+          reason: "a cwd of undefined spread into the line is dropped by JSON.stringify, as the empty object is"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: 'frame.type === "error"',
+          replacement: "true",
+          reason: "the frame decoder gives every other frame kind a string id, so only an error frame can lack one"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: 'typeof frame.id === "string"',
+          replacement: "true",
+          reason: "only an error frame can lack a string id, and one without an id was handled just above"
+        }
+      ]
+    },
     { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts", "test/cluster/LedgerDecision.model.test.ts"] },
     {
       module: "src/render/Columns.ts",

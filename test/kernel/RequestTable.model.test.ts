@@ -322,15 +322,15 @@ describe("frameRouter routes each frame kind", () => {
       const calls: Array<string> = []
       request.watchdog = { pause: Effect.sync(() => calls.push("pause")), resume: Effect.sync(() => calls.push("resume")) } as never
       const status = (value: unknown) => route({ type: "display", id: request.id, bundle: { [STATUS_MIME]: value } })
+      yield* status({ op: "timeout", action: "other" })
       yield* status({ op: "timeout", action: "pause" })
       yield* status({ op: "timeout", action: "resume" })
-      yield* status({ op: "timeout", action: "other" })
       yield* status({ op: "progress", action: "pause", n: 1 })
       expect(calls).toEqual(["pause", "resume"])
       expect(seen).toEqual([
+        KernelOutput.Status({ op: "timeout", fields: { action: "other" } }),
         KernelOutput.Status({ op: "timeout", fields: { action: "pause" } }),
         KernelOutput.Status({ op: "timeout", fields: { action: "resume" } }),
-        KernelOutput.Status({ op: "timeout", fields: { action: "other" } }),
         KernelOutput.Status({ op: "progress", fields: { action: "pause", n: 1 } })
       ])
       request.watchdog = undefined
