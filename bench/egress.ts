@@ -17,7 +17,7 @@ import { Effect, Exit, Result, Scope } from "effect"
 import { parseAllowHosts } from "../src/services/egress/AllowHosts.ts"
 import { makeEgressProxy } from "../src/services/egress/EgressProxy.ts"
 import { EgressResolver } from "../src/services/egress/EgressResolver.ts"
-import { createTestLink, testLinkUnavailable } from "../test/support/egressNet.ts"
+import { createTestLink, sendBytes, testLinkUnavailable } from "../test/support/egressNet.ts"
 
 const [smallRounds = 300, largeRounds = 6, largeMiB = 256] = process.argv.slice(2).map(Number)
 const SMALL_BYTES = 1024
@@ -96,20 +96,9 @@ const main = async () => {
   }
   const link = createTestLink()
   const stateDir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "egress-bench-"))
-  const chunk = Buffer.alloc(64 * 1024, 120)
-  const origin = NodeHttp.createServer((req, res) => {
-    let left = Number(new URL(req.url ?? "/", "http://x").searchParams.get("n") ?? "0")
-    res.writeHead(200, { "content-length": left, connection: "close" })
-    const pump = (): void => {
-      while (left > 0) {
-        const part = chunk.subarray(0, Math.min(left, chunk.length))
-        left -= part.length
-        if (!res.write(part)) return void res.once("drain", pump)
-      }
-      res.end()
-    }
-    pump()
-  })
+  const origin = NodeHttp.createServer((req, res) =>
+    sendBytes(res, Number(new URL(req.url ?? "/", "http://x").searchParams.get("n") ?? "0"), { connection: "close" })
+  )
   const scope = await Effect.runPromise(Scope.make())
   try {
     const port = await new Promise<number>((resolve) => origin.listen(0, link.address, () => resolve((origin.address() as NodeNet.AddressInfo).port)))

@@ -82,24 +82,27 @@ export interface Origins {
   readonly close: () => Promise<void>
 }
 
+const FILLER = Buffer.alloc(64 * 1024, 120)
+
+/** Answers 200 with `size` bytes of filler, written as the response drains. */
+export const sendBytes = (res: NodeHttp.ServerResponse, size: number, headers: NodeHttp.OutgoingHttpHeaders = {}): void => {
+  res.writeHead(200, { ...headers, "content-length": size })
+  let left = size
+  const pump = (): void => {
+    while (left > 0) {
+      const part = FILLER.subarray(0, Math.min(left, FILLER.length))
+      left -= part.length
+      if (!res.write(part)) return void res.once("drain", pump)
+    }
+    res.end()
+  }
+  pump()
+}
+
 const answer = (scheme: string, seen: Array<string>) => (req: NodeHttp.IncomingMessage, res: NodeHttp.ServerResponse) => {
   seen.push(`${scheme} ${req.method} ${req.url}`)
   const url = new URL(req.url ?? "/", "http://x")
-  if (url.pathname === "/big") {
-    const size = Number(url.searchParams.get("n") ?? "0")
-    res.writeHead(200, { "content-length": size })
-    const chunk = Buffer.alloc(64 * 1024, 120)
-    let left = size
-    const pump = (): void => {
-      while (left > 0) {
-        const part = chunk.subarray(0, Math.min(left, chunk.length))
-        left -= part.length
-        if (!res.write(part)) return void res.once("drain", pump)
-      }
-      res.end()
-    }
-    return pump()
-  }
+  if (url.pathname === "/big") return sendBytes(res, Number(url.searchParams.get("n") ?? "0"))
   let body = ""
   req.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")))
   req.on("end", () => {
