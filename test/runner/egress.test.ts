@@ -21,7 +21,7 @@ import { Effect, Exit, Result, Scope } from "effect"
 import { parseAllowHosts } from "../../src/services/egress/AllowHosts.ts"
 import { type EgressProxy, makeEgressProxy } from "../../src/services/egress/EgressProxy.ts"
 import { EgressResolver } from "../../src/services/egress/EgressResolver.ts"
-import { createTestLink, makeOriginCert, type OriginCert, type Origins, startOrigins, type TestLink, testLinkUnavailable } from "../support/egressNet.ts"
+import { type OriginCert, type OriginNetwork, type Origins, startOriginNetwork, type TestLink, testLinkUnavailable } from "../support/egressNet.ts"
 import { findPython } from "../support/python.ts"
 import { skipReason, titled } from "../support/skip.ts"
 
@@ -212,6 +212,7 @@ const spinCells: Record<string, string> = {
   rb: `puts "spin"; $stdout.flush; loop {}`
 }
 
+let network: OriginNetwork | undefined
 let link: TestLink
 let cert: OriginCert
 let origins: Origins
@@ -221,9 +222,8 @@ const stateDir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "egress-runne
 
 beforeAll(async () => {
   if (linkMissing !== undefined) return
-  link = createTestLink()
-  cert = makeOriginCert()
-  origins = await startOrigins(link.address, cert)
+  network = await startOriginNetwork()
+  ;({ link, cert, origins } = network)
   const allow = Result.getOrThrow(parseAllowHosts(["origin.test"]))
   scope = await Effect.runPromise(Scope.make())
   proxy = await Effect.runPromise(
@@ -236,9 +236,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void))
-  await origins?.close()
-  link?.remove()
-  if (cert !== undefined) NodeFs.rmSync(cert.dir, { recursive: true, force: true })
+  await network?.close()
   NodeFs.rmSync(stateDir, { recursive: true, force: true })
 })
 

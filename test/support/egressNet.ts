@@ -131,3 +131,31 @@ export const startOrigins = async (address: string, cert: OriginCert): Promise<O
     })
   return { httpPort, httpsPort, seen, close: async () => void (await Promise.all([close(http), close(https)])) }
 }
+
+/** A test link, a certificate and the origins on it, with one `close` that ends all three. */
+export interface OriginNetwork {
+  readonly link: TestLink
+  readonly cert: OriginCert
+  readonly origins: Origins
+  readonly close: () => Promise<void>
+}
+
+/** Creates a test link, makes a certificate and starts the origins on the link; removes what it made if a step fails. */
+export const startOriginNetwork = async (): Promise<OriginNetwork> => {
+  const link = createTestLink()
+  const cert = makeOriginCert()
+  const removeRest = () => {
+    link.remove()
+    NodeFs.rmSync(cert.dir, { recursive: true, force: true })
+  }
+  try {
+    const origins = await startOrigins(link.address, cert)
+    return { link, cert, origins, close: async () => {
+      await origins.close()
+      removeRest()
+    } }
+  } catch (error) {
+    removeRest()
+    throw error
+  }
+}

@@ -19,7 +19,7 @@ import { EgressResolver } from "../../../src/services/egress/EgressResolver.ts"
 import { EvalTool, type EvalResult } from "../../../src/services/EvalTool.ts"
 import { SessionRecord } from "../../../src/services/SessionRecord.ts"
 import type { SettingsInput } from "../../../src/services/Settings.ts"
-import { createTestLink, makeOriginCert, type OriginCert, type Origins, startOrigins, type TestLink, testLinkUnavailable } from "../../support/egressNet.ts"
+import { type OriginCert, type OriginNetwork, type Origins, startOriginNetwork, type TestLink, testLinkUnavailable } from "../../support/egressNet.ts"
 import { findPython, integrationEnabled } from "../../support/python.ts"
 
 const python = findPython()
@@ -38,6 +38,7 @@ const skipReason = !integrationEnabled()
 
 const scratch = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "veyyon-egress-e2e-"))
 const saved = { SSL_CERT_FILE: process.env.SSL_CERT_FILE, NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS, XDG_STATE_HOME: process.env.XDG_STATE_HOME }
+let network: OriginNetwork | undefined
 let link: TestLink | undefined
 let cert: OriginCert | undefined
 let origins: Origins | undefined
@@ -77,9 +78,8 @@ const startIndex = async (address: string): Promise<{ readonly server: NodeHttp.
 
 beforeAll(async () => {
   if (skipReason !== undefined) return
-  link = createTestLink()
-  cert = makeOriginCert()
-  origins = await startOrigins(link.address, cert)
+  network = await startOriginNetwork()
+  ;({ link, cert, origins } = network)
   index = await startIndex(link.address)
   process.env.SSL_CERT_FILE = cert.certFile
   process.env.NODE_EXTRA_CA_CERTS = cert.certFile
@@ -91,10 +91,8 @@ afterAll(async () => {
     if (value === undefined) delete process.env[name]
     else process.env[name] = value
   }
-  await origins?.close()
   if (index !== undefined) await new Promise<void>((resolve) => index!.server.close(() => resolve()))
-  link?.remove()
-  if (cert !== undefined) NodeFs.rmSync(cert.dir, { recursive: true, force: true })
+  await network?.close()
   NodeFs.rmSync(scratch, { recursive: true, force: true })
 })
 

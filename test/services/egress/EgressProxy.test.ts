@@ -18,11 +18,12 @@ import type { EgressLimits } from "../../../src/services/egress/EgressLimits.ts"
 import { type EgressProxy, makeEgressProxy } from "../../../src/services/egress/EgressProxy.ts"
 import { EgressResolver } from "../../../src/services/egress/EgressResolver.ts"
 import { connectViaProxy, httpsViaTunnel, httpViaProxy, rawConnection, readAll, refusedConnect } from "../../support/egressClients.ts"
-import { createTestLink, type TestLink, testLinkUnavailable, makeOriginCert, ORIGIN_NAME, type OriginCert, type Origins, startOrigins } from "../../support/egressNet.ts"
+import { ORIGIN_NAME, type OriginCert, type OriginNetwork, type Origins, startOriginNetwork, type TestLink, testLinkUnavailable } from "../../support/egressNet.ts"
 import { titled } from "../../support/skip.ts"
 
 const unavailable = testLinkUnavailable()
 
+let network: OriginNetwork | undefined
 let net: TestLink
 let cert: OriginCert
 let origins: Origins
@@ -33,9 +34,8 @@ const stateDir = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "egress-state
 
 beforeAll(async () => {
   if (unavailable !== undefined) return
-  net = createTestLink()
-  cert = makeOriginCert()
-  origins = await startOrigins(net.address, cert)
+  network = await startOriginNetwork()
+  ;({ link: net, cert, origins } = network)
   loopback = NodeHttp.createServer((_req, res) => {
     loopbackSeen++
     res.end("loopback")
@@ -46,10 +46,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (unavailable === undefined) {
-    await origins?.close()
     if (loopback !== undefined) await new Promise<void>((resolve) => loopback.close(() => resolve()))
-    net?.remove()
-    if (cert !== undefined) NodeFs.rmSync(cert.dir, { recursive: true, force: true })
+    await network?.close()
   }
   NodeFs.rmSync(stateDir, { recursive: true, force: true })
 })
