@@ -9,7 +9,8 @@
 import { Context, Effect, Schema } from "effect"
 import { Prompt, Tool, Toolkit } from "effect/ai"
 import { EvalOutputSchema, EvalParamsSchema, structuredResult } from "../services/EvalSchema.ts"
-import { EVAL_TOOL_NAME, EvalTool } from "../services/EvalTool.ts"
+import { describeEval, EVAL_TOOL_NAME, EvalTool } from "../services/EvalTool.ts"
+import { registeredBackends } from "../backends/index.ts"
 
 /** The session an agent's `eval` calls run in (its kernels, variables and kv) and their working directory. */
 export class EvalSession extends Context.Service<EvalSession, { readonly sessionId: string; readonly cwd: string }>()(
@@ -22,16 +23,9 @@ export class EvalCallFailed extends Schema.TaggedError<EvalCallFailed>()("EvalCa
   message: Schema.String
 }) {}
 
-const DESCRIPTION = [
-  "Run one code cell in a persistent kernel and get its output. language is py (Python), js (JavaScript) or rb (Ruby), as the host enabled them.",
-  "State persists between calls: names defined in one cell are available in the next. A failing cell keeps earlier state.",
-  "timeout is the cell's budget in seconds (1..3600, default 30); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel for that language before the cell.",
-  "Large output is truncated and saved; the result names the artifact:// holding all of it."
-].join("\n")
-
 /** The `eval` tool as an `effect/ai` Tool; its handler needs an `EvalSession` where the model's calls run. */
 export const EvalAiTool = Tool.make(EVAL_TOOL_NAME, {
-  description: DESCRIPTION,
+  description: describeEval(registeredBackends(), { enabledByHost: true }),
   parameters: EvalParamsSchema,
   success: EvalOutputSchema,
   failure: EvalCallFailed,

@@ -102,20 +102,29 @@ const WORKSPACE_GUIDANCE =
 
 const enabledBackends = (settings: SettingsValues) => registeredBackends().filter((backend) => settings.eval[backend.id] === true)
 
-/** The tool description for the enabled languages. */
-export const evalDescription = (settings: SettingsValues): string => {
-  const enabled = enabledBackends(settings)
-  const languages = enabled.map((backend) => `${backend.id} (${backend.displayName})`).join(", ")
+/**
+ * The tool description over `backends`: `workspace` adds the keep-it-in-the-kernel advice,
+ * `enabledByHost` says the host decides which of them a call may use.
+ */
+export const describeEval = (
+  backends: ReadonlyArray<ReturnType<typeof registeredBackends>[number]>,
+  options: { readonly workspace?: boolean; readonly enabledByHost?: boolean } = {}
+): string => {
+  const languages = backends.map((backend) => `${backend.id} (${backend.displayName})`).join(", ") || "none enabled"
   const lines = [
-    `Run one code cell in a persistent kernel and get its output. Languages: ${languages || "none enabled"}.`,
+    `Run one code cell in a persistent kernel and get its output. Languages: ${languages}${options.enabledByHost === true ? ", those the host enabled" : ""}.`,
     "State persists between calls: names defined in one cell are available in the next. A failing cell keeps earlier state.",
-    ...enabled.flatMap((backend) => backend.guidance),
+    ...backends.flatMap((backend) => backend.guidance),
     `timeout is the cell's budget in seconds (${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS}, default ${DEFAULT_TIMEOUT_SECONDS}); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel for that language before the cell.`,
     "Large output is truncated and saved; the result names the artifact:// holding all of it."
   ]
-  if (settings.eval.pyWorkspace) lines.push(WORKSPACE_GUIDANCE)
+  if (options.workspace === true) lines.push(WORKSPACE_GUIDANCE)
   return lines.join("\n")
 }
+
+/** The tool description for the enabled languages. */
+export const evalDescription = (settings: SettingsValues): string =>
+  describeEval(enabledBackends(settings), { workspace: settings.eval.pyWorkspace })
 
 /** The JSON Schema of the params, with `language` narrowed to the enabled backends. */
 export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> =>

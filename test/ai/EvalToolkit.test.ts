@@ -8,9 +8,12 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime, Stream } from "effect"
 import { LanguageModel, type Response } from "effect/ai"
 import { EvalAiTool, EvalSession, EvalToolkit, EvalToolkitLive } from "../../src/ai/EvalToolkit.ts"
+import { registeredBackends } from "../../src/backends/index.ts"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
+import { evalDescription } from "../../src/services/EvalTool.ts"
 import { EvalParamsSchema, structuredResult } from "../../src/services/EvalSchema.ts"
 import { evalResult } from "../support/evalResult.ts"
+import { testSettings } from "../support/settings.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { tempDir } from "../support/tempDirs.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
@@ -37,6 +40,11 @@ describe("the eval tool as an effect/ai Tool", () => {
     expect(EvalAiTool.name).toBe("eval")
     expect(EvalAiTool.parametersSchema).toBe(EvalParamsSchema)
     expect(EvalToolkit.tools.eval).toBe(EvalAiTool)
+  })
+
+  it("is described as the tool is, over every registered backend, saying the host enables them", () => {
+    const all = testSettings({ eval: Object.fromEntries(registeredBackends().map((backend) => [backend.id, true])) })
+    expect(EvalAiTool.description).toBe(evalDescription(all).replace(/(Languages: [^\n]*)\./, "$1, those the host enabled."))
   })
 
   it("shows the model the rendered text and each image that carries data", () => {
