@@ -33,10 +33,10 @@ export default {
         }
       ]
     },
-    { module: "src/services/EnvPolicy.ts", tests: ["test/services/EnvPolicy.test.ts", "test/services/EnvPolicy.rules.test.ts"] },
+    { module: "src/services/isolation/EnvPolicy.ts", tests: ["test/services/isolation/EnvPolicy.test.ts", "test/services/isolation/EnvPolicy.rules.test.ts"] },
     {
-      module: "src/services/SandboxArgs.ts",
-      tests: ["test/services/Sandbox.test.ts"],
+      module: "src/services/isolation/SandboxArgs.ts",
+      tests: ["test/services/isolation/Sandbox.test.ts"],
       equivalent: [
         {
           mutator: "BlockStatement",
@@ -115,8 +115,8 @@ export default {
       ]
     },
     {
-      module: "src/services/RuntimeResolution.ts",
-      tests: ["test/services/RuntimeResolution.test.ts"],
+      module: "src/backends/python/RuntimeResolution.ts",
+      tests: ["test/backends/python/RuntimeResolution.test.ts"],
       equivalent: [
         {
           mutator: "StringLiteral",
@@ -133,8 +133,8 @@ export default {
       ]
     },
     {
-      module: "src/services/ParamsProblem.ts",
-      tests: ["test/mcp/framing.test.ts", "test/services/ParamsProblem.test.ts"],
+      module: "src/services/tool/ParamsProblem.ts",
+      tests: ["test/mcp/framing.test.ts", "test/services/tool/ParamsProblem.test.ts"],
       equivalent: [
         {
           mutator: "StringLiteral",

@@ -14,9 +14,9 @@ import * as NodeNet from "node:net"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { Effect, Exit, Result, Scope } from "effect"
-import { parseAllowHosts } from "../src/services/egress/AllowHosts.ts"
-import { makeEgressProxy } from "../src/services/egress/EgressProxy.ts"
-import { EgressResolver } from "../src/services/egress/EgressResolver.ts"
+import { parseAllowHosts } from "../src/services/isolation/egress/AllowHosts.ts"
+import { makeEgressProxy } from "../src/services/isolation/egress/EgressProxy.ts"
+import { EgressResolver } from "../src/services/isolation/egress/EgressResolver.ts"
 import { createTestLink, sendBytes, testLinkUnavailable } from "../test/support/egressNet.ts"
 
 const [smallRounds = 300, largeRounds = 6, largeMiB = 256] = process.argv.slice(2).map(Number)

@@ -11,10 +11,10 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { KernelOutput } from "../dist/kernel/KernelOutput.js"
-import { makeArtifactStore } from "../dist/services/ArtifactStore.js"
-import { cellSink, makeCellSink } from "../dist/services/OutputSink.js"
-import { SessionRecord } from "../dist/services/SessionRecord.js"
-import { Settings } from "../dist/services/Settings.js"
+import { makeArtifactStore } from "../dist/services/output/ArtifactStore.js"
+import { cellSink, makeCellSink } from "../dist/services/output/OutputSink.js"
+import { SessionRecord } from "../dist/services/output/SessionRecord.js"
+import { Settings } from "../dist/services/config/Settings.js"
 
 const CELLS = 20_000
 

@@ -10,8 +10,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { KernelOutput } from "../dist/kernel/KernelOutput.js"
-import { makeArtifactStore } from "../dist/services/ArtifactStore.js"
-import { makeCellSink } from "../dist/services/OutputSink.js"
+import { makeArtifactStore } from "../dist/services/output/ArtifactStore.js"
+import { makeCellSink } from "../dist/services/output/OutputSink.js"
 
 const chunk = ("x".repeat(1023) + "\n").repeat(64)
 const frames = 1600

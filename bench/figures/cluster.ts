@@ -5,7 +5,7 @@
  * its SIGTERM) until the next cell on that session is answered by another runner, with
  * the shard lock expiry the test cluster uses. Needs PostgreSQL (`initdb`) and `dist/`.
  */
-import { EvalTool } from "../../dist/services/EvalTool.js"
+import { EvalTool } from "../../dist/services/tool/EvalTool.js"
 import { LOCK_EXPIRATION_MS, startCluster, type TestCluster } from "../../test/cluster/support.ts"
 import { postgresSkipReason } from "../../test/support/postgres.ts"
 import type { BenchContext, FigureResult } from "../context.ts"

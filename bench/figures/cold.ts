@@ -14,7 +14,7 @@ import { tryJupyter } from "../jupyter.ts"
 import { pythonPass } from "../spawn.ts"
 import { median } from "../stats.ts"
 import { target, type Row } from "../table.ts"
-import { KernelRegistry } from "../../dist/services/KernelRegistry.js"
+import { KernelRegistry } from "../../dist/services/registry/KernelRegistry.js"
 import { makeVeyyon, rawExecute, rawKernel, resetSession, runCell, type VeyyonRuntime } from "../veyyon.ts"
 
 const repeat = async (runs: number, once: (i: number) => Promise<number>): Promise<Array<number>> => {

@@ -8,8 +8,8 @@
  */
 import { Context, Effect, Schema } from "effect"
 import { Prompt, Tool, Toolkit } from "effect/ai"
-import { EvalOutputSchema, EvalParamsSchema, structuredResult } from "../services/EvalSchema.ts"
-import { describeEval, EVAL_TOOL_NAME, EvalTool } from "../services/EvalTool.ts"
+import { EvalOutputSchema, EvalParamsSchema, structuredResult } from "../services/tool/EvalSchema.ts"
+import { describeEval, EVAL_TOOL_NAME, EvalTool } from "../services/tool/EvalTool.ts"
 import { registeredBackends } from "../backends/index.ts"
 
 /** The session an agent's `eval` calls run in (its kernels, variables and kv) and their working directory. */

@@ -7,9 +7,9 @@
  */
 import { type Effect, Schema } from "effect"
 import type { FrameChannel } from "../kernel/KernelProcess.ts"
-import type { PythonRuntime, PythonUnavailable } from "../services/PythonRuntime.ts"
-import type { CachedRunner } from "../services/RunnerCache.ts"
-import type { Settings } from "../services/Settings.ts"
+import type { PythonRuntime, PythonUnavailable } from "./python/PythonRuntime.ts"
+import type { CachedRunner } from "../services/storage/RunnerCache.ts"
+import type { Settings } from "../services/config/Settings.ts"
 
 /** The interpreter a backend resolved for a cwd. */
 export interface BackendInterpreter {

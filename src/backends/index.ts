@@ -4,7 +4,7 @@
  */
 import { javascript } from "./javascript.ts"
 import { julia } from "./julia.ts"
-import { python } from "./python.ts"
+import { python } from "./python/PythonBackend.ts"
 import { ruby } from "./ruby.ts"
 
 const registrations = () =>

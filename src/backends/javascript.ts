@@ -3,8 +3,8 @@
  * `node <cache>/runner.mjs` with frames on fd 3; the runner imports its prelude itself.
  */
 import { Effect } from "effect"
-import { runnerEnv } from "../services/EnvPolicy.ts"
-import { cachedPath } from "../services/RunnerCache.ts"
+import { runnerEnv } from "../services/isolation/EnvPolicy.ts"
+import { cachedPath } from "../services/storage/RunnerCache.ts"
 import { makeBackend } from "./Backend.ts"
 
 const ENTRY = "runner.mjs"

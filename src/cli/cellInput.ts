@@ -5,7 +5,7 @@
  */
 import { Effect, Option, Result } from "effect"
 import * as fs from "node:fs"
-import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS } from "../services/CellTimeout.ts"
+import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS } from "../services/tool/CellTimeout.ts"
 import { type CliFailure, usageError } from "./exitCodes.ts"
 
 /** Where the code comes from. */

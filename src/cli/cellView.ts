@@ -23,7 +23,7 @@ import {
 import type { TruncationInfo } from "../render/Notices.ts"
 import { outputChunk, type RenderableOutput } from "../render/OutputText.ts"
 import { renderStreamingView } from "../render/StreamingView.ts"
-import type { EvalResult } from "../services/EvalTool.ts"
+import type { EvalResult } from "../services/tool/EvalTool.ts"
 
 /** Where a view writes, and what it knows about it. */
 export interface ViewTarget {

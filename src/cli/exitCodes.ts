@@ -3,7 +3,7 @@
  * unless the output already said what went wrong, one sentence for stderr.
  */
 import { Data } from "effect"
-import type { EvalResult } from "../services/EvalTool.ts"
+import type { EvalResult } from "../services/tool/EvalTool.ts"
 
 /** 0 ok, 1 the cell failed (error, cancelled, timed out, killed), 2 bad usage or input, 3 no usable backend. */
 export const ExitCode = {

@@ -6,8 +6,8 @@ import { Effect } from "effect"
 import { Buffer } from "node:buffer"
 import type { ImagePayload } from "../render/Mime.ts"
 import { imagePlaceholder } from "../render/Mime.ts"
-import type { ArtifactDirUnavailable, ArtifactStoreService, ArtifactWriteFailed, InvalidArtifactId } from "../services/ArtifactStore.ts"
-import { ArtifactStore } from "../services/ArtifactStore.ts"
+import type { ArtifactDirUnavailable, ArtifactStoreService, ArtifactWriteFailed, InvalidArtifactId } from "../services/output/ArtifactStore.ts"
+import { ArtifactStore } from "../services/output/ArtifactStore.ts"
 
 /** One image written to disk. */
 export interface SavedImage {

@@ -24,9 +24,9 @@ import {
   evalDescription,
   evalParametersSchema,
   InvalidEvalParams
-} from "../services/EvalTool.ts"
-import { InvalidCwd } from "../services/KernelRegistry.ts"
-import { Settings } from "../services/Settings.ts"
+} from "../services/tool/EvalTool.ts"
+import { InvalidCwd } from "../services/registry/KernelRegistry.ts"
+import { Settings } from "../services/config/Settings.ts"
 import { KernelSession, type SessionCallFailed } from "./KernelSession.ts"
 
 /** A call that lost its runner on the way; sent again. */

@@ -10,7 +10,7 @@ import * as Entity from "effect/cluster/Entity"
 import * as Rpc from "effect/rpc/Rpc"
 import type { Completion, Inspection } from "../kernel/Introspection.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
-import type { EvalResult } from "../services/EvalTool.ts"
+import type { EvalResult } from "../services/tool/EvalTool.ts"
 
 /** The entity type's name in the cluster. */
 export const KERNEL_SESSION_ENTITY = "KernelSession"

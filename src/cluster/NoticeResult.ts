@@ -5,8 +5,8 @@
  */
 import { KernelOutput } from "../kernel/KernelOutput.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
-import type { EvalResult } from "../services/EvalTool.ts"
-import type { EvalLanguage } from "../services/Settings.ts"
+import type { EvalResult } from "../services/tool/EvalTool.ts"
+import type { EvalLanguage } from "../services/config/Settings.ts"
 
 const paramsField = (params: unknown, key: string): string | undefined => {
   if (typeof params !== "object" || params === null) return undefined

@@ -13,9 +13,9 @@
 import { Data, Duration, Effect } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import * as NodeFs from "node:fs"
-import { EXCLUSIVE_CREATE, temporaryBeside } from "../services/AtomicFile.ts"
-import { type ArtifactFileInfo, type ArtifactRetention, idsToPrune } from "../services/ArtifactStore.ts"
-import { ownFileProblem, PRIVATE_FILE_MODE } from "../services/PrivateDir.ts"
+import { EXCLUSIVE_CREATE, temporaryBeside } from "../services/storage/AtomicFile.ts"
+import { type ArtifactFileInfo, type ArtifactRetention, idsToPrune } from "../services/output/ArtifactStore.ts"
+import { ownFileProblem, PRIVATE_FILE_MODE } from "../services/storage/PrivateDir.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
 /** The most bytes one chunk row holds (1 MiB). */

@@ -25,8 +25,8 @@ import {
   openArtifactRoot,
   type ArtifactRetention,
   retentionOf
-} from "../services/ArtifactStore.ts"
-import { Settings } from "../services/Settings.ts"
+} from "../services/output/ArtifactStore.ts"
+import { Settings } from "../services/config/Settings.ts"
 import { ARTIFACT_TRANSFER_TIMEOUT, ensureArtifactTables, fetchArtifact, LocalFileProblem, pruneSessionRows, sessionRows, sweepOldRows } from "./PgArtifactRows.ts"
 import { sqlProblem } from "./PgSchema.ts"
 

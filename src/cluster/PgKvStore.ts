@@ -3,7 +3,7 @@
  * total per session (`veyyon_kv_usage`), so every runner and client reads and writes the
  * same store and a session's kv outlives the runner that wrote it.
  *
- * Same API and limits as the file store (`src/services/KvStore.ts`): keys 1-256 code
+ * Same API and limits as the file store (`src/services/storage/KvStore.ts`): keys 1-256 code
  * points without `/`, `\` or NUL, one value's JSON at most 256 KiB, at most 4 MiB per
  * session counted as the file store counts it (the bytes of `{"key":...,"value":...}`).
  * A write is one transaction that first locks the session's usage row, so writers of one
@@ -33,7 +33,7 @@ import {
   type KvStoreService,
   kvStoreFull,
   validKvValue
-} from "../services/KvStore.ts"
+} from "../services/storage/KvStore.ts"
 import { ensureSchema, sessionIdProblem, sqlProblem } from "./PgSchema.ts"
 
 /** The longest a write waits for another writer of the session to finish. */

@@ -10,8 +10,8 @@
 import { Context, Data, Effect, Layer, Result } from "effect"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
-import { InvalidCwd, normalizeCwd } from "../services/KernelRegistry.ts"
-import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../services/SessionWorkspace.ts"
+import { InvalidCwd, normalizeCwd } from "../services/registry/KernelRegistry.ts"
+import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../services/storage/SessionWorkspace.ts"
 
 /** The variable naming the root of the runner's per-session directories. */
 export const WORKSPACE_ENV = "VEYYON_RUNNER_WORKSPACE"

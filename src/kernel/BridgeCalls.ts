@@ -4,7 +4,7 @@
  * watchdog while in flight, and answers the runner with a `bridge_result` frame.
  */
 import { Cause, Effect, FiberSet, Option, Scope } from "effect"
-import type { AgentBridge, AgentBridgeError } from "../services/AgentBridge.ts"
+import type { AgentBridge, AgentBridgeError } from "./AgentBridge.ts"
 import type { HostFrame, RunnerFrame } from "./Frame.ts"
 import type { CellRequest } from "./RequestTable.ts"
 

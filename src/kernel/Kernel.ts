@@ -13,7 +13,7 @@
  */
 import * as NodeFs from "node:fs"
 import { Cause, Deferred, Duration, Effect, Exit, Option, Queue, Scope, Semaphore, Stream } from "effect"
-import { AgentBridge } from "../services/AgentBridge.ts"
+import { AgentBridge } from "./AgentBridge.ts"
 import { bridgeCalls } from "./BridgeCalls.ts"
 import * as CellWatchdog from "./CellWatchdog.ts"
 import { type DoneFrame, encodeHostLine, type HostFrame, type RunnerFrame } from "./Frame.ts"

@@ -6,7 +6,7 @@
  */
 import { Buffer } from "node:buffer"
 import { Effect } from "effect"
-import { type ArtifactEntry, artifactIdOfUri, artifactIdProblem, type ArtifactStoreService } from "../services/ArtifactStore.ts"
+import { type ArtifactEntry, artifactIdOfUri, artifactIdProblem, type ArtifactStoreService } from "../services/output/ArtifactStore.ts"
 import { ErrorCode } from "./JsonRpc.ts"
 import { McpFailure } from "./McpDoor.ts"
 

@@ -13,7 +13,7 @@
  */
 import { Cause, Context, Data, Effect, Exit, FiberMap, Schema } from "effect"
 import { McpSchema } from "effect/ai"
-import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "../services/ParamsProblem.ts"
+import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "../services/tool/ParamsProblem.ts"
 import { ErrorCode, errorReply, type Frame, type JsonRpcId, type JsonRpcOut, progressTokenOf, resultReply } from "./JsonRpc.ts"
 
 /** Where the messages about one request go. */

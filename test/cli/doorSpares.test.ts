@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Result } from "effect"
 import { doorSettings } from "../../src/cli/commands/mcp.ts"
 import { cliSettings, DOOR_SPARES, LONG_LIVED_IDLE_TTL_MS } from "../../src/cli/session.ts"
-import { idleTtlMsOf, resolveSettings, type SettingsContext, type SettingsInput, sparesOf } from "../../src/services/Settings.ts"
+import { idleTtlMsOf, resolveSettings, type SettingsContext, type SettingsInput, sparesOf } from "../../src/services/config/Settings.ts"
 
 const context: SettingsContext = { tmpdir: "/tmp", cwd: "/work/project", home: "/home/ada", uid: 1000 }
 

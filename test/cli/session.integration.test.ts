@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { sessionArtifactsDir } from "../../src/services/ArtifactStore.ts"
+import { sessionArtifactsDir } from "../../src/services/output/ArtifactStore.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { childEnv, runCli, stopAll, tempDir } from "./support.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"

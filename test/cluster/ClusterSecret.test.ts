@@ -4,7 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { resolveSecret } from "../../src/cluster/ClusterSecret.ts"
-import { isAllowedEnvName, runnerEnv } from "../../src/services/EnvPolicy.ts"
+import { isAllowedEnvName, runnerEnv } from "../../src/services/isolation/EnvPolicy.ts"
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-secret-"))
 const secret = "f".repeat(64)

@@ -11,7 +11,7 @@ import { Cause, Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "
 import { SqlClient } from "effect/sql"
 import { pgKvStoreLayer, PgKvStoreLive, type PgKvStoreOptions } from "../../src/cluster/PgKvStore.ts"
 import { SESSION_ID_MAX } from "../../src/cluster/PgSchema.ts"
-import { KV_READS_ENV, KV_STORE_MAX, KV_VALUE_MAX, kvEntryBytes, KvStore } from "../../src/services/KvStore.ts"
+import { KV_READS_ENV, KV_STORE_MAX, KV_VALUE_MAX, kvEntryBytes, KvStore } from "../../src/services/storage/KvStore.ts"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
 import { titled } from "../support/skip.ts"
 

@@ -7,7 +7,7 @@
  */
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { EvalTool } from "../../src/services/tool/EvalTool.ts"
 import { initializeRequest, type McpChild, startMcp } from "../mcp/support.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"

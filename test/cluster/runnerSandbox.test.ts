@@ -8,7 +8,7 @@ import { credentialScanCell, environReachableCell } from "../support/credentialS
 import { spawnSync } from "node:child_process"
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { EvalTool } from "../../src/services/tool/EvalTool.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { startCluster, type TestCluster } from "./support.ts"

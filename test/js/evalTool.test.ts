@@ -6,7 +6,7 @@
 import * as os from "node:os"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Exit, Result } from "effect"
-import { resolveSettings } from "../../src/services/Settings.ts"
+import { resolveSettings } from "../../src/services/config/Settings.ts"
 import { toolRuntimes } from "../support/toolRuntimes.ts"
 
 const tools = toolRuntimes("veyyon-js-evaltool-", "js1")

@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { EvalTool } from "../../src/services/tool/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
 

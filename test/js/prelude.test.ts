@@ -7,7 +7,7 @@ import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
-import { AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
+import { AgentBridgeError, type BridgeCall } from "../../src/kernel/AgentBridge.ts"
 import {
   bridgeLayer,
   doneOf,

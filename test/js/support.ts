@@ -11,8 +11,8 @@ import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
-import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
-import { AgentBridge, AgentBridgeNotConfigured, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
+import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/storage/KvStore.ts"
+import { AgentBridge, AgentBridgeNotConfigured, type AgentBridgeError, type BridgeCall } from "../../src/kernel/AgentBridge.ts"
 
 export const jsRunnerPath = path.resolve(import.meta.dirname, "../../runner/js/runner.mjs")
 export const jsPreludePath = path.resolve(import.meta.dirname, "../../runner/js/prelude.mjs")

@@ -3,7 +3,7 @@ import { Arbitrary, Deferred, Duration, Effect, Exit, Fiber, Layer, Scope } from
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { allExited, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
-import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { AgentBridgeNotConfigured } from "../../src/kernel/AgentBridge.ts"
 import { constantFrom } from "./arbitraries.ts"
 
 type Op = "ok" | "error" | "cancel" | "timeout" | "stuck" | "die" | "abandon" | "pair"

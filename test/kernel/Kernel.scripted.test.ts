@@ -5,7 +5,7 @@ import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { allExited, lastSpawn, makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
-import { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { AgentBridge, AgentBridgeError, AgentBridgeNotConfigured } from "../../src/kernel/AgentBridge.ts"
 
 const spec: Kernel.KernelLaunch = {
   command: "fake-python",

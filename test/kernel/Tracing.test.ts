@@ -6,7 +6,7 @@ import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { makeScriptedSpawner } from "../../src/layers/ScriptedKernelSpawner.ts"
 import { TracingLive } from "../../src/layers/Tracing.ts"
-import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { AgentBridgeNotConfigured } from "../../src/kernel/AgentBridge.ts"
 
 describe("kernel spans", () => {
   it.live("reach an OpenTelemetry exporter with their attributes and escalation events", () => {

@@ -8,7 +8,7 @@ import { artifactMimeType, isTextMimeType, readContents } from "../../src/mcp/Ar
 import { bearerMatches, originAllowed } from "../../src/mcp/HttpDoor.ts"
 import { parseFrame, progressTokenOf, tooLargeReply } from "../../src/mcp/JsonRpc.ts"
 import { lastLine, MAX_PROGRESS_MESSAGE_CHARS, progressIntervalMs, progressNotification } from "../../src/mcp/Progress.ts"
-import { PARAMS_PARSE_OPTIONS, paramsProblem } from "../../src/services/ParamsProblem.ts"
+import { PARAMS_PARSE_OPTIONS, paramsProblem } from "../../src/services/tool/ParamsProblem.ts"
 
 describe("parseFrame", () => {
   it("classifies requests, notifications and responses, keeping the id as sent", () => {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import * as Kernel from "../../src/kernel/Kernel.ts"
-import { AgentBridgeError, AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { AgentBridgeError, AgentBridgeNotConfigured } from "../../src/kernel/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import {

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Kernel from "../../src/kernel/Kernel.ts"
-import { AgentBridgeNotConfigured } from "../../src/services/AgentBridge.ts"
+import { AgentBridgeNotConfigured } from "../../src/kernel/AgentBridge.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { baseLayer, doneOf, preludeSource, python, resultOf, run, startKernel, stdoutOf, tempDir } from "./kernel.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"

@@ -10,8 +10,8 @@ import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import * as Kernel from "../../src/kernel/Kernel.ts"
 import { NodeKernelSpawnerLive } from "../../src/layers/NodeKernelSpawner.ts"
-import { AgentBridge, type AgentBridgeError, type BridgeCall } from "../../src/services/AgentBridge.ts"
-import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/KvStore.ts"
+import { AgentBridge, type AgentBridgeError, type BridgeCall } from "../../src/kernel/AgentBridge.ts"
+import { kvDirOf, makeKvStore, withKvWrites } from "../../src/services/storage/KvStore.ts"
 import { findPython } from "../support/python.ts"
 
 export const python = findPython()

@@ -1,7 +1,7 @@
 /**
  * EvalResult values for tests of what consumes them (renderers, CLI views, MCP results).
  */
-import type { EvalResult } from "../../src/services/EvalTool.ts"
+import type { EvalResult } from "../../src/services/tool/EvalTool.ts"
 
 /** A finished, clean Python cell with nothing in it, with `over` applied. */
 export const evalResult = (over: Partial<EvalResult> = {}): EvalResult => ({

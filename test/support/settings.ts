@@ -4,7 +4,7 @@
 import * as os from "node:os"
 import * as path from "node:path"
 import { Result } from "effect"
-import { resolveSettings, type SettingsInput, type SettingsValues } from "../../src/services/Settings.ts"
+import { resolveSettings, type SettingsInput, type SettingsValues } from "../../src/services/config/Settings.ts"
 import { removeWhenDone } from "./tempDirs.ts"
 
 /** Default settings with `input` applied, artifacts under a fresh temp directory (removed when the process exits), no spare kernels unless asked; the environment is ignored. */

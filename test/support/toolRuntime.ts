@@ -7,7 +7,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
-import { EvalTool } from "../../src/services/EvalTool.ts"
+import { EvalTool } from "../../src/services/tool/EvalTool.ts"
 
 /** Builds the tool under a fresh temp dir named by `prefix`, kernels spawned with `python`. */
 export const makeToolRuntime = (prefix: string, python: string) => {

@@ -8,7 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Exit, ManagedRuntime } from "effect"
 import { evalLayer, type EvalLayerOptions } from "../../src/layers/EvalLive.ts"
-import { EvalTool, type EvalResult } from "../../src/services/EvalTool.ts"
+import { EvalTool, type EvalResult } from "../../src/services/tool/EvalTool.ts"
 
 /** A factory of tools whose cells run in `cwd` (this process's unless given), sessions named `defaultSession` unless given. */
 export const toolRuntimes = (prefix: string, defaultSession: string) => {

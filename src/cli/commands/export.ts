@@ -6,7 +6,7 @@
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { type BackendId, registeredBackends } from "../../backends/index.ts"
-import { SessionRecord } from "../../services/SessionRecord.ts"
+import { SessionRecord } from "../../services/output/SessionRecord.ts"
 import { CliFailure, ExitCode } from "../exitCodes.ts"
 import { cliEvalLayer } from "../session.ts"
 import { DEFAULT_EVAL_SESSION } from "./eval.ts"

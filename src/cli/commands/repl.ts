@@ -12,7 +12,7 @@
 import { Data, Effect, Option, Queue, type Scope } from "effect"
 import { Command, Flag } from "effect/cli"
 import { type BackendId, backendOf } from "../../backends/index.ts"
-import { EvalTool } from "../../services/EvalTool.ts"
+import { EvalTool } from "../../services/tool/EvalTool.ts"
 import { exportSession } from "./export.ts"
 import * as readline from "node:readline"
 import { makeCellView, stderrTarget, stdoutTarget } from "../cellView.ts"

@@ -10,8 +10,8 @@
 import { Context, Effect, Exit, Fiber, Layer, Option, Result, Scope } from "effect"
 import { Command, Flag } from "effect/cli"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
-import { KernelRegistry, type KernelRegistryService } from "../../services/KernelRegistry.ts"
-import { doorSandboxDefaults } from "../../services/SandboxSettings.ts"
+import { KernelRegistry, type KernelRegistryService } from "../../services/registry/KernelRegistry.ts"
+import { doorSandboxDefaults } from "../../services/isolation/SandboxSettings.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 import { mapLayerError } from "../layerFailure.ts"
 

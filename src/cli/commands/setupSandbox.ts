@@ -6,9 +6,9 @@
  */
 import { Effect } from "effect"
 import { containment, type ContainmentMechanism } from "../../layers/NodeContainment.ts"
-import { makeSandbox, type SandboxProbe, SandboxUnavailable } from "../../services/Sandbox.ts"
-import type { KernelLimits, SandboxMode } from "../../services/SandboxSettings.ts"
-import { Settings } from "../../services/Settings.ts"
+import { makeSandbox, type SandboxProbe, SandboxUnavailable } from "../../services/isolation/Sandbox.ts"
+import type { KernelLimits, SandboxMode } from "../../services/isolation/SandboxSettings.ts"
+import { Settings } from "../../services/config/Settings.ts"
 
 const CONTAINMENT_MEANINGS: Readonly<Record<ContainmentMechanism, string>> = {
   "cgroup-v2": "cgroup v2 (cgroup.kill): a kernel's whole tree ends with it, setsid'd processes and a killed host included",

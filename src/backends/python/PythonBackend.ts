@@ -1,0 +1,80 @@
+/**
+ * Python: the interpreter `PythonRuntime` resolves (setting, active venv or conda env, a
+ * venv in the cwd, the managed venv, PATH), spawned as `<python> -u <cache>/boot.py` with
+ * frames on the runner's private dup of fd 1; the prelude is sent as one silent request.
+ */
+import { Effect } from "effect"
+import { execFile } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import { PythonRuntime } from "./PythonRuntime.ts"
+import { cachedPath, type CachedRunner } from "../../services/storage/RunnerCache.ts"
+import { makeBackend } from "../Backend.ts"
+
+const ENTRY = "boot.py"
+
+/** The runner package below `runner/python/` (and below its cached copy); boot.py serves it. */
+export const PYTHON_PACKAGE_DIR = "_veyyon_runner"
+
+/**
+ * Writes the runner package's compiled modules beside them (boot.py caches each as
+ * `_veyyon_runner/<module>.<cache_tag>.pyc`) when no interpreter has yet: a sandboxed
+ * kernel sees the runner cache read-only, so it could not, and would compile the runner
+ * at every start. Runs our own runner once, outside the sandbox, with no input (it exits
+ * at end of input) and only PATH in its environment; no cell code is involved.
+ */
+export const warmRunnerCache = (python: string, runner: CachedRunner): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    let cached = false
+    try {
+      cached = NodeFs.readdirSync(NodePath.join(runner.dir, PYTHON_PACKAGE_DIR)).some((name) => /^server\..+\.pyc$/.test(name))
+    } catch {
+      cached = false
+    }
+    if (cached) return resume(Effect.void)
+    const boot = cachedPath(runner, ENTRY)
+    const child = execFile(python, ["-u", boot], { cwd: NodePath.dirname(boot), env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 60_000 }, () =>
+      resume(Effect.void))
+    child.stdin?.end()
+  })
+
+/** The Python backend. */
+export const python = makeBackend({
+  id: "py",
+  displayName: "Python",
+  guidance: [
+    "Python: the value of a cell's last expression is shown (end the line with `;` to hide it); print(), display() and matplotlib figures are captured.",
+    "Python cells accept IPython-style magics: %pip, %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run, %load, %%bash, %%capture, %%writefile, !cmd and var = !cmd.",
+    "input() is not supported: pass data in code."
+  ],
+  enabledByDefault: true,
+  runner: { folder: "python", entry: ENTRY },
+  notebook: {
+    kernelspec: { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" },
+    language_info: {
+      name: "python",
+      file_extension: ".py",
+      mimetype: "text/x-python",
+      codemirror_mode: { name: "ipython", version: 3 },
+      pygments_lexer: "ipython3",
+      nbconvert_exporter: "python"
+    }
+  },
+  introspects: true,
+  memoryLimit: "address-space",
+  runtime: Effect.gen(function*() {
+    const runtime = yield* PythonRuntime
+    return {
+      resolve: (cwd) => Effect.map(runtime.locate(cwd), (found) => ({ executable: found.executable, binDir: found.venvBin })),
+      explainStartFailure: (cwd) => Effect.asVoid(runtime.resolve(cwd)),
+      env: (interpreter, { artifactsDir }) => runtime.kernelEnv({ venvBin: interpreter.binDir }, { artifactsDir }),
+      beforeSandboxedStart: (interpreter, runner) => warmRunnerCache(interpreter.executable, runner)
+    }
+  }),
+  launch: (interpreter, runner) => ({
+    command: interpreter.executable,
+    args: ["-u", cachedPath(runner, ENTRY)],
+    channel: "stdio",
+    prelude: runner.sources.get("prelude.py") ?? ""
+  })
+})

@@ -1,0 +1,353 @@
+/**
+ * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env.
+ *
+ * Precedence: environment variable, then the object, then the default. Each variable
+ * overrides only its own setting; an empty or blank value counts as unset; a value
+ * that cannot be read fails the layer with `InvalidSettings` rather than being guessed.
+ *
+ *   VEYYON_<ID> (VEYYON_PY, VEYYON_JS, ...)      eval.<id> for every registered backend
+ *                                                (1/0, true/false, yes/no, on/off)
+ *   VEYYON_PYTHON_INTERPRETER                    python.interpreter
+ *   a backend's interpreter variable             kernel.backends.<id>.interpreter
+ *                                                (VEYYON_RUBY_INTERPRETER for rb)
+ *   VEYYON_KERNEL_MODE                           kernel.mode: session | per-call
+ *   VEYYON_KERNEL_SPARES                         kernel.spares: spare kernels per backend (0 = off)
+ *   VEYYON_PYTHON_KERNEL_MODE                    the same (its older name)
+ *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
+ *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
+ *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
+ *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
+ *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network (allow | none | allowlist)
+ *   VEYYON_SANDBOX_ALLOW_HOSTS                   sandbox.allowHosts (for allowlist; see SandboxSettings)
+ *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
+ *
+ * `kernel.mode` and `kernel.idleTtlMs` govern every backend's kernels unless
+ * `kernel.backends.<id>` overrides them for one; `python.kernelMode` and
+ * `python.idleTtlMs` are their older names and still work (the new names win).
+ *
+ * The default artifacts dir is `sessions` below the per-user state directory
+ * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
+ * session id below it, so a session keeps its kv and artifacts across host processes.
+ */
+import { Context, Effect, Layer, Option, Result, Schema, SchemaIssue } from "effect"
+import * as os from "node:os"
+import * as path from "node:path"
+import { type BackendId, registeredBackends } from "../../backends/index.ts"
+import type { EnvRecord } from "../isolation/EnvPolicy.ts"
+import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
+import { userStateDir } from "../storage/PrivateDir.ts"
+import { type KernelLimits, LimitsInput, resolveLimits, resolveSandbox, SandboxInput, type SandboxSettings } from "../isolation/SandboxSettings.ts"
+
+/** One eval backend language: the id of a registered backend. */
+export type EvalLanguage = BackendId
+
+/** How kernels are retained: one per session key, or a fresh one per call. */
+export const KernelMode = Schema.Literals(["session", "per-call"])
+
+/** `"session"` or `"per-call"`. */
+export type KernelMode = typeof KernelMode.Type
+
+/** Idle time-to-live of a retained kernel nobody holds (10 minutes). */
+export const DEFAULT_IDLE_TTL_MS = 10 * 60 * 1000
+/** Bytes of output kept in one tool result (100 KiB). */
+export const DEFAULT_OUTPUT_MAX_BYTES = 100 * 1024
+/** Lines of output kept in one tool result. */
+export const DEFAULT_OUTPUT_MAX_LINES = 2000
+/** Megabytes of artifacts one session keeps; the oldest go first past it. */
+export const DEFAULT_ARTIFACTS_MAX_SESSION_MB = 256
+/** Hours an artifact is kept (7 days). */
+export const DEFAULT_ARTIFACTS_MAX_AGE_HOURS = 7 * 24
+
+/** The resolved settings every service reads. */
+export interface SettingsValues {
+  /** `eval.<id>` for every registered backend, and `pyWorkspace`. */
+  readonly eval: { readonly pyWorkspace: boolean; readonly [id: string]: boolean }
+  readonly python: {
+    readonly interpreter: string | undefined
+    readonly skipCheck: boolean
+  }
+  readonly kernel: {
+    readonly mode: KernelMode
+    readonly idleTtlMs: number
+    /** Spare kernels kept started per backend; undefined: each backend's own default. */
+    readonly spares?: number | undefined
+    /** Per-backend overrides, by backend id. */
+    readonly backends: Readonly<Record<string, BackendKernelSettings>>
+  }
+  readonly artifactsDir: string
+  readonly artifacts: {
+    readonly maxSessionMb: number
+    readonly maxAgeHours: number
+  }
+  readonly output: {
+    readonly maxBytes: number
+    readonly maxLines: number
+  }
+  readonly sandbox: SandboxSettings
+  readonly limits: KernelLimits
+}
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+const NonEmptyTrimmedString = Schema.Trimmed.check(Schema.isNonEmpty())
+
+const optional = Schema.optionalKey
+
+/** What one backend may set for its own kernels. */
+export const BackendKernelInput = Schema.Struct({
+  mode: optional(KernelMode),
+  idleTtlMs: optional(NonNegativeInt),
+  spares: optional(NonNegativeInt),
+  interpreter: optional(NonEmptyTrimmedString)
+})
+
+/** One backend's kernel overrides (`kernel.backends.<id>`). */
+export type BackendKernelSettings = typeof BackendKernelInput.Type
+
+/** Schema of the partial settings object an embedder (or a config file) supplies. */
+export const SettingsInput = Schema.Struct({
+  eval: optional(Schema.StructWithRest(
+    Schema.Struct({ pyWorkspace: optional(Schema.Boolean) }),
+    [Schema.Record(Schema.String, Schema.Boolean)]
+  )),
+  python: optional(Schema.Struct({
+    kernelMode: optional(KernelMode),
+    interpreter: optional(NonEmptyTrimmedString),
+    idleTtlMs: optional(NonNegativeInt),
+    skipCheck: optional(Schema.Boolean)
+  })),
+  kernel: optional(Schema.Struct({
+    mode: optional(KernelMode),
+    idleTtlMs: optional(NonNegativeInt),
+    spares: optional(NonNegativeInt),
+    backends: optional(Schema.Record(Schema.String, BackendKernelInput))
+  })),
+  artifactsDir: optional(NonEmptyTrimmedString),
+  artifacts: optional(Schema.Struct({
+    maxSessionMb: optional(PositiveInt),
+    maxAgeHours: optional(PositiveInt)
+  })),
+  output: optional(Schema.Struct({
+    maxBytes: optional(PositiveInt),
+    maxLines: optional(PositiveInt)
+  })),
+  sandbox: optional(SandboxInput),
+  limits: optional(LimitsInput)
+}).annotate({ identifier: "a settings object" })
+
+/** A partial settings object; every field may be left out. */
+export type SettingsInput = typeof SettingsInput.Type
+
+/** Settings that could not be read; says which source and what was wrong. */
+export class InvalidSettings extends Schema.TaggedError<InvalidSettings>()("InvalidSettings", {
+  source: Schema.String,
+  problem: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid veyyon-eval settings (${this.source}): ${this.problem}`
+  }
+}
+
+/** Process facts the defaults depend on, injectable for tests. */
+export interface SettingsContext {
+  readonly tmpdir: string
+  readonly cwd: string
+  /** The user's home directory, when there is one. */
+  readonly home: string | undefined
+  readonly uid: number
+}
+
+/** The facts of the running process. */
+export const processSettingsContext = (): SettingsContext => {
+  let home: string | undefined
+  try {
+    home = os.homedir() || undefined
+  } catch {
+    home = undefined
+  }
+  return { tmpdir: os.tmpdir(), cwd: process.cwd(), home, uid: typeof process.getuid === "function" ? process.getuid() : 0 }
+}
+
+/** The default artifacts root: `sessions` below the per-user state directory (XDG variables read from `env`). */
+export const defaultArtifactsDir = (context: SettingsContext, env: EnvRecord = {}): string =>
+  path.join(userStateDir({ env, home: context.home, tmpdir: context.tmpdir, uid: context.uid }), "sessions")
+
+const envFlag = (env: EnvRecord, name: string): Result.Result<boolean | undefined, InvalidSettings> => {
+  const raw = env[name]
+  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
+  return Option.match(parseBooleanFlag(raw), {
+    onNone: () =>
+      Result.fail(
+        new InvalidSettings({
+          source: name,
+          problem: `${JSON.stringify(raw)} is not a boolean; use one of ${BOOLEAN_FLAG_SPELLINGS}, or unset it.`
+        })
+      ),
+    onSome: (value) => Result.succeed(value)
+  })
+}
+
+const envString = (env: EnvRecord, name: string): string | undefined => {
+  const raw = env[name]
+  return raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.trim()
+}
+
+const envKernelMode = (env: EnvRecord, name: string): Result.Result<KernelMode | undefined, InvalidSettings> => {
+  const raw = envString(env, name)
+  if (raw === undefined) return Result.succeed(undefined)
+  const mode = raw.toLowerCase()
+  return Schema.is(KernelMode)(mode)
+    ? Result.succeed(mode)
+    : Result.fail(
+      new InvalidSettings({
+        source: name,
+        problem: `${JSON.stringify(raw)} is not a kernel mode; use "session" or "per-call", or unset it.`
+      })
+    )
+}
+
+const envPositiveInt = (env: EnvRecord, name: string): Result.Result<number | undefined, InvalidSettings> => {
+  const raw = envString(env, name)
+  if (raw === undefined) return Result.succeed(undefined)
+  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
+  return Number.isSafeInteger(value) && value > 0
+    ? Result.succeed(value)
+    : Result.fail(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number; unset it for the default.` }))
+}
+
+const envNonNegativeInt = (env: EnvRecord, name: string): Result.Result<number | undefined, InvalidSettings> => {
+  const raw = envString(env, name)
+  if (raw === undefined) return Result.succeed(undefined)
+  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
+  return Number.isSafeInteger(value)
+    ? Result.succeed(value)
+    : Result.fail(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a whole number (0 or more); unset it for the default.` }))
+}
+
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const describeSchemaError = (error: Schema.SchemaError): string =>
+  formatIssues(error.issue).issues
+    .map((issue) => (issue.path === undefined || issue.path.length === 0 ? issue.message : `${issue.path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")}: ${issue.message}`))
+    .join("; ")
+
+const decodeSettings = Schema.decodeUnknownResult(SettingsInput, { onExcessProperty: "error", reportInput: true })
+
+/** Validates an untyped settings object (for example parsed from a config file). */
+export const decodeSettingsInput = (input: unknown): Result.Result<SettingsInput, InvalidSettings> =>
+  Result.mapError(
+    decodeSettings(input),
+    (error) => new InvalidSettings({ source: "settings object", problem: describeSchemaError(error) })
+  )
+
+/** Combines defaults, the object and the environment into complete settings. */
+export const resolveSettings = (
+  input: unknown,
+  env: EnvRecord,
+  context: SettingsContext
+): Result.Result<SettingsValues, InvalidSettings> =>
+  Result.gen(function*() {
+    const given = yield* decodeSettingsInput(input)
+    const backends = registeredBackends()
+    const known = backends.map((backend) => backend.id as string)
+    const unknown = [
+      ...Object.keys(given.eval ?? {}).filter((id) => id !== "pyWorkspace").map((id) => `eval.${id}`),
+      ...Object.keys(given.kernel?.backends ?? {}).map((id) => `kernel.backends.${id}`)
+    ].filter((name) => !known.includes(name.slice(name.lastIndexOf(".") + 1)))
+    if (unknown.length > 0) {
+      return yield* Result.fail(new InvalidSettings({
+        source: "settings object",
+        problem: `${unknown.join(", ")}: no such backend; the backends are ${known.join(", ")}`
+      }))
+    }
+    const evalFlags: Record<string, boolean> = {}
+    const kernelBackends: Record<string, BackendKernelSettings> = {}
+    for (const backend of backends) {
+      const flag = yield* envFlag(env, `VEYYON_${backend.id.toUpperCase()}`)
+      evalFlags[backend.id] = flag ?? given.eval?.[backend.id] ?? backend.enabledByDefault
+      const own = given.kernel?.backends?.[backend.id] ?? {}
+      const interpreter = backend.interpreterEnv === undefined ? undefined : envString(env, backend.interpreterEnv)
+      kernelBackends[backend.id] = interpreter === undefined ? own : { ...own, interpreter }
+    }
+    const spares = yield* envNonNegativeInt(env, "VEYYON_KERNEL_SPARES")
+    if (spares !== undefined) for (const id of known) kernelBackends[id] = { ...kernelBackends[id], spares }
+    const skipCheck = yield* envFlag(env, "VEYYON_PYTHON_SKIP_CHECK")
+    const kernelMode = (yield* envKernelMode(env, "VEYYON_KERNEL_MODE")) ?? (yield* envKernelMode(env, "VEYYON_PYTHON_KERNEL_MODE"))
+    const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
+    const artifactsDir = envArtifacts ?? given.artifactsDir
+    const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
+    const maxAgeHours = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_AGE_HOURS")
+    const sandbox = yield* Result.mapError(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
+    const limits = yield* Result.mapError(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
+    return {
+      eval: { ...evalFlags, pyWorkspace: given.eval?.pyWorkspace ?? false },
+      python: {
+        interpreter: envString(env, "VEYYON_PYTHON_INTERPRETER") ?? given.python?.interpreter,
+        skipCheck: skipCheck ?? given.python?.skipCheck ?? false
+      },
+      kernel: {
+        mode: kernelMode ?? given.kernel?.mode ?? given.python?.kernelMode ?? "session",
+        idleTtlMs: given.kernel?.idleTtlMs ?? given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
+        spares: spares ?? given.kernel?.spares,
+        backends: kernelBackends
+      },
+      artifactsDir: artifactsDir === undefined
+        ? defaultArtifactsDir(context, env)
+        : path.resolve(context.cwd, artifactsDir),
+      artifacts: {
+        maxSessionMb: maxSessionMb ?? given.artifacts?.maxSessionMb ?? DEFAULT_ARTIFACTS_MAX_SESSION_MB,
+        maxAgeHours: maxAgeHours ?? given.artifacts?.maxAgeHours ?? DEFAULT_ARTIFACTS_MAX_AGE_HOURS
+      },
+      output: {
+        maxBytes: given.output?.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES,
+        maxLines: given.output?.maxLines ?? DEFAULT_OUTPUT_MAX_LINES
+      },
+      sandbox,
+      limits
+    }
+  })
+
+/** The ids of the enabled backends, in registration order. */
+export const enabledLanguages = (settings: SettingsValues): ReadonlyArray<EvalLanguage> =>
+  registeredBackends().filter((backend) => settings.eval[backend.id] === true).map((backend) => backend.id)
+
+/** How kernels of backend `id` are retained: its override, else `kernel.mode`. */
+export const kernelModeOf = (settings: SettingsValues, id: string): KernelMode =>
+  settings.kernel.backends[id]?.mode ?? settings.kernel.mode
+
+/** The idle time-to-live of backend `id`'s kernels: its override, else `kernel.idleTtlMs`. */
+export const idleTtlMsOf = (settings: SettingsValues, id: string): number =>
+  settings.kernel.backends[id]?.idleTtlMs ?? settings.kernel.idleTtlMs
+
+/**
+ * How many spare kernels backend `id` keeps started: `VEYYON_KERNEL_SPARES` (for every
+ * backend), else its `kernel.backends.<id>.spares`, else `kernel.spares`, else `fallback` (the backend's default).
+ */
+export const sparesOf = (settings: SettingsValues, id: string, fallback: number): number =>
+  settings.kernel.backends[id]?.spares ?? settings.kernel.spares ?? fallback
+
+/** The settings service: resolved once when its layer is built. */
+export class Settings extends Context.Service<Settings, SettingsValues>()("veyyon-eval/Settings") {
+  /** Settings from the object alone; the environment is not consulted. */
+  static layer(input: SettingsInput = {}): Layer.Layer<Settings, InvalidSettings> {
+    return Layer.effect(
+      Settings,
+      Effect.suspend(() => Effect.fromResult(resolveSettings(input, {}, processSettingsContext())))
+    )
+  }
+
+  /** Settings from the object with `VEYYON_*` variables of `env` (the process env by default) on top. */
+  static fromEnv(input: SettingsInput = {}, env?: EnvRecord): Layer.Layer<Settings, InvalidSettings> {
+    return Layer.effect(
+      Settings,
+      Effect.suspend(() => Effect.fromResult(resolveSettings(input, env ?? process.env, processSettingsContext())))
+    )
+  }
+
+  /** Already resolved settings, e.g. for tests. */
+  static value(values: SettingsValues): Layer.Layer<Settings> {
+    return Layer.succeed(Settings, values)
+  }
+}

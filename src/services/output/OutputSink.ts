@@ -1,0 +1,926 @@
+/**
+ * Turns a cell's `KernelOutput` events into the bounded outputs of a tool result.
+ *
+ * Text (stdout and stderr, as one stream in arrival order) is kept whole while it
+ * fits `maxBytes` (UTF-8) and `maxLines`. Once it does not, everything printed so far
+ * is written to an `out-….txt` artifact and every later chunk is appended to it; the
+ * result keeps a head and a tail of about half the budget each, with one
+ * `TextOmitted` marker between them. Only the head and a rolling tail are held, so
+ * memory stays bounded however much a cell prints.
+ *
+ * Lines are `\n`-terminated, plus a last unterminated one. A line counts as shown
+ * when any part of it is shown, so `shownLines + omittedLines = totalLines` exactly.
+ * Cuts never split a surrogate pair, and prefer a line boundary when one is close.
+ *
+ * Rich outputs keep their order; those that arrive after the head's last text
+ * follow the marker. Every image is saved as an `img-…` artifact, so each is
+ * readable as `artifact://<id>` (in `artifactIds`, in the order the images came);
+ * images are kept in the result up to `maxImageBytes` of payload, and later ones are
+ * replaced by a note in `text/plain` naming their artifact. The saves run behind the
+ * cell, one at a time and at most `MAX_PENDING_SAVE_BYTES` of payload behind it, so the
+ * cell's next output does not wait for the disk; `finish` and `close` wait for them. After `maxRichOutputs`
+ * displays, results and status events, further ones go to an `outputs-….jsonl`
+ * artifact behind one `OutputsOmitted` marker.
+ * Errors are always kept. Besides images, nothing is written when nothing exceeds a budget. Watchdog
+ * pause/resume events (a pair per bridge call, e.g. each kv call) have done their work on
+ * the cell's timeout by then and are not kept, so they use up no budget.
+ *
+ * Writing an artifact can fail (a full disk): the result is still bounded and says
+ * why the full output could not be saved.
+ */
+import { Context, Data, Effect, Exit, Fiber, Layer, Scope, Semaphore, Stream } from "effect"
+import { outputHandler, type OutputHandler } from "../../kernel/Kernel.ts"
+import type { CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
+import { isWatchdogControl } from "../../render/Status.ts"
+import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
+import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../config/Settings.ts"
+
+/** Image payload (base64 text as received) kept in one result: 32 MiB. */
+export const DEFAULT_MAX_IMAGE_BYTES = 32 * 1024 * 1024
+
+/** Image payload (base64 text) that may wait to be saved behind a cell; past it, the next over-budget image waits. */
+export const MAX_PENDING_SAVE_BYTES = 8 * 1024 * 1024
+
+/** Displays, results and status events kept in one result. */
+export const DEFAULT_MAX_RICH_OUTPUTS = 1000
+
+/** The budgets of one result. */
+export interface OutputLimits {
+  readonly maxBytes: number
+  readonly maxLines: number
+  readonly maxImageBytes: number
+  readonly maxRichOutputs: number
+}
+
+/** One output kept in a result: a kernel output (other than `Done`) or a marker for what was left out. */
+export type SinkOutput =
+  | Exclude<KernelOutput, { readonly _tag: "Done" }>
+  | Data.TaggedEnum<{
+    TextOmitted: {
+      readonly text: string
+      readonly omittedBytes: number
+      readonly omittedLines: number
+      readonly artifactUri: string
+    }
+    OutputsOmitted: { readonly text: string; readonly count: number; readonly artifactUri: string }
+  }>
+/** Constructors and matchers of `SinkOutput`. */
+export const SinkOutput = Data.taggedEnum<SinkOutput>()
+
+/** How the text of a result was cut; present only when it was. */
+export interface Truncation {
+  readonly totalBytes: number
+  readonly totalLines: number
+  readonly shownBytes: number
+  readonly shownLines: number
+  readonly omittedBytes: number
+  readonly omittedLines: number
+  readonly artifactId: string
+  readonly artifactUri: string
+  /** Why the artifact is missing or incomplete, when it is. */
+  readonly artifactError?: string
+}
+
+/** What a cell's outputs become in the tool result. */
+export interface SinkResult {
+  readonly outputs: ReadonlyArray<SinkOutput>
+  readonly truncation?: Truncation
+  /** The cell's `Done` event, when it arrived. */
+  readonly outcome?: CellOutcome
+  /** Every artifact written for this cell (full text, images, omitted outputs). */
+  readonly artifactIds: ReadonlyArray<string>
+}
+
+/** What a sink holds right now, for checking that it stays bounded. */
+export interface RetainedSize {
+  readonly textChars: number
+  readonly entries: number
+}
+
+/** The sink of one cell: push its events in order, then finish. */
+export interface CellSink {
+  /** Takes the next event; events after `finish` are ignored. */
+  readonly push: (output: KernelOutput) => Effect.Effect<void>
+  /** `push` without an effect when the sink can take the event at once (true); false, changing nothing, otherwise. */
+  readonly pushNow: (output: KernelOutput) => boolean
+  /** Closes the artifacts and gives the result; later calls give the same result. */
+  readonly finish: Effect.Effect<SinkResult>
+  /** The text and entries held at this moment. */
+  readonly retained: Effect.Effect<RetainedSize>
+  /** Closes the artifacts without a result (a cell that failed or was interrupted); `finish` does it too. */
+  readonly close: Effect.Effect<void>
+}
+
+type TextStream = "Stdout" | "Stderr"
+
+interface TextEntry {
+  readonly kind: "text"
+  readonly stream: TextStream
+  text: string
+  bytes: number
+  newlines: number
+}
+
+type Entry = TextEntry | { readonly kind: "rich"; readonly output: SinkOutput } | { readonly kind: "dropped" }
+
+/** What a tail slot holds once its text has been cut away (the slot is only compacted later). */
+const DROPPED_TEXT: Entry = { kind: "dropped" }
+
+interface Span {
+  bytes: number
+  newlines: number
+  endsWithNewline: boolean
+}
+
+const emptySpan = (): Span => ({ bytes: 0, newlines: 0, endsWithNewline: false })
+
+const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff
+const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff
+
+/** UTF-8 length, with a lone surrogate counted as the 3 bytes of the U+FFFD it is written as. */
+const utf8Length = (text: string): number => Buffer.byteLength(text, "utf8")
+
+const countNewlines = (text: string): number => {
+  let count = 0
+  for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", at + 1)) count++
+  return count
+}
+
+/** The index just after the `n`-th newline (n >= 1), or undefined when there are fewer. */
+const afterNewline = (text: string, n: number): number | undefined => {
+  let at = -1
+  for (let seen = 0; seen < n; seen++) {
+    at = text.indexOf("\n", at + 1)
+    if (at === -1) return undefined
+  }
+  return at + 1
+}
+
+/** The code units and UTF-8 bytes of the code point starting at `at`. */
+const codePointAt = (text: string, at: number): readonly [units: number, bytes: number] => {
+  const unit = text.charCodeAt(at)
+  if (unit < 0x80) return [1, 1]
+  if (unit < 0x800) return [1, 2]
+  if (isHighSurrogate(unit) && at + 1 < text.length && isLowSurrogate(text.charCodeAt(at + 1))) return [2, 4]
+  return [1, 3]
+}
+
+/** The longest prefix, in code units, of at most `limit` bytes that ends on a code point. */
+const prefixWithin = (text: string, limit: number): number => {
+  if (limit <= 0) return 0
+  const total = utf8Length(text)
+  if (total <= limit) return text.length
+  if (total === text.length) return limit
+  let at = 0
+  let bytes = 0
+  while (at < text.length) {
+    const [units, size] = codePointAt(text, at)
+    if (bytes + size > limit) break
+    bytes += size
+    at += units
+  }
+  return at
+}
+
+/** The shortest prefix, in code units, of at least `need` of the text's `bytes` that ends on a code point. */
+const prefixReaching = (text: string, need: number, total: number): number => {
+  if (need >= total) return text.length
+  if (total === text.length) return need
+  let at = 0
+  let bytes = 0
+  while (at < text.length && bytes < need) {
+    const [units, size] = codePointAt(text, at)
+    bytes += size
+    at += units
+  }
+  return at
+}
+
+/** A copy that does not keep a much larger parent string alive. */
+const detach = (slice: string, parentLength: number): string =>
+  slice.length * 2 < parentLength ? Buffer.from(slice, "utf16le").toString("utf16le") : slice
+
+const plural = (count: number, unit: string) => `${count} ${unit}${count === 1 ? "" : "s"}`
+
+const mebibytes = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`
+
+const IMAGE_EXTENSIONS: Readonly<Record<string, string>> = {
+  "image/png": "png",
+  "image/jpeg": "jpg",
+  "image/gif": "gif",
+  "image/webp": "webp",
+  "image/bmp": "bmp",
+  "image/svg+xml": "svg"
+}
+
+/** Fills in the budgets that are not given with the defaults. */
+export const outputLimits = (given: Partial<OutputLimits> = {}): OutputLimits => ({
+  maxBytes: Math.max(1, Math.floor(given.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES)),
+  maxLines: Math.max(1, Math.floor(given.maxLines ?? DEFAULT_OUTPUT_MAX_LINES)),
+  maxImageBytes: Math.max(0, Math.floor(given.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES)),
+  maxRichOutputs: Math.max(0, Math.floor(given.maxRichOutputs ?? DEFAULT_MAX_RICH_OUTPUTS))
+})
+
+/** The sink of one cell, writing artifacts to `store`; its files close with the scope at the latest. */
+export const makeCellSink = (
+  store: ArtifactStoreService,
+  given: Partial<OutputLimits> = {}
+): Effect.Effect<CellSink, never, Scope.Scope> =>
+  Effect.suspend(() => {
+    const sink = cellSink(store, given)
+    return Effect.as(Effect.addFinalizer(() => sink.close), sink)
+  })
+
+/**
+ * The sink of one cell as a plain value: no scope until it first opens an artifact. Its
+ * files close at `finish` or `close`; whoever makes it calls one of them.
+ */
+export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimits> = {}): CellSink => {
+  const limits = outputLimits(given)
+  let scope: Scope.Closeable | undefined
+  const lock = Semaphore.makeUnsafe(1)
+  const headBudget = { bytes: Math.floor(limits.maxBytes / 2), lines: Math.floor(limits.maxLines / 2) }
+  const tailBudget = { bytes: limits.maxBytes - headBudget.bytes, lines: limits.maxLines - headBudget.lines }
+
+  const total = emptySpan()
+  const head = emptySpan()
+  const tail = emptySpan()
+  const omitted = emptySpan()
+  const carry: Record<TextStream, string> = { Stdout: "", Stderr: "" }
+  const artifactIds: Array<string> = []
+
+  let entries: Array<Entry> = []
+  const headEntries: Array<Entry> = []
+  const middleEntries: Array<Entry> = []
+  let tailEntries: Array<Entry> = []
+  let tailStart = 0
+
+  let spilled = false
+  let writer: ArtifactWriter | undefined
+  let artifactId = ""
+  let artifactError: string | undefined
+
+  let richKept = 0
+  let imageBytes = 0
+  let droppedCount = 0
+  let droppedPlaced = false
+  let droppedWriter: ArtifactWriter | undefined
+  let droppedId = ""
+  let droppedError: string | undefined
+
+  let saves: Array<{ readonly fiber: Fiber.Fiber<void>; readonly bytes: number }> = []
+  let pendingSaveBytes = 0
+
+  let outcome: CellOutcome | undefined
+  let result: SinkResult | undefined
+
+  const lines = (span: Span) => span.newlines + (span.bytes > 0 && !span.endsWithNewline ? 1 : 0)
+  const tailLines = () => tail.newlines + (tail.bytes > 0 && !total.endsWithNewline ? 1 : 0)
+  const add = (span: Span, text: string, bytes: number, newlines: number) => {
+    span.bytes += bytes
+    span.newlines += newlines
+    span.endsWithNewline = text.endsWith("\n")
+  }
+  const textEntry = (stream: TextStream, text: string): TextEntry => ({
+    kind: "text",
+    stream,
+    text,
+    bytes: utf8Length(text),
+    newlines: countNewlines(text)
+  })
+
+  const inScope = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
+    Effect.flatMap(
+      scope === undefined ? Effect.tap(Scope.make(), (made) => Effect.sync(() => (scope = made))) : Effect.succeed(scope),
+      (open) => Effect.provideService(effect, Scope.Scope, open)
+    )
+
+  const closeScope = Effect.suspend(() => {
+    const open = scope
+    scope = undefined
+    return open === undefined ? Effect.void : Scope.close(open, Exit.void)
+  })
+
+  const writeFull = (text: string) =>
+    writer === undefined ? Effect.void : writer.append(text).pipe(
+      Effect.catch((error) =>
+        Effect.suspend(() => {
+          artifactError = error.message
+          const failed = writer
+          writer = undefined
+          return failed === undefined ? Effect.void : Effect.ignore(failed.close)
+        })
+      )
+    )
+
+  const toTail = (entry: Entry) => {
+    tailEntries.push(entry)
+    if (entry.kind === "text") {
+      tail.bytes += entry.bytes
+      tail.newlines += entry.newlines
+    }
+  }
+
+  const omit = (text: string, bytes: number, newlines: number) => add(omitted, text, bytes, newlines)
+
+  const trimTail = () => {
+    while (tailStart < tailEntries.length) {
+      const overBytes = tail.bytes - tailBudget.bytes
+      const overLines = tailLines() - tailBudget.lines
+      if (overBytes <= 0 && overLines <= 0) break
+      const front = tailEntries[tailStart]!
+      if (front.kind !== "text") {
+        middleEntries.push(front)
+        tailEntries[tailStart++] = DROPPED_TEXT
+        continue
+      }
+      let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
+      if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes, front.bytes))
+      if (cut >= front.text.length) {
+        omit(front.text, front.bytes, front.newlines)
+        tail.bytes -= front.bytes
+        tail.newlines -= front.newlines
+        // The slot stays in the array until it is compacted; its text must not stay with it.
+        tailEntries[tailStart++] = DROPPED_TEXT
+        continue
+      }
+      const removed = front.text.slice(0, cut)
+      const removedBytes = utf8Length(removed)
+      const removedNewlines = countNewlines(removed)
+      omit(removed, removedBytes, removedNewlines)
+      front.text = detach(front.text.slice(cut), front.text.length)
+      front.bytes -= removedBytes
+      front.newlines -= removedNewlines
+      tail.bytes -= removedBytes
+      tail.newlines -= removedNewlines
+    }
+    if (tailStart > 64 && tailStart * 2 > tailEntries.length) {
+      tailEntries = tailEntries.slice(tailStart)
+      tailStart = 0
+    }
+  }
+
+  const headCut = (text: string): number => {
+    const newlinesLeft = headBudget.lines - head.newlines
+    const byLines = newlinesLeft <= 0 ? 0 : afterNewline(text, newlinesLeft) ?? text.length
+    let cut = Math.min(byLines, prefixWithin(text, headBudget.bytes - head.bytes))
+    if (cut > 0 && cut < text.length) {
+      const newline = text.lastIndexOf("\n", cut - 1)
+      const lineStart = newline >= 0 ? newline + 1 : head.bytes === 0 || head.endsWithNewline ? 0 : -1
+      if (lineStart >= 0 && utf8Length(text.slice(lineStart, cut)) <= headBudget.bytes / 4) cut = lineStart
+    }
+    return cut
+  }
+
+  const spill = Effect.gen(function*() {
+    spilled = true
+    const opened = yield* Effect.result(inScope(store.create("out", "txt")))
+    if (opened._tag === "Success") {
+      writer = opened.success
+      artifactId = writer.id
+      artifactIds.push(artifactId)
+    } else {
+      artifactError = opened.failure.message
+      if (opened.failure._tag === "ArtifactWriteFailed") artifactId = opened.failure.id
+    }
+    for (const entry of entries) {
+      if (entry.kind === "text") yield* writeFull(entry.text)
+    }
+    let headDone = false
+    for (const entry of entries) {
+      if (headDone) toTail(entry)
+      else if (entry.kind !== "text") headEntries.push(entry)
+      else {
+        const cut = headCut(entry.text)
+        if (cut === entry.text.length) {
+          headEntries.push(entry)
+          add(head, entry.text, entry.bytes, entry.newlines)
+          continue
+        }
+        if (cut > 0) {
+          const part = textEntry(entry.stream, detach(entry.text.slice(0, cut), entry.text.length))
+          headEntries.push(part)
+          add(head, part.text, part.bytes, part.newlines)
+        }
+        toTail(textEntry(entry.stream, entry.text.slice(cut)))
+        headDone = true
+      }
+    }
+    entries = []
+    trimTail()
+  })
+
+  const addText = (stream: TextStream, text: string) =>
+    Effect.suspend(() => {
+      if (text.length === 0) return Effect.void
+      const entry = textEntry(stream, text)
+      add(total, text, entry.bytes, entry.newlines)
+      if (spilled) {
+        toTail(entry)
+        trimTail()
+        return writeFull(text)
+      }
+      entries.push(entry)
+      return total.bytes > limits.maxBytes || lines(total) > limits.maxLines ? spill : Effect.void
+    })
+
+  const pushText = (stream: TextStream, raw: string) =>
+    Effect.suspend(() => {
+      let text = carry[stream] + raw
+      carry[stream] = ""
+      if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
+        carry[stream] = text.slice(-1)
+        text = text.slice(0, -1)
+      }
+      return addText(stream, text)
+    })
+
+  const addEntry = (entry: Entry) => {
+    if (spilled) toTail(entry)
+    else entries.push(entry)
+  }
+
+  /** The decoded bytes of one base64 payload, in a buffer the sink reuses (saves run one at a time). */
+  let scratch: Buffer | undefined
+  const decodeBase64 = (payload: string): Buffer => {
+    const most = Math.ceil(payload.length / 4) * 3
+    if (scratch === undefined || scratch.length < most) scratch = Buffer.allocUnsafe(most)
+    return scratch.subarray(0, scratch.write(payload, "base64"))
+  }
+
+  /** Saves one image as an `img-…` artifact, filling its reserved place in `artifactIds`; gives its size and where it went. */
+  const writeImage = Effect.fnUntraced(function*(mime: string, payload: string, slot: number) {
+    const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : decodeBase64(payload)
+    const saved = yield* Effect.result(Effect.scoped(
+      Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
+        Effect.andThen(image.append(data), image.close))
+    ))
+    if (saved._tag === "Success") artifactIds[slot] = saved.success.id
+    return { bytes: data.length, saved }
+  })
+
+  /** Saves one image past the image budget; gives the note that replaces it. */
+  const saveImage = (mime: string, payload: string, slot: number) =>
+    Effect.map(writeImage(mime, payload, slot), ({ bytes, saved }) => {
+      const why = `${mime} (${bytes} bytes) not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images`
+      return saved._tag === "Failure" ? `[${why}; it could not be saved: ${saved.failure.message}]` : `[${why}; saved to ${saved.success.uri}]`
+    })
+
+  /** Runs `save` behind the cell after the saves before it, first waiting for the oldest while too much payload waits. */
+  const startSave = Effect.fnUntraced(function*(save: Effect.Effect<void>, bytes: number) {
+    while (saves.length > 0 && pendingSaveBytes + bytes > MAX_PENDING_SAVE_BYTES) {
+      const oldest = saves.shift()!
+      pendingSaveBytes -= oldest.bytes
+      yield* Fiber.await(oldest.fiber)
+    }
+    const previous = saves.at(-1)?.fiber
+    const fiber = yield* Effect.forkDetach(previous === undefined ? save : Effect.andThen(Fiber.await(previous), save))
+    saves.push({ fiber, bytes })
+    pendingSaveBytes += bytes
+  })
+
+  /** Waits for every save under way. */
+  const awaitSaves = Effect.suspend(() => {
+    const running = saves
+    saves = []
+    pendingSaveBytes = 0
+    return Effect.forEach(running, (entry) => Fiber.await(entry.fiber), { discard: true })
+  })
+
+  /**
+   * The output without the images past the image budget. Every image is saved behind the cell
+   * as an `img-…` artifact, so each is readable as `artifact://` like the rest of the result;
+   * an image past the budget is left out, and its `text/plain` gains a note once its save is done.
+   */
+  const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
+    Effect.suspend(() => {
+      const shown: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
+      const over: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
+      for (const [mime, payload] of Object.entries(output.bundle)) {
+        if (!mime.startsWith("image/") || typeof payload !== "string") continue
+        const image = { mime, payload, slot: artifactIds.push("") - 1 }
+        if (imageBytes + payload.length <= limits.maxImageBytes) {
+          imageBytes += payload.length
+          shown.push(image)
+        } else {
+          over.push(image)
+        }
+      }
+      const saveShown = shown.length === 0
+        ? Effect.void
+        : startSave(
+          Effect.forEach(shown, ({ mime, payload, slot }) => writeImage(mime, payload, slot), { discard: true }),
+          shown.reduce((sum, { payload }) => sum + payload.length, 0)
+        )
+      if (over.length === 0) return Effect.as(saveShown, output)
+      const bundle: Record<string, unknown> = { ...output.bundle }
+      for (const { mime } of over) delete bundle[mime]
+      const plain = bundle["text/plain"]
+      const kept = typeof plain === "string" && plain.length > 0 ? [plain] : []
+      const noted = (notes: ReadonlyArray<string>) => (bundle["text/plain"] = [...kept, ...notes].join("\n"))
+      noted(over.map(({ mime }) => `[${mime} not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images; it could not be saved]`))
+      const save = Effect.flatMap(Effect.forEach(over, ({ mime, payload, slot }) => saveImage(mime, payload, slot)), (notes) => Effect.sync(() => noted(notes)))
+      const bytes = over.reduce((sum, { payload }) => sum + payload.length, 0)
+      return Effect.as(
+        Effect.andThen(saveShown, startSave(save, bytes)),
+        output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
+      )
+    })
+
+  const drop = Effect.fnUntraced(function*(output: KernelOutput) {
+    droppedCount++
+    if (!droppedPlaced) {
+      droppedPlaced = true
+      addEntry({ kind: "dropped" })
+      const opened = yield* Effect.result(inScope(store.create("outputs", "jsonl")))
+      if (opened._tag === "Success") {
+        droppedWriter = opened.success
+        droppedId = droppedWriter.id
+        artifactIds.push(droppedId)
+      } else {
+        droppedError = opened.failure.message
+      }
+    }
+    if (droppedWriter === undefined) return
+    let line: string
+    try {
+      line = JSON.stringify(output)
+    } catch (error) {
+      line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
+    }
+    const appended = yield* Effect.result(droppedWriter.append(`${line}\n`))
+    if (appended._tag === "Failure") {
+      droppedError = appended.failure.message
+      yield* Effect.ignore(droppedWriter.close)
+      droppedWriter = undefined
+    }
+  })
+
+  const accept = (output: KernelOutput): Effect.Effect<void> => {
+    switch (output._tag) {
+      case "Stdout":
+      case "Stderr":
+        return pushText(output._tag, output.text)
+      case "Error":
+        return Effect.sync(() => addEntry({ kind: "rich", output }))
+      case "Done":
+        return Effect.sync(() => {
+          const { _tag, ...fields } = output
+          outcome = fields
+        })
+      case "Display":
+      case "Result":
+      case "Status":
+        if (output._tag === "Status" && isWatchdogControl(output)) return Effect.void
+        if (richKept >= limits.maxRichOutputs) return drop(output)
+        richKept++
+        return output._tag === "Status"
+          ? Effect.sync(() => addEntry({ kind: "rich", output }))
+          : Effect.map(boundImages(output), (kept) => addEntry({ kind: "rich", output: kept }))
+    }
+  }
+
+  const snapTailStart = () => {
+    if (omitted.endsWithNewline) return
+    let reach = 0
+    let end = tailStart
+    let within = -1
+    for (; end < tailEntries.length; end++) {
+      const entry = tailEntries[end]!
+      if (entry.kind !== "text") return
+      within = entry.text.indexOf("\n")
+      if (within >= 0) break
+      reach += entry.bytes
+    }
+    if (within < 0) return
+    const last = tailEntries[end] as TextEntry
+    const removed = last.text.slice(0, within + 1)
+    const removedBytes = utf8Length(removed)
+    if (reach + removedBytes > tailBudget.bytes / 4 || reach + removedBytes >= tail.bytes) return
+    for (; tailStart < end; tailStart++) {
+      const entry = tailEntries[tailStart] as TextEntry
+      omit(entry.text, entry.bytes, 0)
+      tail.bytes -= entry.bytes
+    }
+    omit(removed, removedBytes, 1)
+    last.text = last.text.slice(within + 1)
+    last.bytes -= removedBytes
+    last.newlines -= 1
+    tail.bytes -= removedBytes
+    tail.newlines -= 1
+    if (last.text.length === 0) tailStart++
+  }
+
+  const materialize = (list: ReadonlyArray<Entry>, into: Array<SinkOutput>) => {
+    let pending: { stream: TextStream; parts: Array<string> } | undefined
+    const flush = () => {
+      if (pending !== undefined) {
+        const text = pending.parts.join("")
+        into.push(pending.stream === "Stdout" ? SinkOutput.Stdout({ text }) : SinkOutput.Stderr({ text }))
+        pending = undefined
+      }
+    }
+    for (const entry of list) {
+      if (entry.kind === "text") {
+        if (pending?.stream !== entry.stream) {
+          flush()
+          pending = { stream: entry.stream, parts: [] }
+        }
+        pending.parts.push(entry.text)
+        continue
+      }
+      flush()
+      if (entry.kind === "rich") into.push(entry.output)
+      else {
+        const uri = store.uri(droppedId)
+        const where = droppedError === undefined
+          ? `omitted outputs: ${uri}`
+          : `they could not be saved: ${droppedError}`
+        into.push(SinkOutput.OutputsOmitted({
+          text: `… [${plural(droppedCount, "more output")} omitted: a result keeps at most ` +
+            `${limits.maxRichOutputs} displays and status events; ${where}]`,
+          count: droppedCount,
+          artifactUri: droppedId === "" ? "" : uri
+        }))
+      }
+    }
+    flush()
+  }
+
+  const truncation = (): Truncation => {
+    const shared = head.bytes > 0 && !head.endsWithNewline && omitted.newlines === 0 && tail.bytes > 0
+    const shownLines = lines(head) + tailLines() - (shared ? 1 : 0)
+    const totalLines = lines(total)
+    return {
+      totalBytes: total.bytes,
+      totalLines,
+      shownBytes: head.bytes + tail.bytes,
+      shownLines,
+      omittedBytes: omitted.bytes,
+      omittedLines: totalLines - shownLines,
+      artifactId,
+      artifactUri: artifactId === "" ? "" : store.uri(artifactId),
+      ...(artifactError === undefined ? {} : { artifactError })
+    }
+  }
+
+  const marker = (cut: Truncation): SinkOutput => {
+    const amount = cut.omittedLines > 0
+      ? `${plural(cut.omittedLines, "line")}, ${plural(cut.omittedBytes, "byte")}`
+      : plural(cut.omittedBytes, "byte")
+    const where = cut.artifactError === undefined
+      ? `full output: ${cut.artifactUri}`
+      : `the full output could not be saved: ${cut.artifactError}`
+    return SinkOutput.TextOmitted({
+      text: `… [${amount} omitted; ${where}]`,
+      omittedBytes: cut.omittedBytes,
+      omittedLines: cut.omittedLines,
+      artifactUri: cut.artifactUri
+    })
+  }
+
+  /**
+   * Takes the output at once when nothing is waiting for the lock and taking it writes no
+   * artifact file (text that keeps within the budgets before any spill, text after the spill
+   * that the artifact writer buffers at once, errors, the outcome, status events and displays
+   * without images); answers false, changing nothing, otherwise.
+   */
+  const acceptNow = (output: KernelOutput): boolean => {
+    switch (output._tag) {
+      case "Stdout":
+      case "Stderr": {
+        if (spilled && writer !== undefined && writer.appendNow === undefined) return false
+        let text = carry[output._tag] + output.text
+        let rest = ""
+        if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
+          rest = text.slice(-1)
+          text = text.slice(0, -1)
+        }
+        if (text.length === 0) {
+          carry[output._tag] = rest
+          return true
+        }
+        if (spilled) {
+          if (writer !== undefined && !writer.appendNow!(text)) return false
+          carry[output._tag] = rest
+          const entry = textEntry(output._tag, text)
+          add(total, text, entry.bytes, entry.newlines)
+          toTail(entry)
+          trimTail()
+          return true
+        }
+        const entry = textEntry(output._tag, text)
+        const bytes = total.bytes + entry.bytes
+        const lineCount = total.newlines + entry.newlines + (text.endsWith("\n") ? 0 : 1)
+        if (bytes > limits.maxBytes || lineCount > limits.maxLines) return false
+        carry[output._tag] = rest
+        add(total, text, entry.bytes, entry.newlines)
+        entries.push(entry)
+        return true
+      }
+      case "Error":
+        addEntry({ kind: "rich", output })
+        return true
+      case "Done": {
+        const { _tag, ...fields } = output
+        outcome = fields
+        return true
+      }
+      case "Status":
+        if (isWatchdogControl(output)) return true
+        if (richKept >= limits.maxRichOutputs) return false
+        richKept++
+        addEntry({ kind: "rich", output })
+        return true
+      case "Display":
+      case "Result": {
+        if (richKept >= limits.maxRichOutputs) return false
+        // An image is saved as an artifact (boundImages), which takes an effect.
+        for (const mime in output.bundle) {
+          if (mime.startsWith("image/") && typeof output.bundle[mime] === "string") return false
+        }
+        richKept++
+        addEntry({ kind: "rich", output })
+        return true
+      }
+    }
+  }
+
+  /** The artifacts written, in the order their outputs came (an image's place stays empty when its save failed). */
+  const savedIds = () => artifactIds.filter((id) => id !== "")
+
+  /** Pushes and finishes waiting for the lock or holding it; the fast paths run only when there are none. */
+  let waiting = 0
+  const locked = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
+    Effect.suspend(() => {
+      waiting++
+      return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => waiting--))
+    })
+
+  /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
+  const finishNow = (): SinkResult | undefined => {
+    if (waiting > 0 || spilled || scope !== undefined || saves.length > 0 || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    const outputs: Array<SinkOutput> = []
+    materialize(entries, outputs)
+    result = { outputs, ...(outcome === undefined ? {} : { outcome }), artifactIds: savedIds() }
+    return result
+  }
+
+  const finishLocked = Effect.gen(function*() {
+    if (result !== undefined) return result
+    yield* awaitSaves
+    for (const stream of ["Stdout", "Stderr"] as const) {
+      const rest = carry[stream]
+      carry[stream] = ""
+      yield* addText(stream, rest)
+    }
+    const outputs: Array<SinkOutput> = []
+    let cut: Truncation | undefined
+    if (spilled) {
+      snapTailStart()
+      if (writer !== undefined) {
+        const closed = yield* Effect.result(writer.close)
+        if (closed._tag === "Failure") artifactError = closed.failure.message
+        writer = undefined
+      }
+      cut = truncation()
+      materialize(headEntries, outputs)
+      outputs.push(marker(cut))
+      materialize(middleEntries, outputs)
+      materialize(tailEntries.slice(tailStart), outputs)
+    } else {
+      materialize(entries, outputs)
+    }
+    if (droppedWriter !== undefined) {
+      const closed = yield* Effect.result(droppedWriter.close)
+      if (closed._tag === "Failure") droppedError = closed.failure.message
+      droppedWriter = undefined
+    }
+    result = {
+      outputs,
+      ...(cut === undefined ? {} : { truncation: cut }),
+      ...(outcome === undefined ? {} : { outcome }),
+      artifactIds: savedIds()
+    }
+    yield* closeScope
+    return result
+  })
+
+  const finish = Effect.suspend(() => {
+    const done = result ?? finishNow()
+    return done === undefined ? locked(finishLocked) : Effect.succeed(done)
+  })
+
+  const close = locked(Effect.andThen(awaitSaves, Effect.suspend(() => {
+    if (result === undefined) result = { outputs: [], artifactIds: savedIds() }
+    writer = undefined
+    droppedWriter = undefined
+    return closeScope
+  })))
+
+  const retained = Effect.sync((): RetainedSize => {
+    let textChars = carry.Stdout.length + carry.Stderr.length
+    let count = 0
+    const measure = (list: ReadonlyArray<Entry>, from = 0) => {
+      for (let at = from; at < list.length; at++) {
+        const entry = list[at]!
+        count++
+        if (entry.kind === "text") textChars += entry.text.length
+      }
+    }
+    measure(entries)
+    measure(headEntries)
+    measure(middleEntries)
+    measure(tailEntries)
+    return { textChars, entries: count }
+  })
+
+  return {
+    push: (output) =>
+      Effect.suspend(() => {
+        if (result !== undefined || (waiting === 0 && acceptNow(output))) return Effect.void
+        return locked(Effect.suspend(() => (result === undefined ? accept(output) : Effect.void)))
+      }),
+    pushNow: (output) => result !== undefined || (waiting === 0 && acceptNow(output)),
+    finish,
+    retained,
+    close
+  }
+}
+
+/** Options of one cell's sink. */
+export interface OpenOptions {
+  /** Budgets that differ from the service's. */
+  readonly limits?: Partial<OutputLimits>
+  /** Where artifacts go instead of the service's store, e.g. a session's store. */
+  readonly store?: ArtifactStoreService
+}
+
+/** Makes a sink per cell with the configured budgets. */
+export interface OutputSinkService {
+  readonly limits: OutputLimits
+  /** A sink for one cell; its artifacts close with the scope at the latest. */
+  readonly open: (options?: OpenOptions) => Effect.Effect<CellSink, never, Scope.Scope>
+  /** Runs a cell's events through a fresh sink, calling `onEvent` on each first, and gives the result. */
+  readonly collect: <E, R, E2 = never, R2 = never>(
+    outputs: Stream.Stream<KernelOutput, E, R>,
+    options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => Effect.Effect<void, E2, R2> }
+  ) => Effect.Effect<SinkResult, E | E2, R | R2>
+  /**
+   * Like `collect`, for a producer that pushes each event itself (`push` also calls `onEvent`
+   * first; its synchronous `now` calls it once the sink took the event).
+   */
+  readonly collectPushed: <E, R>(
+    produce: (push: OutputHandler) => Effect.Effect<void, E, R>,
+    options?: OpenOptions & { readonly onEvent?: (output: KernelOutput) => void }
+  ) => Effect.Effect<SinkResult, E, R>
+}
+
+const makeService = (store: ArtifactStoreService, limits: OutputLimits): OutputSinkService => {
+  const open = (options: OpenOptions = {}) =>
+    makeCellSink(options.store ?? store, { ...limits, ...options.limits })
+  const throughSink = <E, R>(options: OpenOptions, fill: (sink: CellSink) => Effect.Effect<void, E, R>) =>
+    Effect.suspend(() => {
+      const sink = cellSink(options.store ?? store, { ...limits, ...options.limits })
+      return Effect.andThen(Effect.onError(fill(sink), () => sink.close), sink.finish)
+    })
+  return {
+    limits,
+    open,
+    collect: (outputs, options = {}) => {
+      const onEvent = options.onEvent
+      return throughSink(options, ({ push }) =>
+        Stream.runForEach(outputs, onEvent === undefined ? push : (output) => Effect.andThen(onEvent(output), push(output))))
+    },
+    collectPushed: (produce, options = {}) => {
+      const onEvent = options.onEvent
+      return throughSink(options, ({ push, pushNow }) =>
+        produce(outputHandler(
+          onEvent === undefined ? push : (output) => Effect.andThen(Effect.sync(() => onEvent(output)), push(output)),
+          onEvent === undefined ? pushNow : (output) => {
+            if (!pushNow(output)) return false
+            onEvent(output)
+            return true
+          }
+        )))
+    }
+  }
+}
+
+/** Bounds each cell's outputs for its tool result, spilling to the `ArtifactStore`. */
+export class OutputSink extends Context.Service<OutputSink, OutputSinkService>()("veyyon-eval/OutputSink") {
+  /** Sinks with explicit budgets (the rest default). */
+  static layer(limits: Partial<OutputLimits> = {}): Layer.Layer<OutputSink, never, ArtifactStore> {
+    return Layer.effect(OutputSink, Effect.map(ArtifactStore, (store) => makeService(store, outputLimits(limits))))
+  }
+
+  /** Sinks with the `output.maxBytes` / `output.maxLines` settings. */
+  static readonly Live: Layer.Layer<OutputSink, never, ArtifactStore | Settings> = Layer.effect(
+    OutputSink,
+    Effect.gen(function*() {
+      const settings = yield* Settings
+      const store = yield* ArtifactStore
+      return makeService(store, outputLimits(settings.output))
+    })
+  )
+}

@@ -1,0 +1,401 @@
+/**
+ * The agent-facing `eval` tool: validates the seed's params (a bad call is answered at
+ * once, whatever is running), runs one cell of an enabled backend through the registry
+ * with a session's calls for one language never overlapping (they queue for its kernel;
+ * another language's kernel runs beside it, and a backend whose interpreter is missing
+ * only fails its own cells), bounds the output through the
+ * output sink, and returns an `EvalResult` with the text an agent reads.
+ */
+import { Context, Data, Effect, Layer, Result, Schema, Semaphore } from "effect"
+import { type CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
+import { type Completion, type Inspection, IntrospectionFailed } from "../../kernel/Introspection.ts"
+import { backendOf, registeredBackends } from "../../backends/index.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "../../kernel/Spans.ts"
+import { outputImages } from "../../render/OutputText.ts"
+import type { ImagePayload } from "../../render/Mime.ts"
+import { renderOutputsAsText } from "../../render/ToolRenderer.ts"
+import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "../output/ArtifactStore.ts"
+import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
+import { type EvalParamsSchema, evalParamsJsonSchema } from "./EvalSchema.ts"
+import { type KernelPlace, KernelRegistry, type RegistryError } from "../registry/KernelRegistry.ts"
+import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
+import type { SinkOutput, SinkResult, Truncation } from "../output/OutputSink.ts"
+import { OutputSink } from "../output/OutputSink.ts"
+import { notebookOutputs, SessionRecord } from "../output/SessionRecord.ts"
+import { destinations, egressRecords } from "../isolation/egress/EgressReport.ts"
+import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } from "../config/Settings.ts"
+
+/** The tool's name as agents see it. */
+export const EVAL_TOOL_NAME = "eval"
+
+/** The params of one call, as the seed defines them (`timeout`: seconds, clamped to 1..3600, default 30). */
+export type EvalParams = Omit<typeof EvalParamsSchema.Type, "language"> & { readonly language: EvalLanguage }
+
+/** Who is calling and how to stream. */
+export interface EvalContext {
+  readonly sessionId: string
+  readonly cwd: string
+  /** Called with every event as it happens, before the result exists. */
+  readonly onEvent?: (output: KernelOutput) => void
+  /** Aborting it stops the cell (SIGINT); the result then says it was cancelled. */
+  readonly signal?: AbortSignal
+}
+
+/** What one call returns. */
+export interface EvalResult {
+  readonly language: EvalLanguage
+  readonly title?: string
+  readonly status: "ok" | "error"
+  readonly cancelled: boolean
+  readonly timedOut: boolean
+  readonly killed: boolean
+  readonly executionCount: number
+  /** The retained outputs in order (text bounded, with omission markers). */
+  readonly outputs: ReadonlyArray<SinkOutput>
+  /** The rendered text an agent reads, notices included. */
+  readonly text: string
+  /** PNG and JPEG images the cell displayed. */
+  readonly images: ReadonlyArray<ImagePayload>
+  /** The cell's exception, when it raised one. */
+  readonly error?: { readonly ename: string; readonly evalue: string; readonly traceback: ReadonlyArray<string> }
+  /** Present when the text was cut; the full text is in the artifact. */
+  readonly truncation?: Truncation
+  readonly artifactIds: ReadonlyArray<string>
+  /** Why the cell did not end normally (timeout, kill, a kernel death and retry), when it did not. */
+  readonly notice?: string
+  /** Present when the kernel died during the cell and the cell ran again: side effects may have happened twice. */
+  readonly retried?: true
+  /** How the kernel ended when it died during the cell's last attempt too (the `error` is then `KernelDied`). */
+  readonly kernelExit?: { readonly code: number | null; readonly signal: string | null }
+  readonly durationMs: number
+}
+
+/** The params do not fit the tool's schema. */
+export class InvalidEvalParams extends Data.TaggedError("InvalidEvalParams")<{ readonly problem: string }> {
+  override get message(): string {
+    return `invalid eval params: ${this.problem}`
+  }
+}
+
+/** The requested language's backend is disabled or not available. */
+export class BackendUnavailable extends Data.TaggedError("BackendUnavailable")<{
+  readonly language: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `the ${this.language} eval backend is not available: ${this.reason}`
+  }
+}
+
+/** Anything `EvalTool.run` can fail with. */
+export type EvalError = InvalidEvalParams | BackendUnavailable | RegistryError | ArtifactDirUnavailable
+
+/** The tool as an agent framework registers it. */
+export interface EvalToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Readonly<Record<string, unknown>>
+}
+
+const WORKSPACE_GUIDANCE =
+  "Treat the kernel as your workspace: keep large intermediate results in variables instead of printing them, transform them in the kernel, reuse the helpers you defined earlier, and display only compact conclusions."
+
+const enabledBackends = (settings: SettingsValues) => registeredBackends().filter((backend) => settings.eval[backend.id] === true)
+
+/**
+ * The tool description over `backends`: `workspace` adds the keep-it-in-the-kernel advice,
+ * `enabledByHost` says the host decides which of them a call may use.
+ */
+export const describeEval = (
+  backends: ReadonlyArray<ReturnType<typeof registeredBackends>[number]>,
+  options: { readonly workspace?: boolean; readonly enabledByHost?: boolean } = {}
+): string => {
+  const languages = backends.map((backend) => `${backend.id} (${backend.displayName})`).join(", ") || "none enabled"
+  const lines = [
+    `Run one code cell in a persistent kernel and get its output. Languages: ${languages}${options.enabledByHost === true ? ", those the host enabled" : ""}.`,
+    "State persists between calls: names defined in one cell are available in the next. A failing cell keeps earlier state.",
+    ...backends.flatMap((backend) => backend.guidance),
+    `timeout is the cell's budget in seconds (${MIN_TIMEOUT_SECONDS}..${MAX_TIMEOUT_SECONDS}, default ${DEFAULT_TIMEOUT_SECONDS}); a cell that runs out is interrupted and the kernel keeps running. reset: true starts a fresh kernel for that language before the cell.`,
+    "Large output is truncated and saved; the result names the artifact:// holding all of it."
+  ]
+  if (options.workspace === true) lines.push(WORKSPACE_GUIDANCE)
+  return lines.join("\n")
+}
+
+/** The tool description for the enabled languages. */
+export const evalDescription = (settings: SettingsValues): string =>
+  describeEval(enabledBackends(settings), { workspace: settings.eval.pyWorkspace })
+
+/** The JSON Schema of the params, with `language` narrowed to the enabled backends. */
+export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> =>
+  evalParamsJsonSchema(enabledLanguages(settings))
+
+const PARAM_HINTS: FieldHints = {
+  language: "pass the cell's language as a string, e.g. \"py\"",
+  code: "pass the cell's source code as a string",
+  title: "pass a short label as a string, or leave it out",
+  timeout: "pass a number of seconds, or leave it out",
+  reset: "pass true or false, or leave it out"
+}
+
+const RawParams = Schema.Struct({
+  language: Schema.String,
+  code: Schema.String,
+  title: Schema.optional(Schema.String),
+  timeout: Schema.optional(Schema.Unknown),
+  reset: Schema.optional(Schema.Boolean)
+})
+
+const RAW_PARAM_KEYS = new Set(["language", "code", "title", "timeout", "reset"])
+
+/** The params without a Schema pass when they plainly fit it (the common call); undefined sends them through the schema for its message. */
+const plainParams = (raw: unknown): typeof RawParams.Type | undefined => {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return undefined
+  const params = raw as Record<string, unknown>
+  for (const key in params) if (!RAW_PARAM_KEYS.has(key)) return undefined
+  if (typeof params.language !== "string" || typeof params.code !== "string") return undefined
+  if (params.title !== undefined && typeof params.title !== "string") return undefined
+  if (params.reset !== undefined && typeof params.reset !== "boolean") return undefined
+  return params as typeof RawParams.Type
+}
+
+const decodeRawParams = Schema.decodeUnknownResult(RawParams, PARAMS_PARSE_OPTIONS)
+
+/** Validated params with the timeout clamped. */
+export interface CheckedParams {
+  readonly language: EvalLanguage
+  readonly code: string
+  readonly title?: string
+  readonly timeoutSeconds: number
+  readonly reset: boolean
+}
+
+/** Validates raw params against the schema and the enabled languages; pure. */
+export const checkParams = (
+  raw: unknown,
+  settings: SettingsValues
+): Result.Result<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> => {
+  let params = plainParams(raw)
+  if (params === undefined) {
+    const decoded = decodeRawParams(raw)
+    if (Result.isFailure(decoded)) return Result.fail(new InvalidEvalParams({ problem: paramsProblem(decoded.failure, EVAL_TOOL_NAME, PARAM_HINTS) }))
+    params = decoded.success
+  }
+  const enabled = enabledLanguages(settings)
+  if (backendOf(params.language) === undefined) {
+    return Result.fail(
+      new InvalidEvalParams({ problem: `language must be one of ${enabled.join(", ") || "(none enabled)"}, got ${JSON.stringify(params.language)}` })
+    )
+  }
+  const language = params.language as EvalLanguage
+  if (!enabled.includes(language)) {
+    return Result.fail(
+      new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` })
+    )
+  }
+  const timeoutSeconds = clampTimeoutSeconds(params.timeout)
+  if (Result.isFailure(timeoutSeconds)) return Result.fail(timeoutSeconds.failure)
+  return Result.succeed({
+    language,
+    code: params.code,
+    ...(params.title === undefined ? {} : { title: params.title }),
+    timeoutSeconds: timeoutSeconds.success,
+    reset: params.reset ?? false
+  })
+}
+
+/** The outcome of a cell that ended without one (its kernel could not be started). */
+const NO_OUTCOME = { status: "error", executionCount: 0, cancelled: false, timedOut: false, killed: false } as const
+
+/** The tool's result for a cell's sink result; pure. */
+const evalResultOf = (params: CheckedParams, result: SinkResult, outcome: CellOutcome, durationMs: number): EvalResult => {
+  const rendered = [...result.outputs, KernelOutput.Done(outcome)]
+  const failed = result.outputs.find((o) => o._tag === "Error")
+  return {
+    language: params.language,
+    ...(params.title === undefined ? {} : { title: params.title }),
+    status: outcome.status,
+    cancelled: outcome.cancelled,
+    timedOut: outcome.timedOut,
+    killed: outcome.killed,
+    executionCount: outcome.executionCount,
+    outputs: result.outputs,
+    text: renderOutputsAsText(rendered),
+    images: outputImages(rendered),
+    ...(failed?._tag === "Error" ? { error: { ename: failed.ename, evalue: failed.evalue, traceback: failed.traceback } } : {}),
+    ...(result.truncation === undefined ? {} : { truncation: result.truncation }),
+    artifactIds: result.artifactIds,
+    ...(outcome.notice === undefined ? {} : { notice: outcome.notice }),
+    ...(outcome.retried === true ? { retried: true as const } : {}),
+    ...(outcome.kernelExit === undefined ? {} : { kernelExit: outcome.kernelExit }),
+    durationMs
+  }
+}
+
+/** A completion or inspection request: the cell being typed and where the cursor is in it. */
+export interface IntrospectParams {
+  readonly language: EvalLanguage
+  readonly code: string
+  /** UTF-16 offset into `code`; default its end. */
+  readonly cursorPos?: number
+  /** Inspection only: 1 adds the source (`obj??`). */
+  readonly detailLevel?: 0 | 1
+}
+
+/** Anything `EvalTool.complete` and `EvalTool.inspect` can fail with. */
+export type IntrospectError = InvalidEvalParams | BackendUnavailable | RegistryError | IntrospectionFailed
+
+/** The eval tool service. */
+export interface EvalToolService {
+  /** The tool's name, description and JSON Schema. */
+  readonly definition: EvalToolDefinition
+  /** Runs one cell. Interrupting the effect also interrupts the cell (without a result). */
+  readonly run: (params: unknown, context: EvalContext) => Effect.Effect<EvalResult, EvalError>
+  /**
+   * Completions for the token before the cursor, from the session's kernel for the
+   * language and cwd (Jupyter's complete_request). Does not wait for a running cell,
+   * count as a cell or change its state.
+   */
+  readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
+  /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
+  readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
+  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its locks, its store); kv and artifacts stay on disk. */
+  readonly endSession: (sessionId: string) => Effect.Effect<void>
+}
+
+/** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`), when there were any. */
+const annotateEgress = (outputs: SinkResult["outputs"]) =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    Effect.sync(() => {
+      if (span._tag === "None") return
+      const records = egressRecords(outputs)
+      for (const outcome of ["allowed", "refused", "failed"] as const) {
+        const found = destinations(records, outcome)
+        if (found.length > 0) span.value.attribute(`eval.egress.${outcome}`, found)
+      }
+    }))
+
+const makeEvalTool = Effect.gen(function*() {
+  const settings = yield* Settings
+  const registry = yield* KernelRegistry
+  const sinks = yield* OutputSink
+  const artifacts = yield* ArtifactStore
+  const records = yield* SessionRecord
+  const sessionStores = new Map<string, ArtifactStoreService>()
+  const sessionStore = (sessionId: string) => {
+    const known = sessionStores.get(sessionId)
+    return known !== undefined
+      ? Effect.succeed(known)
+      : Effect.tap(artifacts.forSession(sessionId), (store) => Effect.sync(() => sessionStores.set(sessionId, store)))
+  }
+  const sessionLocks = new Map<string, Map<EvalLanguage, Semaphore.Semaphore>>()
+  const lockFor = (sessionId: string, language: EvalLanguage) => {
+    let locks = sessionLocks.get(sessionId)
+    if (locks === undefined) {
+      locks = new Map()
+      sessionLocks.set(sessionId, locks)
+    }
+    let lock = locks.get(language)
+    if (lock === undefined) {
+      lock = Semaphore.makeUnsafe(1)
+      locks.set(language, lock)
+    }
+    return lock
+  }
+
+  const runCell = (params: CheckedParams, context: EvalContext, push: (output: KernelOutput) => Effect.Effect<void>): Effect.Effect<void, EvalError> =>
+    registry.run({
+      language: params.language,
+      sessionId: context.sessionId,
+      cwd: context.cwd,
+      code: params.code,
+      timeoutSeconds: params.timeoutSeconds,
+      reset: params.reset,
+      ...(context.signal === undefined ? {} : { signal: context.signal })
+    }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
+
+  const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome) => {
+    const count = outcome.executionCount > 0 ? outcome.executionCount : null
+    const egress = egressRecords(result.outputs)
+    return records.record(sessionId, {
+      language: params.language,
+      source: params.code,
+      executionCount: count,
+      outputs: notebookOutputs(result.outputs, count, outcome.notice),
+      ...(egress.length === 0 ? {} : { egress })
+    }).pipe(Effect.catch((problem) => Effect.logWarning(`the cell was not recorded for export: ${problem.message}`)))
+  }
+
+  /** One checked cell, run while its session's lock for the language is held. */
+  const runChecked = Effect.fnUntraced(function*(params: CheckedParams, context: EvalContext): Effect.fn.Return<EvalResult, EvalError> {
+    const started = Date.now()
+    const onEvent = context.onEvent
+    const store = yield* sessionStore(context.sessionId)
+    const result = yield* sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) })
+    const outcome = result.outcome ?? NO_OUTCOME
+    yield* annotateEgress(result.outputs)
+    const kept = recordCell(context.sessionId, params, result, outcome)
+    yield* result.artifactIds.length > 0 ? Effect.andThen(store.prune, kept) : kept
+    return evalResultOf(params, result, outcome, Date.now() - started)
+  })
+
+  const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
+    Effect.suspend(() => {
+      const checked = checkParams(raw, settings)
+      if (Result.isFailure(checked)) {
+        const error = checked.failure
+        return Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
+      }
+      const params = checked.success
+      return lockFor(context.sessionId, params.language).withPermits(1)(runChecked(params, context))
+    }).pipe(
+      (effect) => withSpanWhenTraced(() => effect, "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
+    )
+
+  const placeOf = (
+    params: IntrospectParams,
+    context: Pick<EvalContext, "sessionId" | "cwd">
+  ): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable | IntrospectionFailed> =>
+    Effect.suspend((): Effect.Effect<KernelPlace, InvalidEvalParams | BackendUnavailable | IntrospectionFailed> => {
+      const language = params.language
+      if (!enabledLanguages(settings).includes(language)) {
+        return Effect.fail(new BackendUnavailable({ language, reason: `it is disabled (enable eval.${language} or set VEYYON_${language.toUpperCase()}=1)` }))
+      }
+      const backend = backendOf(language)
+      if (backend !== undefined && !backend.introspects) {
+        return Effect.fail(new IntrospectionFailed({ reason: `the ${backend.displayName} kernel does not answer completions or inspections` }))
+      }
+      if (typeof params.code !== "string") return Effect.fail(new InvalidEvalParams({ problem: "code must be a string" }))
+      if (params.cursorPos !== undefined && !Number.isFinite(params.cursorPos)) {
+        return Effect.fail(new InvalidEvalParams({ problem: "cursorPos must be a number" }))
+      }
+      return Effect.succeed({ language, sessionId: context.sessionId, cwd: context.cwd })
+    })
+
+  return {
+    definition: { name: EVAL_TOOL_NAME, description: evalDescription(settings), parameters: evalParametersSchema(settings) },
+    run,
+    complete: (params, context) =>
+      Effect.flatMap(placeOf(params, context), (place) => registry.complete(place, params.code, params.cursorPos)),
+    inspect: (params, context) =>
+      Effect.flatMap(placeOf(params, context), (place) =>
+        registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0)),
+    endSession: (sessionId) =>
+      Effect.andThen(
+        Effect.andThen(registry.reset(sessionId), records.close(sessionId)),
+        Effect.sync(() => {
+          sessionStores.delete(sessionId)
+          sessionLocks.delete(sessionId)
+        })
+      )
+  } satisfies EvalToolService
+})
+
+/** The `eval` tool. */
+export class EvalTool extends Context.Service<EvalTool, EvalToolService>()("veyyon-eval/EvalTool") {
+  /** The tool over the registry, output sink, artifact store and settings in context. */
+  static readonly layer: Layer.Layer<EvalTool, never, Settings | KernelRegistry | OutputSink | ArtifactStore | SessionRecord> = Layer.effect(
+    EvalTool,
+    makeEvalTool
+  )
+}
