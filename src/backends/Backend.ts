@@ -6,10 +6,10 @@
  * tool, the CLI, settings, the runner cache) reads the registered backends.
  */
 import { type Effect, Schema } from "effect"
+import * as fs from "node:fs"
 import type { FrameChannel } from "../kernel/KernelProcess.ts"
-import type { PythonRuntime, PythonUnavailable } from "./python/PythonRuntime.ts"
+import type { MemoryLimitKind } from "../services/isolation/SandboxArgs.ts"
 import type { CachedRunner } from "../services/storage/RunnerCache.ts"
-import type { Settings } from "../services/config/Settings.ts"
 
 /** The interpreter a backend resolved for a cwd. */
 export interface BackendInterpreter {
@@ -40,29 +40,28 @@ export class RuntimeUnavailable extends Schema.TaggedError<RuntimeUnavailable>()
   }
 }
 
-/** Why a backend cannot resolve an interpreter. */
-export type BackendRuntimeError = RuntimeUnavailable | PythonUnavailable
+/** A backend's own settings, resolved from `kernel.backends.<id>`, its variables and older spellings: what its runtime reads. */
+export interface BackendSettings {
+  /** The interpreter to use (a path, relative to the kernel's cwd, or a command on PATH), when set. */
+  readonly interpreter?: string | undefined
+  /** Use the interpreter found without running it to check it. */
+  readonly skipCheck: boolean
+}
 
-/** What a backend needs from the environment to build its runtime. */
-export type BackendContext = Settings | PythonRuntime
-
-/** A backend's interpreter resolution and environment, built once per registry. */
-export interface BackendRuntime {
+/** A backend's interpreter resolution and environment, built once per registry; `E` is why it cannot resolve one. */
+export interface BackendRuntime<E = RuntimeUnavailable> {
   /** The checked interpreter for kernels started in `cwd`. */
-  readonly resolve: (cwd: string) => Effect.Effect<BackendInterpreter, BackendRuntimeError>
+  readonly resolve: (cwd: string) => Effect.Effect<BackendInterpreter, E>
   /** The environment to spawn a kernel with (filtered host env, the backend's additions, `VEYYON_ARTIFACTS_DIR`). */
   readonly env: (interpreter: BackendInterpreter, options: { readonly artifactsDir: string }) => Record<string, string>
   /** Run when a kernel in `cwd` failed to start: fails with what is wrong with the interpreter, if anything (the start error stands otherwise). */
-  readonly explainStartFailure?: (cwd: string) => Effect.Effect<void, BackendRuntimeError>
+  readonly explainStartFailure?: (cwd: string) => Effect.Effect<void, E>
   /** Work to do before a sandboxed start, outside the sandbox (e.g. compiling a runner the sandbox sees read-only). */
   readonly beforeSandboxedStart?: (interpreter: BackendInterpreter, runner: CachedRunner) => Effect.Effect<void>
 }
 
-/** How a kernel's memory limit (`limits.memoryMb`) is applied: an address-space rlimit, a V8 heap cap, or not at all. */
-export type MemoryLimitKind = "address-space" | "heap" | "none"
-
-/** One language's plug-in. */
-export interface KernelBackend<Id extends string = string> {
+/** One language's plug-in; its runtime needs `R` from the context and fails with `E`. */
+export interface KernelBackend<Id extends string = string, R = never, E = RuntimeUnavailable> {
   /** The `language` value of the tool, e.g. `py`; also names the `eval.<id>` flag and `VEYYON_<ID>`. */
   readonly id: Id
   /** The language's name for people, e.g. `Python`. */
@@ -73,6 +72,10 @@ export interface KernelBackend<Id extends string = string> {
   readonly enabledByDefault: boolean
   /** The environment variable naming the interpreter (`kernel.backends.<id>.interpreter`), when the backend reads one there. */
   readonly interpreterEnv?: string
+  /** The environment variable that skips running the interpreter to check it (`kernel.backends.<id>.skipCheck`), when the backend reads one. */
+  readonly skipCheckEnv?: string
+  /** The settings section an older version used for this backend's interpreter, check and kernel defaults (e.g. `python`), still read. */
+  readonly olderSection?: string
   /** The runner's folder below `runner/` and the file in it to spawn; absent when no runner ships. */
   readonly runner?: { readonly folder: string; readonly entry: string }
   /** The notebook metadata of an exported session in this language (nbformat's `kernelspec` and `language_info`). */
@@ -87,11 +90,26 @@ export interface KernelBackend<Id extends string = string> {
   readonly defaultSpares?: number
   /** How `limits.memoryMb` applies to its kernels. */
   readonly memoryLimit: MemoryLimitKind
-  /** Builds the backend's interpreter resolution and environment. */
-  readonly runtime: Effect.Effect<BackendRuntime, never, BackendContext>
+  /** Builds the backend's interpreter resolution and environment from its own settings. */
+  readonly runtime: (settings: BackendSettings) => Effect.Effect<BackendRuntime<E>, never, R>
   /** The command that starts a kernel with `interpreter` and the cached runner; absent with `runner`. */
   readonly launch?: (interpreter: BackendInterpreter, runner: CachedRunner) => KernelLaunch
 }
 
 /** Declares a backend, keeping its id's literal type. */
-export const makeBackend = <const Id extends string>(backend: KernelBackend<Id>): KernelBackend<Id> => backend
+export const makeBackend = <const Id extends string, R = never, E = RuntimeUnavailable>(backend: KernelBackend<Id, R, E>): KernelBackend<Id, R, E> =>
+  backend
+
+/** Whether a file (followed through links) starts with `#!`: a shim or wrapper, not the interpreter itself. */
+export const isScript = (file: string): boolean => {
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(file, "r")
+    const head = Buffer.alloc(2)
+    return fs.readSync(fd, head, 0, 2, 0) === 2 && head[0] === 0x23 && head[1] === 0x21
+  } catch {
+    return false
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}

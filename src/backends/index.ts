@@ -2,6 +2,7 @@
  * The registered backends. Adding a language is one file in this folder, its runner folder
  * below `runner/`, and one line in the list below.
  */
+import type { KernelBackend } from "./Backend.ts"
 import { javascript } from "./javascript.ts"
 import { julia } from "./julia.ts"
 import { python } from "./python/PythonBackend.ts"
@@ -25,3 +26,11 @@ export type BackendId = ReturnType<typeof registeredBackends>[number]["id"]
 
 /** The registered backend with this id, if any. */
 export const backendOf = (id: string) => registeredBackends().find((backend) => backend.id === id)
+
+type Registered = ReturnType<typeof registeredBackends>[number]
+
+/** What the registered backends' runtimes need from the context. */
+export type BackendsContext = Registered extends KernelBackend<string, infer R, infer _E> ? R : never
+
+/** Why a registered backend cannot resolve an interpreter. */
+export type BackendRuntimeError = Registered extends KernelBackend<string, infer _R, infer E> ? E : never

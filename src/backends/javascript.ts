@@ -26,7 +26,7 @@ export const javascript = makeBackend({
   },
   introspects: true,
   memoryLimit: "heap",
-  runtime: Effect.sync(() => ({
+  runtime: () => Effect.sync(() => ({
     resolve: () => Effect.succeed({ executable: process.execPath }),
     env: (_interpreter, { artifactsDir }) => runnerEnv(process.env, { artifactsDir, fixed: {} })
   })),

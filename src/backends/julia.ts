@@ -26,7 +26,7 @@ export const julia = makeBackend({
   },
   introspects: false,
   memoryLimit: "none",
-  runtime: Effect.succeed({
+  runtime: () => Effect.succeed({
     resolve: () => Effect.fail(noJulia()),
     env: () => ({})
   })

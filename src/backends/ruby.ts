@@ -10,7 +10,6 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { type EnvRecord, runnerEnv } from "../services/isolation/EnvPolicy.ts"
 import { cachedPath } from "../services/storage/RunnerCache.ts"
-import { Settings, type SettingsValues } from "../services/config/Settings.ts"
 import { makeBackend, RuntimeUnavailable } from "./Backend.ts"
 
 const ENTRY = "runner.rb"
@@ -119,9 +118,6 @@ export const resolveRuby = Effect.fnUntraced(function*(
   return found
 })
 
-/** The interpreter setting for Ruby: `kernel.backends.rb.interpreter`, which `VEYYON_RUBY_INTERPRETER` fills. */
-export const rubySetting = (settings: SettingsValues): string | undefined => settings.kernel.backends["rb"]?.interpreter
-
 const BLOCK_KEYWORD = /^\s*(?:[\w.]+\s*=\s*)?(?:def|class|module|if|unless|while|until|case|begin|for)\b/
 const BLOCK_OPENER = /(?:\bdo|\{)\s*(?:\|[^|]*\|)?\s*(?:#.*)?$/
 
@@ -147,12 +143,11 @@ export const ruby = makeBackend({
   opensBlock: opensRubyBlock,
   predicateNames: true,
   memoryLimit: "address-space",
-  runtime: Effect.gen(function*() {
-    const settings = yield* Settings
+  runtime: (settings) => Effect.sync(() => {
     const cache = new Map<string, RubyInterpreter>()
     return {
-      resolve: (cwd) =>
-        Effect.map(resolveRuby({ setting: rubySetting(settings), cwd, env: process.env }, cache), (found) => ({ executable: found.executable })),
+      resolve: (cwd: string) =>
+        Effect.map(resolveRuby({ setting: settings.interpreter, cwd, env: process.env }, cache), (found) => ({ executable: found.executable })),
       env: (_interpreter, { artifactsDir }) => runnerEnv(process.env, { artifactsDir, fixed: {} })
     }
   }),

@@ -3,7 +3,7 @@
  * unless the output already said what went wrong, one sentence for stderr.
  */
 import { Data } from "effect"
-import type { EvalResult } from "../services/tool/EvalTool.ts"
+import { cellSucceeded, type EvalResult } from "../services/tool/EvalResult.ts"
 
 /** 0 ok, 1 the cell failed (error, cancelled, timed out, killed), 2 bad usage or input, 3 no usable backend. */
 export const ExitCode = {
@@ -31,10 +31,6 @@ export const failureJson = (kind: string, message: string): string => JSON.strin
 
 /** A usage error with the sentence that says how to call the command instead. */
 export const usageError = (sentence: string): CliFailure => new CliFailure({ code: ExitCode.Usage, sentence })
-
-/** Whether a finished cell counts as a success. */
-export const cellSucceeded = (result: EvalResult): boolean =>
-  result.status === "ok" && !result.cancelled && !result.timedOut && !result.killed
 
 /** The exit code for a finished cell. */
 export const cellExitCode = (result: EvalResult): ExitCode => (cellSucceeded(result) ? ExitCode.Ok : ExitCode.CellFailed)

@@ -6,7 +6,6 @@
  * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
  */
 import { Effect, Result, Schema } from "effect"
-import { decodeStreamLine } from "./StreamLine.ts"
 
 /** A MIME bundle: MIME type -> value (strings, base64 for binary types, JSON for `application/json`). */
 export const MimeBundle = Schema.Record(Schema.String, Schema.Unknown)
@@ -183,8 +182,9 @@ export const RunnerFrame = Schema.Union([
 /** Every frame the runner sends, as a value. */
 export type RunnerFrame = typeof RunnerFrame.Type
 
-const decodeRunnerLineWithSchema = Schema.decodeUnknownResult(Schema.fromJsonString(RunnerFrame))
-const decodeRunnerValue = Schema.decodeUnknownResult(RunnerFrame)
+/** Decodes a line through the schema alone (the path for a line that is not JSON, whose error it reports). */
+export const decodeRunnerLineWithSchema = Schema.decodeUnknownResult(Schema.fromJsonString(RunnerFrame))
+const decodeRunnerValueWithSchema = Schema.decodeUnknownResult(RunnerFrame)
 
 const isString = (value: unknown): value is string => typeof value === "string"
 
@@ -221,18 +221,10 @@ const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
   }
 }
 
-/** Decodes one NDJSON line into a runner frame, never throwing. */
-export const decodeRunnerLine = (line: string): Result.Result<RunnerFrame, Schema.SchemaError> => {
-  const stream = decodeStreamLine(line)
-  if (stream !== undefined) return Result.succeed(stream)
-  let value: unknown
-  try {
-    value = JSON.parse(line)
-  } catch {
-    return decodeRunnerLineWithSchema(line)
-  }
+/** Decodes a parsed NDJSON value into a runner frame: the hot frames by hand, the rest by the schema. */
+export const decodeRunnerValue = (value: unknown): Result.Result<RunnerFrame, Schema.SchemaError> => {
   const hot = decodeHotFrame(value)
-  return hot === undefined ? decodeRunnerValue(value) : Result.succeed(hot)
+  return hot === undefined ? decodeRunnerValueWithSchema(value) : Result.succeed(hot)
 }
 
 /**

@@ -2,9 +2,23 @@
  * Turns the runner's stdout bytes into frames. A line that is not a valid frame is
  * logged and skipped; it never ends the stream.
  */
-import { Effect, Result, Stream } from "effect"
-import { decodeRunnerLine, type RunnerFrame } from "./Frame.ts"
+import { Effect, Result, type Schema, Stream } from "effect"
+import { decodeRunnerLineWithSchema, decodeRunnerValue, type RunnerFrame } from "./Frame.ts"
+import { decodeStreamLine } from "./StreamLine.ts"
 import { LineSplitter } from "./LineSplitter.ts"
+
+/** Decodes one NDJSON line into a runner frame, never throwing. */
+export const decodeRunnerLine = (line: string): Result.Result<RunnerFrame, Schema.SchemaError> => {
+  const stream = decodeStreamLine(line)
+  if (stream !== undefined) return Result.succeed(stream)
+  let value: unknown
+  try {
+    value = JSON.parse(line)
+  } catch {
+    return decodeRunnerLineWithSchema(line)
+  }
+  return decodeRunnerValue(value)
+}
 
 /** The longest frame line kept in memory: 256 MiB, well past any real display bundle. */
 export const DEFAULT_MAX_FRAME_BYTES = 256 * 1024 * 1024

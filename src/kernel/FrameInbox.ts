@@ -8,7 +8,8 @@
  * is logged and skipped.
  */
 import { Deferred, Effect, Exit, Result, type Scope } from "effect"
-import { decodeRunnerLine, type RunnerFrame } from "./Frame.ts"
+import type { RunnerFrame } from "./Frame.ts"
+import { decodeRunnerLine } from "./FrameDecoder.ts"
 import { DEFAULT_MAX_FRAME_BYTES } from "./FrameDecoder.ts"
 import type { ByteFlow, ByteListener } from "./KernelProcess.ts"
 import { LineSplitter } from "./LineSplitter.ts"

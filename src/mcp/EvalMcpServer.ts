@@ -78,7 +78,6 @@ const evalHandler = (
     Effect.catch((error) => Effect.succeed(failureToolResult(error))),
     Effect.catchDefect((defect) =>
       Effect.succeed(failureToolResult({
-        _tag: "Defect",
         message: `the eval tool failed unexpectedly: ${Cause.pretty(Cause.die(defect)).split("\n")[0]}`
       }))
     )

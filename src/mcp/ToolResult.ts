@@ -17,7 +17,7 @@ import { McpSchema } from "effect/ai"
 import { Buffer } from "node:buffer"
 import type { EvalResult } from "../services/tool/EvalTool.ts"
 import { EvalOutputSchema, jsonSchemaOf, structuredResult } from "../services/tool/EvalSchema.ts"
-import { cellSucceeded, type TaggedFailure } from "../cli/exitCodes.ts"
+import { cellSucceeded } from "../services/tool/EvalResult.ts"
 
 /** The text of a cell that printed nothing and ended normally. */
 export const NO_OUTPUT_TEXT = "(no output)"
@@ -39,7 +39,7 @@ export const cellToolResult = (result: EvalResult): McpSchema.CallToolResult =>
   })
 
 /** A call that could not run, as a tool result the agent reads. */
-export const failureToolResult = (error: TaggedFailure): McpSchema.CallToolResult =>
+export const failureToolResult = (error: { readonly message: string }): McpSchema.CallToolResult =>
   new McpSchema.CallToolResult({
     content: [McpSchema.TextContent.make({ type: "text", text: error.message })],
     isError: true

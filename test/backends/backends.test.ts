@@ -10,6 +10,7 @@ import { Effect, Layer } from "effect"
 import { RuntimeUnavailable } from "../../src/backends/Backend.ts"
 import { backendOf, registeredBackends } from "../../src/backends/index.ts"
 import { findRubyCandidate, isSupportedRubyVersion, opensRubyBlock } from "../../src/backends/ruby.ts"
+import { julia as juliaBackend } from "../../src/backends/julia.ts"
 import { isCompleteCell } from "../../src/cli/replInput.ts"
 import { evalDescription, evalParametersSchema } from "../../src/services/tool/EvalTool.ts"
 import { PythonRuntime } from "../../src/backends/python/PythonRuntime.ts"
@@ -72,18 +73,18 @@ describe("registered backends", () => {
       process.env.SOME_API_KEY = "sk-abcdefghijklmnopqrstuvwxyz"
       try {
         for (const id of ["js", "rb"] as const) {
-          const runtime = yield* backendOf(id)!.runtime
+          const runtime = yield* backendOf(id)!.runtime({ skipCheck: false })
           const env = runtime.env({ executable: "/x" }, { artifactsDir: "/art" })
           expect(env.VEYYON_ARTIFACTS_DIR).toBe("/art")
           expect(env.SOME_API_KEY).toBeUndefined()
           expect(env.PYTHONUNBUFFERED).toBeUndefined()
         }
-        const py = yield* backendOf("py")!.runtime
+        const py = yield* backendOf("py")!.runtime({ skipCheck: false })
         expect(py.env({ executable: "/py", binDir: "/venv/bin" }, { artifactsDir: "/art" })).toMatchObject({
           PYTHONUNBUFFERED: "1",
           VEYYON_ARTIFACTS_DIR: "/art"
         })
-        const julia = yield* backendOf("jl")!.runtime
+        const julia = yield* juliaBackend.runtime({ skipCheck: false })
         const error = yield* Effect.flip(julia.resolve("/"))
         expect(error).toBeInstanceOf(RuntimeUnavailable)
         expect(error.message).toContain("no Julia runtime is available here")

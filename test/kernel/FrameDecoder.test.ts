@@ -2,14 +2,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Effect, Logger, References, Result, Schema, Stream } from "effect"
 import {
   BridgeResultFrame,
-  decodeRunnerLine,
   encodeHostLine,
   ExecuteRequestFrame,
   ExitRequestFrame,
   HostFrame,
   RunnerFrame
 } from "../../src/kernel/Frame.ts"
-import { decodeFrames } from "../../src/kernel/FrameDecoder.ts"
+import { decodeFrames, decodeRunnerLine } from "../../src/kernel/FrameDecoder.ts"
 import { binaryText, constantFrom, dictionary, integer, oneOf, record } from "./arbitraries.ts"
 
 const bytes = (...parts: Array<string>) => Stream.fromIterable(parts.map((p) => new TextEncoder().encode(p)))

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Result } from "effect"
 import { binaryText, constantFrom, oneOf, sized } from "./arbitraries.ts"
-import { decodeRunnerLine } from "../../src/kernel/Frame.ts"
+import { decodeRunnerLine } from "../../src/kernel/FrameDecoder.ts"
 import { decodeStreamLine } from "../../src/kernel/StreamLine.ts"
 
 /** A stream frame as the Python runner writes it (its JSON escapes only what JSON requires). */

@@ -10,7 +10,7 @@ import warnings
 
 from .state import _deliver_pending, _state
 from .protocol import STATUS_MIME, _send
-from .output import _flush_streams, _router
+from .output import _emit_display
 
 
 MAX_PLAIN_CHARS = 1000000
@@ -635,13 +635,6 @@ def mime_bundle(obj):
     if not isinstance(bundle.get("text/plain"), str):
         bundle["text/plain"] = _plain_text(obj)
     return bundle
-
-
-def _emit_display(bundle):
-    _flush_streams()
-    _router.display(bundle)
-    if _state.pending:
-        _deliver_pending()
 
 
 def display(*objs, raw=False, **ignored):

@@ -403,8 +403,6 @@ class CapturedIO:
         if self._err:
             sys.stderr.write(self.stderr)
             sys.stderr.flush()
-        from .display import _emit_display
-
         for output in self.outputs:
             _emit_display(output.data)
 
@@ -435,3 +433,10 @@ class _Capture:
         finally:
             _router.capture = self.previous
         return False
+
+
+def _emit_display(bundle):
+    _flush_streams()
+    _router.display(bundle)
+    if _state.pending:
+        _deliver_pending()

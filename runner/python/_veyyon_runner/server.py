@@ -32,6 +32,7 @@ from .protocol import (
 from .output import (
     _BlockingStdin,
     _Capture,
+    _emit_display,
     _FdPump,
     _OutStream,
     _fd2_pump,
@@ -42,7 +43,7 @@ from .output import (
     _stdout,
     watch_fd_writers,
 )
-from .display import _emit_display, _flush_figures, _shown_figures, display, emit_status, mime_bundle
+from .display import _flush_figures, _shown_figures, display, emit_status, mime_bundle
 from .bridge import (
     _bridge_calls,
     _bridge_close,

@@ -48,6 +48,9 @@ export const python = makeBackend({
     "input() is not supported: pass data in code."
   ],
   enabledByDefault: true,
+  interpreterEnv: "VEYYON_PYTHON_INTERPRETER",
+  skipCheckEnv: "VEYYON_PYTHON_SKIP_CHECK",
+  olderSection: "python",
   runner: { folder: "python", entry: ENTRY },
   notebook: {
     kernelspec: { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" },
@@ -62,11 +65,11 @@ export const python = makeBackend({
   },
   introspects: true,
   memoryLimit: "address-space",
-  runtime: Effect.gen(function*() {
+  runtime: (settings) => Effect.gen(function*() {
     const runtime = yield* PythonRuntime
     return {
-      resolve: (cwd) => Effect.map(runtime.locate(cwd), (found) => ({ executable: found.executable, binDir: found.venvBin })),
-      explainStartFailure: (cwd) => Effect.asVoid(runtime.resolve(cwd)),
+      resolve: (cwd) => Effect.map(runtime.locate(cwd, settings), (found) => ({ executable: found.executable, binDir: found.venvBin })),
+      explainStartFailure: (cwd) => Effect.asVoid(runtime.resolve(cwd, settings)),
       env: (interpreter, { artifactsDir }) => runtime.kernelEnv({ venvBin: interpreter.binDir }, { artifactsDir }),
       beforeSandboxedStart: (interpreter, runner) => warmRunnerCache(interpreter.executable, runner)
     }

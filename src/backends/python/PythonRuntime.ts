@@ -27,7 +27,7 @@ import {
   type ResolutionRule,
   resolvePythonCandidate
 } from "./RuntimeResolution.ts"
-import { Settings } from "../../services/config/Settings.ts"
+import { type BackendSettings, isScript } from "../Backend.ts"
 
 /** The oldest Python the runner supports. */
 export const MIN_PYTHON_VERSION = { major: 3, minor: 8 } as const
@@ -197,10 +197,10 @@ export const nodeFileProbe = (platform: NodeJS.Platform = process.platform): Fil
 
 /** The service: resolve the interpreter for a cwd, and build the env kernels run with. */
 export interface PythonRuntimeService {
-  /** The checked interpreter for kernels started in `cwd`. */
-  readonly resolve: (cwd: string) => Effect.Effect<PythonInterpreter, PythonUnavailable>
+  /** The checked interpreter for kernels started in `cwd`, under the backend's settings (its interpreter setting, whether to check). */
+  readonly resolve: (cwd: string, settings: BackendSettings) => Effect.Effect<PythonInterpreter, PythonUnavailable>
   /** The interpreter for kernels started in `cwd`, run only when it is a script (a shim); `resolve` explains a kernel that then fails to start. */
-  readonly locate: (cwd: string) => Effect.Effect<PythonInterpreter, PythonUnavailable>
+  readonly locate: (cwd: string, settings: BackendSettings) => Effect.Effect<PythonInterpreter, PythonUnavailable>
   /** The environment to spawn a kernel with: filtered host env, fixed runner vars, venv bin on PATH. */
   readonly kernelEnv: (
     interpreter: { readonly venvBin?: string | undefined },
@@ -208,7 +208,7 @@ export interface PythonRuntimeService {
   ) => Record<string, string>
 }
 
-/** What the service depends on besides `Settings`. */
+/** What the service depends on. */
 export interface PythonRuntimeOptions {
   /** The host environment (filtered before any child sees it). */
   readonly env: EnvRecord
@@ -253,20 +253,6 @@ const tooOld = (candidate: PythonCandidate, version: PythonVersion): PythonUnava
     fix: `${FIX_INSTALL}, or ${FIX_SETTING}; ${FIX_CHECK}`
   })
 
-/** Whether a file (followed through links) starts with `#!`: a shim or wrapper, not the interpreter itself. */
-export const isScript = (file: string): boolean => {
-  let fd: number | undefined
-  try {
-    fd = fs.openSync(file, "r")
-    const head = Buffer.alloc(2)
-    return fs.readSync(fd, head, 0, 2, 0) === 2 && head[0] === 0x23 && head[1] === 0x21
-  } catch {
-    return false
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd)
-  }
-}
-
 class InspectKey extends Data.Class<{
   readonly executable: string
   readonly cwd: string
@@ -276,9 +262,8 @@ class InspectKey extends Data.Class<{
 /** Builds the service from explicit dependencies (tests inject a fake probe or inspector). */
 export const makePythonRuntime = (
   options: PythonRuntimeOptions
-): Effect.Effect<PythonRuntimeService, never, Settings> =>
+): Effect.Effect<PythonRuntimeService> =>
   Effect.gen(function*() {
-    const settings = yield* Settings
     const kernelEnv: PythonRuntimeService["kernelEnv"] = (interpreter, extra = {}) =>
       runnerEnv(options.env, {
         venvBin: interpreter.venvBin,
@@ -294,10 +279,14 @@ export const makePythonRuntime = (
     })
     const inspect = (key: InspectKey) => Cache.get(inspections, key).pipe(Effect.tapError(() => Cache.invalidate(inspections, key)))
 
-    const resolveWith = Effect.fnUntraced(function*(cwd: string, runIt: (candidate: PythonCandidate) => boolean): Effect.fn.Return<PythonInterpreter, PythonUnavailable> {
+    const resolveWith = Effect.fnUntraced(function*(
+      cwd: string,
+      settings: BackendSettings,
+      runIt: (candidate: PythonCandidate) => boolean
+    ): Effect.fn.Return<PythonInterpreter, PythonUnavailable> {
       const candidate = yield* Effect.sync(() =>
         resolvePythonCandidate({
-          interpreter: settings.python.interpreter,
+          interpreter: settings.interpreter,
           env: options.env,
           cwd,
           homeDir: options.homeDir,
@@ -311,7 +300,7 @@ export const makePythonRuntime = (
         ...(candidate.venvBin === undefined ? {} : { venvBin: candidate.venvBin }),
         skipped: candidate.skipped
       }
-      if (settings.python.skipCheck || !runIt(candidate)) {
+      if (settings.skipCheck || !runIt(candidate)) {
         return { ...base, executable: candidate.executable, version: undefined, checked: false }
       }
       const inspection = yield* inspect(new InspectKey({ executable: candidate.executable, cwd, venvBin: candidate.venvBin }))
@@ -324,8 +313,8 @@ export const makePythonRuntime = (
     })
 
     return {
-      resolve: (cwd) => resolveWith(cwd, () => true),
-      locate: (cwd) => resolveWith(cwd, (candidate) => isScript(candidate.executable)),
+      resolve: (cwd, settings) => resolveWith(cwd, settings, () => true),
+      locate: (cwd, settings) => resolveWith(cwd, settings, (candidate) => isScript(candidate.executable)),
       kernelEnv
     }
   })
@@ -336,7 +325,7 @@ export const INSPECT_TIMEOUT: Duration.Input = Duration.seconds(15)
 /** Resolves and checks the Python interpreter kernels run. */
 export class PythonRuntime extends Context.Service<PythonRuntime, PythonRuntimeService>()("veyyon-eval/PythonRuntime") {
   /** The service with explicit dependencies. */
-  static layer(options: PythonRuntimeOptions): Layer.Layer<PythonRuntime, never, Settings> {
+  static layer(options: PythonRuntimeOptions): Layer.Layer<PythonRuntime> {
     return Layer.effect(PythonRuntime, makePythonRuntime(options))
   }
 
@@ -352,7 +341,7 @@ export class PythonRuntime extends Context.Service<PythonRuntime, PythonRuntimeS
   }
 
   /** The service over this process's env, home dir, platform, disk and child processes. */
-  static readonly Live: Layer.Layer<PythonRuntime, never, Settings | ChildProcessSpawner.ChildProcessSpawner> = Layer.effect(
+  static readonly Live: Layer.Layer<PythonRuntime, never, ChildProcessSpawner.ChildProcessSpawner> = Layer.effect(
     PythonRuntime,
     Effect.gen(function*() {
       const spawner = yield* ChildProcessSpawner.ChildProcessSpawner

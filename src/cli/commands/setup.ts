@@ -12,8 +12,8 @@ import { Effect, Layer } from "effect"
 import { Command, Flag } from "effect/cli"
 import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../../backends/python/PythonRuntime.ts"
 import { describeAttempt, type ResolutionRule } from "../../backends/python/RuntimeResolution.ts"
-import { type RubyInterpreter, resolveRuby, rubySetting } from "../../backends/ruby.ts"
-import { Settings, type SettingsValues } from "../../services/config/Settings.ts"
+import { type RubyInterpreter, resolveRuby } from "../../backends/ruby.ts"
+import { backendSettingsOf, Settings, type SettingsValues } from "../../services/config/Settings.ts"
 import type { CommandFlags } from "../argvCheck.ts"
 import { commandFlags } from "../commandFlags.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
@@ -51,10 +51,7 @@ export const describeKernelCheck = (check: KernelCheck): ReadonlyArray<string> =
 
 const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...process.env, VEYYON_PYTHON_SKIP_CHECK: undefined })
 
-const runtimeLayer = PythonRuntime.Live.pipe(
-  Layer.provide(Settings.fromEnv({}, withoutSkipCheck())),
-  Layer.provide(NodeServices.layer)
-)
+const runtimeLayer = Layer.merge(PythonRuntime.Live.pipe(Layer.provide(NodeServices.layer)), Settings.fromEnv({}, withoutSkipCheck()))
 
 const check = Flag.Boolean("check").pipe(
   Flag.withDescription("Report what kernels would run and which rule picked it (for python: and start one to run a cell)."),
@@ -65,7 +62,10 @@ const printLines = (lines: ReadonlyArray<string>) => Effect.sync(() => process.s
 
 const pythonCommand = Command.make("python", { check }, ({ check }) =>
   check
-    ? Effect.flatMap(PythonRuntime, (runtime) => runtime.resolve(process.cwd())).pipe(
+    ? Effect.gen(function*() {
+      const runtime = yield* PythonRuntime
+      return yield* runtime.resolve(process.cwd(), backendSettingsOf(yield* Settings, "py"))
+    }).pipe(
       Effect.tap((interpreter) => printLines(describeInterpreter(interpreter))),
       Effect.provide(runtimeLayer),
       Effect.mapError(failureOf),
@@ -95,7 +95,7 @@ const rubyCommand = Command.make("ruby", { check }, ({ check }) =>
   check
     ? Effect.gen(function*() {
       const settings = yield* Settings
-      const interpreter = yield* resolveRuby({ setting: rubySetting(settings), cwd: process.cwd(), env: process.env })
+      const interpreter = yield* resolveRuby({ setting: backendSettingsOf(settings, "rb").interpreter, cwd: process.cwd(), env: process.env })
       yield* Effect.sync(() => process.stdout.write(describeRuby(interpreter, settings).join("\n") + "\n"))
     }).pipe(Effect.provide(Settings.fromEnv()), Effect.mapError(failureOf))
     : Effect.fail(usageError("setup ruby only checks for now: run `veyyon setup ruby --check`."))).pipe(

@@ -7,13 +7,13 @@
  *
  *   VEYYON_<ID> (VEYYON_PY, VEYYON_JS, ...)      eval.<id> for every registered backend
  *                                                (1/0, true/false, yes/no, on/off)
- *   VEYYON_PYTHON_INTERPRETER                    python.interpreter
  *   a backend's interpreter variable             kernel.backends.<id>.interpreter
- *                                                (VEYYON_RUBY_INTERPRETER for rb)
+ *                                                (VEYYON_PYTHON_INTERPRETER, VEYYON_RUBY_INTERPRETER)
+ *   a backend's skip-check variable              kernel.backends.<id>.skipCheck (boolean as above;
+ *                                                VEYYON_PYTHON_SKIP_CHECK)
  *   VEYYON_KERNEL_MODE                           kernel.mode: session | per-call
  *   VEYYON_KERNEL_SPARES                         kernel.spares: spare kernels per backend (0 = off)
  *   VEYYON_PYTHON_KERNEL_MODE                    the same (its older name)
- *   VEYYON_PYTHON_SKIP_CHECK                     python.skipCheck (boolean as above)
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
  *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
  *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
@@ -22,8 +22,9 @@
  *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
  *
  * `kernel.mode` and `kernel.idleTtlMs` govern every backend's kernels unless
- * `kernel.backends.<id>` overrides them for one; `python.kernelMode` and
- * `python.idleTtlMs` are their older names and still work (the new names win).
+ * `kernel.backends.<id>` overrides them for one. A backend's older settings section
+ * (`python`: `interpreter`, `skipCheck`, and `kernelMode`/`idleTtlMs` as the older names of
+ * `kernel.mode`/`kernel.idleTtlMs`) still works; the new names win.
  *
  * The default artifacts dir is `sessions` below the per-user state directory
  * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
@@ -32,6 +33,7 @@
 import { Context, Effect, Layer, Option, Result, Schema, SchemaIssue } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
+import type { BackendSettings } from "../../backends/Backend.ts"
 import { type BackendId, registeredBackends } from "../../backends/index.ts"
 import type { EnvRecord } from "../isolation/EnvPolicy.ts"
 import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
@@ -62,16 +64,12 @@ export const DEFAULT_ARTIFACTS_MAX_AGE_HOURS = 7 * 24
 export interface SettingsValues {
   /** `eval.<id>` for every registered backend, and `pyWorkspace`. */
   readonly eval: { readonly pyWorkspace: boolean; readonly [id: string]: boolean }
-  readonly python: {
-    readonly interpreter: string | undefined
-    readonly skipCheck: boolean
-  }
   readonly kernel: {
     readonly mode: KernelMode
     readonly idleTtlMs: number
     /** Spare kernels kept started per backend; undefined: each backend's own default. */
     readonly spares?: number | undefined
-    /** Per-backend overrides, by backend id. */
+    /** Per-backend settings and overrides, by backend id (every registered backend has an entry). */
     readonly backends: Readonly<Record<string, BackendKernelSettings>>
   }
   readonly artifactsDir: string
@@ -100,7 +98,8 @@ export const BackendKernelInput = Schema.Struct({
   mode: optional(KernelMode),
   idleTtlMs: optional(NonNegativeInt),
   spares: optional(NonNegativeInt),
-  interpreter: optional(NonEmptyTrimmedString)
+  interpreter: optional(NonEmptyTrimmedString),
+  skipCheck: optional(Schema.Boolean)
 })
 
 /** One backend's kernel overrides (`kernel.backends.<id>`). */
@@ -264,16 +263,24 @@ export const resolveSettings = (
     }
     const evalFlags: Record<string, boolean> = {}
     const kernelBackends: Record<string, BackendKernelSettings> = {}
+    const older = (backend: (typeof backends)[number]) =>
+      backend.olderSection === "python" ? given.python : undefined
     for (const backend of backends) {
       const flag = yield* envFlag(env, `VEYYON_${backend.id.toUpperCase()}`)
       evalFlags[backend.id] = flag ?? given.eval?.[backend.id] ?? backend.enabledByDefault
       const own = given.kernel?.backends?.[backend.id] ?? {}
-      const interpreter = backend.interpreterEnv === undefined ? undefined : envString(env, backend.interpreterEnv)
-      kernelBackends[backend.id] = interpreter === undefined ? own : { ...own, interpreter }
+      const interpreter = (backend.interpreterEnv === undefined ? undefined : envString(env, backend.interpreterEnv)) ??
+        own.interpreter ?? older(backend)?.interpreter
+      const skipCheck = (backend.skipCheckEnv === undefined ? undefined : yield* envFlag(env, backend.skipCheckEnv)) ??
+        own.skipCheck ?? older(backend)?.skipCheck
+      kernelBackends[backend.id] = {
+        ...own,
+        ...(interpreter === undefined ? {} : { interpreter }),
+        ...(skipCheck === undefined ? {} : { skipCheck })
+      }
     }
     const spares = yield* envNonNegativeInt(env, "VEYYON_KERNEL_SPARES")
     if (spares !== undefined) for (const id of known) kernelBackends[id] = { ...kernelBackends[id], spares }
-    const skipCheck = yield* envFlag(env, "VEYYON_PYTHON_SKIP_CHECK")
     const kernelMode = (yield* envKernelMode(env, "VEYYON_KERNEL_MODE")) ?? (yield* envKernelMode(env, "VEYYON_PYTHON_KERNEL_MODE"))
     const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
     const artifactsDir = envArtifacts ?? given.artifactsDir
@@ -283,10 +290,6 @@ export const resolveSettings = (
     const limits = yield* Result.mapError(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
     return {
       eval: { ...evalFlags, pyWorkspace: given.eval?.pyWorkspace ?? false },
-      python: {
-        interpreter: envString(env, "VEYYON_PYTHON_INTERPRETER") ?? given.python?.interpreter,
-        skipCheck: skipCheck ?? given.python?.skipCheck ?? false
-      },
       kernel: {
         mode: kernelMode ?? given.kernel?.mode ?? given.python?.kernelMode ?? "session",
         idleTtlMs: given.kernel?.idleTtlMs ?? given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
@@ -327,6 +330,12 @@ export const idleTtlMsOf = (settings: SettingsValues, id: string): number =>
  */
 export const sparesOf = (settings: SettingsValues, id: string, fallback: number): number =>
   settings.kernel.backends[id]?.spares ?? settings.kernel.spares ?? fallback
+
+/** Backend `id`'s own settings, as its runtime reads them. */
+export const backendSettingsOf = (settings: SettingsValues, id: string): BackendSettings => ({
+  interpreter: settings.kernel.backends[id]?.interpreter,
+  skipCheck: settings.kernel.backends[id]?.skipCheck ?? false
+})
 
 /** The settings service: resolved once when its layer is built. */
 export class Settings extends Context.Service<Settings, SettingsValues>()("veyyon-eval/Settings") {

@@ -23,10 +23,9 @@ import { execFile } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { Context, Effect, Layer, Schema } from "effect"
-import type { MemoryLimitKind } from "../../backends/Backend.ts"
 import type { SpawnSpec } from "../../kernel/KernelProcess.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
-import { bwrapArgs, egressEnv, NAMESPACE_FLAGS, realHost, sandboxEnv, sandboxHome, withHeapLimit, withRlimits } from "./SandboxArgs.ts"
+import { bwrapArgs, type MemoryLimitKind, egressEnv, NAMESPACE_FLAGS, realHost, sandboxEnv, sandboxHome, withHeapLimit, withRlimits } from "./SandboxArgs.ts"
 import { Settings } from "../config/Settings.ts"
 
 /**

@@ -6,10 +6,12 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import type { MemoryLimitKind } from "../../backends/Backend.ts"
 import type { SpawnSpec } from "../../kernel/KernelProcess.ts"
 import { EGRESS_SOCKET_NAME } from "./egress/EgressProxy.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
+
+/** How a kernel's memory limit (`limits.memoryMb`) is applied: an address-space rlimit, a V8 heap cap, or not at all. */
+export type MemoryLimitKind = "address-space" | "heap" | "none"
 
 /** System directories visible read-only inside the sandbox (those that exist; symlinks stay symlinks). */
 export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"] as const

@@ -34,9 +34,9 @@ import { type CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
 import { describeExit, KernelSpawner } from "../../kernel/KernelProcess.ts"
 import { KernelTimings } from "../../kernel/KernelTimings.ts"
 import * as Kernel from "../../kernel/Kernel.ts"
-import type { BackendInterpreter, BackendRuntime, BackendRuntimeError, KernelBackend } from "../../backends/Backend.ts"
+import { type BackendInterpreter, type BackendRuntime, isScript, type KernelBackend } from "../../backends/Backend.ts"
 import { RuntimeUnavailable } from "../../backends/Backend.ts"
-import { type BackendId, registeredBackends } from "../../backends/index.ts"
+import { type BackendId, type BackendRuntimeError, type BackendsContext, registeredBackends } from "../../backends/index.ts"
 import { AgentBridge } from "../../kernel/AgentBridge.ts"
 import { sessionArtifactsDir } from "../output/ArtifactStore.ts"
 import { KvStore, makeKvStore, withKvWrites } from "../storage/KvStore.ts"
@@ -44,10 +44,9 @@ import { type BreachedLimit, breachNotice, breachOfDeath, explainBreach, limitSe
 import * as KernelSupervisor from "./KernelSupervisor.ts"
 import * as RcMapHolds from "./RcMapHolds.ts"
 import { ensurePrivateDir } from "../storage/PrivateDir.ts"
-import { isScript, PythonRuntime } from "../../backends/python/PythonRuntime.ts"
 import { RunnerCache, type RunnerCacheError, RunnerSourceMissing } from "../storage/RunnerCache.ts"
 import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable } from "../isolation/Sandbox.ts"
-import { idleTtlMsOf, kernelModeOf, Settings, sparesOf } from "../config/Settings.ts"
+import { backendSettingsOf, idleTtlMsOf, kernelModeOf, Settings, sparesOf } from "../config/Settings.ts"
 import * as SparePool from "./SparePool.ts"
 import { EgressResolver, systemResolver } from "../isolation/egress/EgressResolver.ts"
 import { startKernelEgress } from "../isolation/egress/KernelEgress.ts"
@@ -216,7 +215,7 @@ export const hasCwdRelativeSearchPath = (env: Readonly<Record<string, string>>):
   })
 
 /** The entries of a backend's kernel env that depend on the session (they differ between two artifacts dirs). */
-const sessionEnvNames = (runtime: BackendRuntime, interpreter: BackendInterpreter): ReadonlyArray<string> => {
+const sessionEnvNames = (runtime: BackendRuntime<BackendRuntimeError>, interpreter: BackendInterpreter): ReadonlyArray<string> => {
   const one = runtime.env(interpreter, { artifactsDir: "/veyyon-session-a" })
   const two = runtime.env(interpreter, { artifactsDir: "/veyyon-session-b" })
   return [...new Set([...Object.keys(one), ...Object.keys(two)])].filter((name) => one[name] !== two[name])
@@ -261,8 +260,10 @@ const makeRegistry = Effect.gen(function*() {
   )
   const resolver = Option.getOrElse(yield* Effect.serviceOption(EgressResolver), () => systemResolver)
 
-  const backends = new Map<string, { readonly backend: KernelBackend; readonly runtime: BackendRuntime }>()
-  for (const backend of registeredBackends()) backends.set(backend.id, { backend, runtime: yield* backend.runtime })
+  const backends = new Map<string, { readonly backend: KernelBackend<string, BackendsContext, BackendRuntimeError>; readonly runtime: BackendRuntime<BackendRuntimeError> }>()
+  for (const backend of registeredBackends()) {
+    backends.set(backend.id, { backend, runtime: yield* backend.runtime(backendSettingsOf(settings, backend.id)) })
+  }
   const backendFor = (id: string) => {
     const found = backends.get(id)
     return found === undefined
@@ -282,7 +283,7 @@ const makeRegistry = Effect.gen(function*() {
   const trace = process.env.VEYYON_PYTHON_IPC_TRACE === "1"
 
   const sessionEnvByInterpreter = new Map<string, ReadonlyArray<string>>()
-  const sessionEnvOf = (language: string, runtime: BackendRuntime, interpreter: BackendInterpreter) => {
+  const sessionEnvOf = (language: string, runtime: BackendRuntime<BackendRuntimeError>, interpreter: BackendInterpreter) => {
     const id = `${language}\u0000${interpreter.executable}\u0000${interpreter.binDir ?? ""}`
     let names = sessionEnvByInterpreter.get(id)
     if (names === undefined) sessionEnvByInterpreter.set(id, names = sessionEnvNames(runtime, interpreter))
@@ -344,7 +345,7 @@ const makeRegistry = Effect.gen(function*() {
   })
 
   /** `key`'s kernel from a spare of its pool, bound to the key's cwd and the session's env and bridge; undefined when none is ready or it fails to bind. */
-  const kernelFromSpare = Effect.fnUntraced(function*(key: KernelKey, runtime: BackendRuntime, artifactsDir: string, kernelBridge: AgentBridge["Service"]) {
+  const kernelFromSpare = Effect.fnUntraced(function*(key: KernelKey, runtime: BackendRuntime<BackendRuntimeError>, artifactsDir: string, kernelBridge: AgentBridge["Service"]) {
     const taken = yield* spares.take(poolIdOf(key))
     if (Option.isNone(taken)) return undefined
     const { pending, meta, release } = taken.value
@@ -591,6 +592,6 @@ export class KernelRegistry extends Context.Service<KernelRegistry, KernelRegist
   static readonly layer: Layer.Layer<
     KernelRegistry,
     never,
-    Settings | PythonRuntime | RunnerCache | KernelSpawner | AgentBridge
+    Settings | BackendsContext | RunnerCache | KernelSpawner | AgentBridge
   > = Layer.effect(KernelRegistry, makeRegistry)
 }

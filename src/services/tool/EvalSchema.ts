@@ -7,7 +7,7 @@ import { Schema } from "effect"
 import type { MimeBundle } from "../../kernel/Frame.ts"
 import { imagePlaceholder, type ImagePayload } from "../../render/Mime.ts"
 import { DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS } from "./CellTimeout.ts"
-import type { EvalResult } from "./EvalTool.ts"
+import type { EvalResult } from "./EvalResult.ts"
 import type { SinkOutput } from "../output/OutputSink.ts"
 
 /** The params of one call, as agents send them. */

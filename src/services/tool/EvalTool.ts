@@ -12,18 +12,21 @@ import { type Completion, type Inspection, IntrospectionFailed } from "../../ker
 import { backendOf, registeredBackends } from "../../backends/index.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "../../kernel/Spans.ts"
 import { outputImages } from "../../render/OutputText.ts"
-import type { ImagePayload } from "../../render/Mime.ts"
 import { renderOutputsAsText } from "../../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "../output/ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
 import { type EvalParamsSchema, evalParamsJsonSchema } from "./EvalSchema.ts"
+import type { EvalResult } from "./EvalResult.ts"
 import { type KernelPlace, KernelRegistry, type RegistryError } from "../registry/KernelRegistry.ts"
 import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
-import type { SinkOutput, SinkResult, Truncation } from "../output/OutputSink.ts"
+import type { SinkResult } from "../output/OutputSink.ts"
 import { OutputSink } from "../output/OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "../output/SessionRecord.ts"
 import { destinations, egressRecords } from "../isolation/egress/EgressReport.ts"
 import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } from "../config/Settings.ts"
+
+/** A finished cell (defined beside its schema's source, re-exported here for callers of the tool). */
+export type { EvalResult } from "./EvalResult.ts"
 
 /** The tool's name as agents see it. */
 export const EVAL_TOOL_NAME = "eval"
@@ -39,35 +42,6 @@ export interface EvalContext {
   readonly onEvent?: (output: KernelOutput) => void
   /** Aborting it stops the cell (SIGINT); the result then says it was cancelled. */
   readonly signal?: AbortSignal
-}
-
-/** What one call returns. */
-export interface EvalResult {
-  readonly language: EvalLanguage
-  readonly title?: string
-  readonly status: "ok" | "error"
-  readonly cancelled: boolean
-  readonly timedOut: boolean
-  readonly killed: boolean
-  readonly executionCount: number
-  /** The retained outputs in order (text bounded, with omission markers). */
-  readonly outputs: ReadonlyArray<SinkOutput>
-  /** The rendered text an agent reads, notices included. */
-  readonly text: string
-  /** PNG and JPEG images the cell displayed. */
-  readonly images: ReadonlyArray<ImagePayload>
-  /** The cell's exception, when it raised one. */
-  readonly error?: { readonly ename: string; readonly evalue: string; readonly traceback: ReadonlyArray<string> }
-  /** Present when the text was cut; the full text is in the artifact. */
-  readonly truncation?: Truncation
-  readonly artifactIds: ReadonlyArray<string>
-  /** Why the cell did not end normally (timeout, kill, a kernel death and retry), when it did not. */
-  readonly notice?: string
-  /** Present when the kernel died during the cell and the cell ran again: side effects may have happened twice. */
-  readonly retried?: true
-  /** How the kernel ended when it died during the cell's last attempt too (the `error` is then `KernelDied`). */
-  readonly kernelExit?: { readonly code: number | null; readonly signal: string | null }
-  readonly durationMs: number
 }
 
 /** The params do not fit the tool's schema. */

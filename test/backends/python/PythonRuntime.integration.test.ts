@@ -15,7 +15,6 @@ import {
   nodeFileProbe,
   PythonRuntime
 } from "../../../src/backends/python/PythonRuntime.ts"
-import { Settings } from "../../../src/services/config/Settings.ts"
 import { findPython, integrationEnabled } from "../../support/python.ts"
 
 const python = integrationEnabled() ? findPython() : undefined
@@ -47,7 +46,7 @@ const runtime = (env: EnvRecord, home: string) =>
       probe: nodeFileProbe(),
       inspect: commandInspector(spawner, INSPECT_TIMEOUT)
     })
-  }).pipe(Effect.provide([Settings.layer(), NodeServices.layer]))
+  }).pipe(Effect.provide(NodeServices.layer))
 
 describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => {
   it.live("picks a real `python -m venv` in <cwd>/.venv and runs it", () =>
@@ -56,7 +55,7 @@ describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => 
       execFileSync(python!, ["-m", "venv", "--without-pip", path.join(cwd, ".venv")], { stdio: "ignore" })
       const { bin, executable } = envInterpreter(path.join(cwd, ".venv"), process.platform, "venv")
       const rt = yield* runtime(hostEnv(), tempDir())
-      const found = yield* rt.resolve(cwd)
+      const found = yield* rt.resolve(cwd, { skipCheck: false })
       expect(found.rule).toBe(".venv")
       expect(found.foundAt).toBe(executable)
       expect(found.venvBin).toBe(bin)
@@ -75,7 +74,7 @@ describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => 
   it.live("resolves the interpreter on PATH to the real executable behind any shim", () =>
     Effect.gen(function*() {
       const rt = yield* runtime(hostEnv(), tempDir())
-      const found = yield* rt.resolve(tempDir())
+      const found = yield* rt.resolve(tempDir(), { skipCheck: false })
       expect(found.rule).toBe("PATH")
       expect(found.checked).toBe(true)
       const real = execFileSync(found.executable, ["-c", "import sys; print(sys.executable)"], {
@@ -89,7 +88,7 @@ describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => 
   it.live("keeps provider keys out of the interpreter's environment", () =>
     Effect.gen(function*() {
       const rt = yield* runtime(hostEnv({ OPENAI_API_KEY: "sk-should-not-leak", VEYYON_MARK: "1" }), tempDir())
-      const found = yield* rt.resolve(tempDir())
+      const found = yield* rt.resolve(tempDir(), { skipCheck: false })
       const seen = execFileSync(
         found.executable,
         ["-c", "import os, json; print(json.dumps(sorted(os.environ)))"],
@@ -105,7 +104,7 @@ describe.skipIf(python === undefined)("PythonRuntime with a real Python", () => 
   it.live("the Live layer resolves on this machine", () =>
     Effect.gen(function*() {
       const rt = yield* PythonRuntime
-      const found = yield* rt.resolve(process.cwd())
+      const found = yield* rt.resolve(process.cwd(), { skipCheck: false })
       expect(found.checked).toBe(true)
-    }).pipe(Effect.provide(PythonRuntime.Live.pipe(Layer.provide([Settings.layer(), NodeServices.layer])))), 60_000)
+    }).pipe(Effect.provide(PythonRuntime.Live.pipe(Layer.provide(NodeServices.layer)))), 60_000)
 })

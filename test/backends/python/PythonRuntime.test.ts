@@ -9,7 +9,6 @@ import { type EnvRecord } from "../../../src/services/isolation/EnvPolicy.ts"
 import {
   commandInspector,
   formatPythonVersion,
-  isScript,
   isSupportedPythonVersion,
   makePythonRuntime,
   nodeFileProbe,
@@ -17,7 +16,8 @@ import {
   PythonRuntime,
   PythonUnavailable
 } from "../../../src/backends/python/PythonRuntime.ts"
-import { Settings, type SettingsInput } from "../../../src/services/config/Settings.ts"
+import { backendSettingsOf, Settings, type SettingsInput } from "../../../src/services/config/Settings.ts"
+import { isScript } from "../../../src/backends/Backend.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -71,13 +71,15 @@ interface Setup {
 const runtime = (setup: Setup = {}) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-    return yield* makePythonRuntime({
+    const own = backendSettingsOf(yield* Settings, "py")
+    const rt = yield* makePythonRuntime({
       env: setup.env ?? {},
       homeDir: setup.home ?? tempDir(),
       platform: process.platform,
       probe: nodeFileProbe(),
       inspect: commandInspector(spawner, setup.timeout ?? "10 seconds")
     })
+    return { resolve: (cwd: string) => rt.resolve(cwd, own), locate: (cwd: string) => rt.locate(cwd, own), kernelEnv: rt.kernelEnv }
   }).pipe(Effect.provide([Settings.layer(setup.settings ?? {}), NodeServices.layer]))
 
 const unavailable = (error: unknown): PythonUnavailable => {
@@ -411,7 +413,7 @@ describe("PythonRuntime.fixed", () => {
   it.effect("answers with the given interpreter and filters the given host env", () =>
     Effect.gen(function*() {
       const rt = yield* PythonRuntime
-      expect(yield* rt.resolve("/anywhere")).toEqual(interpreter)
+      expect(yield* rt.resolve("/anywhere", { skipCheck: false })).toEqual(interpreter)
       expect(rt.kernelEnv({ venvBin: "/v/bin" })).toMatchObject({ PATH: "/v/bin:/bin", PYTHONUNBUFFERED: "1" })
       expect(rt.kernelEnv({})).not.toHaveProperty("ANTHROPIC_API_KEY")
     }).pipe(Effect.provide(PythonRuntime.fixed(interpreter, { PATH: "/bin", ANTHROPIC_API_KEY: "k" }))))
@@ -419,7 +421,7 @@ describe("PythonRuntime.fixed", () => {
   it.effect("fails with the given error", () =>
     Effect.gen(function*() {
       const error = new PythonUnavailable({ reason: "not-found", detail: "none", tried: [], fix: "install one" })
-      const failed = yield* Effect.flip(Effect.flatMap(PythonRuntime, (rt) => rt.resolve("/")).pipe(
+      const failed = yield* Effect.flip(Effect.flatMap(PythonRuntime, (rt) => rt.resolve("/", { skipCheck: false })).pipe(
         Effect.provide(PythonRuntime.fixed(error))
       ))
       expect(failed).toBe(error)

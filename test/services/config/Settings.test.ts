@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Result, Schema } from "effect"
 import * as path from "node:path"
 import {
+  backendSettingsOf,
   DEFAULT_ARTIFACTS_MAX_AGE_HOURS,
   DEFAULT_ARTIFACTS_MAX_SESSION_MB,
   DEFAULT_IDLE_TTL_MS,
@@ -34,7 +35,6 @@ describe("Settings defaults", () => {
   it("match the seed", () => {
     expect(resolve({})).toEqual({
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-      python: { interpreter: undefined, skipCheck: false },
       kernel: { mode: "session", idleTtlMs: DEFAULT_IDLE_TTL_MS, backends: { py: {}, js: {}, rb: {}, jl: {} } },
       artifactsDir: path.join("/home/ada", ".local", "state", "veyyon", "sessions"),
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
@@ -72,7 +72,7 @@ describe("Settings from an object", () => {
       output: { maxLines: 50 }
     })
     expect(settings.eval).toEqual({ py: true, js: false, rb: true, jl: false, pyWorkspace: true })
-    expect(settings.python).toEqual({ interpreter: "/opt/py/bin/python3", skipCheck: false })
+    expect(backendSettingsOf(settings, "py")).toEqual({ interpreter: "/opt/py/bin/python3", skipCheck: false })
     expect(settings.kernel).toMatchObject({ mode: "per-call", idleTtlMs: 0 })
     expect(settings.artifactsDir).toBe("/data/artifacts")
     expect(settings.output).toEqual({ maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: 50 })
@@ -110,7 +110,7 @@ describe("Settings from env", () => {
 
   it("treats empty and blank values as unset", () => {
     expect(resolve({ eval: { py: false } }, { VEYYON_PY: "", VEYYON_JS: "  " }).eval).toMatchObject({ py: false, js: true })
-    expect(resolve({}, { VEYYON_PYTHON_INTERPRETER: " " }).python.interpreter).toBeUndefined()
+    expect(backendSettingsOf(resolve({}, { VEYYON_PYTHON_INTERPRETER: " " }), "py").interpreter).toBeUndefined()
   })
 
   it("fails on an unreadable flag, naming the variable and the accepted spellings", () => {
@@ -130,9 +130,9 @@ describe("Settings from env", () => {
         VEYYON_ARTIFACTS_DIR: "rel/dir"
       }
     )
-    expect(settings.python.interpreter).toBe("/from/env/python")
+    expect(backendSettingsOf(settings, "py").interpreter).toBe("/from/env/python")
     expect(settings.kernel.mode).toBe("per-call")
-    expect(settings.python.skipCheck).toBe(true)
+    expect(backendSettingsOf(settings, "py").skipCheck).toBe(true)
     expect(settings.artifactsDir).toBe(path.resolve("/work/project", "rel/dir"))
   })
 

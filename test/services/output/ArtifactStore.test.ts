@@ -302,7 +302,6 @@ describe("ArtifactStore", () => {
       const dir = path.join(tempDir(), "from-settings")
       const settings = Settings.value({
         eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-        python: { interpreter: undefined, skipCheck: true },
         kernel: { mode: "session", idleTtlMs: 1000, backends: {} },
         artifactsDir: dir,
         artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },

@@ -544,7 +544,6 @@ describe("OutputSink service", () => {
   const settings = (maxBytes: number, artifactsDir: string) =>
     Settings.value({
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-      python: { interpreter: undefined, skipCheck: true },
         kernel: { mode: "session", idleTtlMs: 1000, backends: {} },
       artifactsDir,
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },

@@ -5,7 +5,6 @@
  * the proxy's own response (the host, why, and which setting to change).
  */
 import { KernelOutput } from "../../../kernel/KernelOutput.ts"
-import type { SinkOutput } from "../../output/OutputSink.ts"
 import type { EgressEvent } from "./EgressEvent.ts"
 import { failureResponse, refusalResponse } from "./Refusal.ts"
 
@@ -46,10 +45,14 @@ const isRecord = (fields: Readonly<Record<string, unknown>>): boolean =>
   (fields.outcome === "allowed" || fields.outcome === "refused" || fields.outcome === "failed") &&
   typeof fields.host === "string" && typeof fields.port === "number" && typeof fields.via === "string"
 
-/** The egress decisions among a cell's outputs, in order. */
-export const egressRecords = (outputs: ReadonlyArray<SinkOutput>): ReadonlyArray<EgressRecord> =>
+type StatusOutput = Extract<KernelOutput, { readonly _tag: "Status" }>
+
+const isStatus = (output: { readonly _tag: string }): output is StatusOutput => output._tag === "Status"
+
+/** The egress decisions among a cell's outputs (the kernel's, or the output sink's, which keeps status events as they are), in order. */
+export const egressRecords = (outputs: ReadonlyArray<{ readonly _tag: string }>): ReadonlyArray<EgressRecord> =>
   outputs.flatMap((output) =>
-    output._tag === "Status" && output.op === EGRESS_STATUS_OP && isRecord(output.fields) ? [output.fields as unknown as EgressRecord] : []
+    isStatus(output) && output.op === EGRESS_STATUS_OP && isRecord(output.fields) ? [output.fields as unknown as EgressRecord] : []
   )
 
 /** `host:port` of each record with `outcome`, each once, for span attributes. */
