@@ -33,7 +33,18 @@ export default {
         }
       ]
     },
-    { module: "src/services/isolation/EnvPolicy.ts", tests: ["test/services/isolation/EnvPolicy.test.ts", "test/services/isolation/EnvPolicy.rules.test.ts"] },
+    {
+      module: "src/services/isolation/EnvPolicy.ts",
+      tests: ["test/services/isolation/EnvPolicy.test.ts", "test/services/isolation/EnvPolicy.rules.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: "options.fixed !== undefined",
+          replacement: "true",
+          reason: "Object.assign(env, undefined) copies nothing, so assigning without the check behaves the same"
+        }
+      ]
+    },
     {
       module: "src/services/isolation/SandboxArgs.ts",
       tests: ["test/services/isolation/Sandbox.test.ts"],

@@ -74,6 +74,8 @@ export interface KernelBackend<Id extends string = string, R = never, E = Runtim
   readonly interpreterEnv?: string
   /** The environment variable that skips running the interpreter to check it (`kernel.backends.<id>.skipCheck`), when the backend reads one. */
   readonly skipCheckEnv?: string
+  /** The variable holding the interpreter's module search path (e.g. `PYTHONPATH`), whose relative entries depend on the kernel's cwd. */
+  readonly searchPathEnv?: string
   /** The settings section an older version used for this backend's interpreter, check and kernel defaults (e.g. `python`), still read. */
   readonly olderSection?: string
   /** The runner's folder below `runner/` and the file in it to spawn; absent when no runner ships. */

@@ -24,6 +24,9 @@ export const registeredBackends = (): ReturnType<typeof registrations> => (regis
 /** The id of a registered backend: the tool's `language`. */
 export type BackendId = ReturnType<typeof registeredBackends>[number]["id"]
 
+/** The backend a call without a language runs in: the first registered. */
+export const defaultBackendId = (): BackendId => registeredBackends()[0].id
+
 /** The registered backend with this id, if any. */
 export const backendOf = (id: string) => registeredBackends().find((backend) => backend.id === id)
 

@@ -19,6 +19,7 @@ export const javascript = makeBackend({
     "JavaScript cells have kv, defs() and env(), and agent()/completion() return Promises (run several with Promise.all)."
   ],
   enabledByDefault: true,
+  searchPathEnv: "NODE_PATH",
   runner: { folder: "js", entry: ENTRY },
   notebook: {
     kernelspec: { name: "javascript", display_name: "JavaScript (Node.js)", language: "javascript" },
@@ -28,7 +29,7 @@ export const javascript = makeBackend({
   memoryLimit: "heap",
   runtime: () => Effect.sync(() => ({
     resolve: () => Effect.succeed({ executable: process.execPath }),
-    env: (_interpreter, { artifactsDir }) => runnerEnv(process.env, { artifactsDir, fixed: {} })
+    env: (_interpreter, { artifactsDir }) => runnerEnv(process.env, { artifactsDir })
   })),
   launch: (interpreter, runner) => ({ command: interpreter.executable, args: [cachedPath(runner, ENTRY)], channel: "fd3" })
 })

@@ -103,7 +103,7 @@ export const resolveRuby = Effect.fnUntraced(function*(
   if (candidate instanceof RuntimeUnavailable) return yield* candidate
   const known = cache.get(candidate.file)
   if (known !== undefined) return known
-  const checked = yield* runCheck(candidate.file, options.cwd, runnerEnv(options.env, { fixed: {} })).pipe(
+  const checked = yield* runCheck(candidate.file, options.cwd, runnerEnv(options.env)).pipe(
     Effect.mapError((failed) =>
       unavailable(`${candidate.file} (picked by ${candidate.rule === "PATH" ? "PATH" : "the setting"}) does not run: ${failed.problem}`, `repair it, ${FIX_INSTALL}, or ${FIX_SETTING}`))
   )
@@ -134,6 +134,7 @@ export const ruby = makeBackend({
   ],
   enabledByDefault: false,
   interpreterEnv: RUBY_INTERPRETER_ENV,
+  searchPathEnv: "RUBYLIB",
   runner: { folder: "ruby", entry: ENTRY },
   notebook: {
     kernelspec: { name: "ruby", display_name: "Ruby", language: "ruby" },
@@ -148,7 +149,7 @@ export const ruby = makeBackend({
     return {
       resolve: (cwd: string) =>
         Effect.map(resolveRuby({ setting: settings.interpreter, cwd, env: process.env }, cache), (found) => ({ executable: found.executable })),
-      env: (_interpreter, { artifactsDir }) => runnerEnv(process.env, { artifactsDir, fixed: {} })
+      env: (_interpreter, { artifactsDir }) => runnerEnv(process.env, { artifactsDir })
     }
   }),
   launch: (interpreter, runner) => ({

@@ -5,7 +5,7 @@
  */
 import { Effect, type Layer, Option, Stream } from "effect"
 import { Flag } from "effect/cli"
-import { type BackendId, backendOf, registeredBackends } from "../backends/index.ts"
+import { type BackendId, backendOf, defaultBackendId, registeredBackends } from "../backends/index.ts"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/output/ArtifactStore.ts"
 import type { SettingsInput } from "../services/config/Settings.ts"
@@ -78,7 +78,7 @@ export const languageOption = Flag.ChoiceWithValue("language", registeredBackend
     `The cells' language: ${registeredBackends().map((backend) => `${backend.id} (${backend.displayName})`).join(", ")}; default py. ` +
       "Choosing one enables it unless its VEYYON_<ID> variable is 0."
   ),
-  Flag.withDefault<BackendId>("py")
+  Flag.withDefault<BackendId>(defaultBackendId())
 )
 
 /** Who the cells run for, where, and in which language (Python unless said otherwise). */
@@ -96,7 +96,7 @@ export const startKernel = (
   Effect.flatMap(KernelRegistry, (registry) =>
     Stream.runDrain(
       registry.execute({
-        language: context.language ?? "py",
+        language: context.language ?? defaultBackendId(),
         sessionId: context.sessionId,
         cwd: context.cwd,
         code: "",
@@ -104,7 +104,7 @@ export const startKernel = (
         storeHistory: false,
         reset: options.reset ?? false
       })
-    )).pipe(withSpinner(`starting the ${kernelName(context.language ?? "py")} kernel…`))
+    )).pipe(withSpinner(`starting the ${kernelName(context.language ?? defaultBackendId())} kernel…`))
 
 /** A finished cell and the files its images were written to. */
 export interface CellRun {
@@ -122,7 +122,7 @@ export const runCell = (
 ): Effect.Effect<CellRun, EvalError, EvalTool | ArtifactStore> =>
   Effect.gen(function*() {
     const tool = yield* EvalTool
-    const { language = "py", ...where } = context
+    const { language = defaultBackendId(), ...where } = context
     const result = yield* tool.run({ language, ...params }, {
       ...where,
       ...(view === undefined ? {} : { onEvent: view.onEvent })

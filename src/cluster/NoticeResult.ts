@@ -7,6 +7,7 @@ import { KernelOutput } from "../kernel/KernelOutput.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import type { EvalResult } from "../services/tool/EvalTool.ts"
 import type { EvalLanguage } from "../services/config/Settings.ts"
+import { defaultBackendId } from "../backends/index.ts"
 
 const paramsField = (params: unknown, key: string): string | undefined => {
   if (typeof params !== "object" || params === null) return undefined
@@ -24,7 +25,7 @@ export const noticeResult = (
   const outcome = { status: "error" as const, executionCount: 0, cancelled: false, timedOut: false, killed: false, notice }
   const outputs = error === undefined ? [] : [KernelOutput.Error({ ename: error.ename, evalue: error.evalue, traceback: [] })]
   return {
-    language: (paramsField(params, "language") ?? "py") as EvalLanguage,
+    language: (paramsField(params, "language") ?? defaultBackendId()) as EvalLanguage,
     ...(title === undefined ? {} : { title }),
     status: "error",
     cancelled: false,

@@ -51,6 +51,7 @@ export const python = makeBackend({
   interpreterEnv: "VEYYON_PYTHON_INTERPRETER",
   skipCheckEnv: "VEYYON_PYTHON_SKIP_CHECK",
   olderSection: "python",
+  searchPathEnv: "PYTHONPATH",
   runner: { folder: "python", entry: ENTRY },
   notebook: {
     kernelspec: { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" },

@@ -195,6 +195,12 @@ export const nodeFileProbe = (platform: NodeJS.Platform = process.platform): Fil
   }
 })
 
+/** Variables the Python runner always receives so streamed output reaches the host promptly and decodes as UTF-8. */
+export const PYTHON_FIXED_ENV: Readonly<Record<string, string>> = {
+  PYTHONUNBUFFERED: "1",
+  PYTHONIOENCODING: "utf-8"
+}
+
 /** The service: resolve the interpreter for a cwd, and build the env kernels run with. */
 export interface PythonRuntimeService {
   /** The checked interpreter for kernels started in `cwd`, under the backend's settings (its interpreter setting, whether to check). */
@@ -266,7 +272,8 @@ export const makePythonRuntime = (
   Effect.gen(function*() {
     const kernelEnv: PythonRuntimeService["kernelEnv"] = (interpreter, extra = {}) =>
       runnerEnv(options.env, {
-        venvBin: interpreter.venvBin,
+        binDir: interpreter.venvBin,
+        fixed: PYTHON_FIXED_ENV,
         artifactsDir: extra.artifactsDir,
         extra: extra.extra,
         platform: options.platform
@@ -336,7 +343,7 @@ export class PythonRuntime extends Context.Service<PythonRuntime, PythonRuntimeS
       resolve,
       locate: resolve,
       kernelEnv: (interpreter, extra = {}) =>
-        runnerEnv(hostEnv, { venvBin: interpreter.venvBin, artifactsDir: extra.artifactsDir, extra: extra.extra })
+        runnerEnv(hostEnv, { binDir: interpreter.venvBin, fixed: PYTHON_FIXED_ENV, artifactsDir: extra.artifactsDir, extra: extra.extra })
     })
   }
 

@@ -14,6 +14,8 @@
  *   VEYYON_KERNEL_MODE                           kernel.mode: session | per-call
  *   VEYYON_KERNEL_SPARES                         kernel.spares: spare kernels per backend (0 = off)
  *   VEYYON_PYTHON_KERNEL_MODE                    the same (its older name)
+ *   VEYYON_IPC_TRACE                             kernel.traceFrames: log every runner frame
+ *                                                (VEYYON_PYTHON_IPC_TRACE: its older name)
  *   VEYYON_ARTIFACTS_DIR                         artifactsDir (made absolute)
  *   VEYYON_ARTIFACTS_MAX_MB                      artifacts.maxSessionMb (positive integer)
  *   VEYYON_ARTIFACTS_MAX_AGE_HOURS               artifacts.maxAgeHours (positive integer)
@@ -69,6 +71,8 @@ export interface SettingsValues {
     readonly idleTtlMs: number
     /** Spare kernels kept started per backend; undefined: each backend's own default. */
     readonly spares?: number | undefined
+    /** Log every frame exchanged with each runner (`VEYYON_IPC_TRACE`). */
+    readonly traceFrames: boolean
     /** Per-backend settings and overrides, by backend id (every registered backend has an entry). */
     readonly backends: Readonly<Record<string, BackendKernelSettings>>
   }
@@ -282,6 +286,7 @@ export const resolveSettings = (
     const spares = yield* envNonNegativeInt(env, "VEYYON_KERNEL_SPARES")
     if (spares !== undefined) for (const id of known) kernelBackends[id] = { ...kernelBackends[id], spares }
     const kernelMode = (yield* envKernelMode(env, "VEYYON_KERNEL_MODE")) ?? (yield* envKernelMode(env, "VEYYON_PYTHON_KERNEL_MODE"))
+    const traceFrames = (yield* envFlag(env, "VEYYON_IPC_TRACE")) ?? (yield* envFlag(env, "VEYYON_PYTHON_IPC_TRACE"))
     const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
     const artifactsDir = envArtifacts ?? given.artifactsDir
     const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
@@ -294,6 +299,7 @@ export const resolveSettings = (
         mode: kernelMode ?? given.kernel?.mode ?? given.python?.kernelMode ?? "session",
         idleTtlMs: given.kernel?.idleTtlMs ?? given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
         spares: spares ?? given.kernel?.spares,
+        traceFrames: traceFrames ?? false,
         backends: kernelBackends
       },
       artifactsDir: artifactsDir === undefined

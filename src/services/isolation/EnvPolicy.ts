@@ -151,20 +151,14 @@ export const prependToPath = (
 export interface RunnerEnvOptions {
   /** Session artifacts directory, exported as `VEYYON_ARTIFACTS_DIR`. */
   readonly artifactsDir?: string | undefined
-  /** Bin (or Scripts) directory of the selected venv, put first on PATH. */
-  readonly venvBin?: string | undefined
+  /** A directory the backend puts first on PATH (a Python venv's bin or Scripts). */
+  readonly binDir?: string | undefined
   /** Explicit entries; they bypass the allowlist but not the secret rule. */
   readonly extra?: EnvRecord | undefined
   /** Platform whose PATH conventions apply; defaults to the current one. */
   readonly platform?: NodeJS.Platform | undefined
-  /** The variables the backend always sets (default `RUNNER_FIXED_ENV`, the Python runner's). */
+  /** The variables the backend always sets, over the host's and the extras. */
   readonly fixed?: Readonly<Record<string, string>> | undefined
-}
-
-/** Variables the Python runner always receives so streamed output reaches the host promptly and decodes as UTF-8. */
-export const RUNNER_FIXED_ENV: Readonly<Record<string, string>> = {
-  PYTHONUNBUFFERED: "1",
-  PYTHONIOENCODING: "utf-8"
 }
 
 /** The complete environment to spawn the runner with. */
@@ -174,8 +168,8 @@ export const runnerEnv = (hostEnv: EnvRecord, options: RunnerEnvOptions = {}): R
   for (const [name, value] of Object.entries(options.extra ?? {})) {
     if (value !== undefined && !isSecretEnvName(name) && !isSecretEnvValue(value)) env[name] = value
   }
-  Object.assign(env, options.fixed ?? RUNNER_FIXED_ENV)
+  if (options.fixed !== undefined) Object.assign(env, options.fixed)
   if (options.artifactsDir !== undefined) env["VEYYON_ARTIFACTS_DIR"] = options.artifactsDir
-  if (options.venvBin !== undefined) env = prependToPath(env, options.venvBin, platform)
+  if (options.binDir !== undefined) env = prependToPath(env, options.binDir, platform)
   return env
 }

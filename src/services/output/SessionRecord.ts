@@ -26,7 +26,7 @@ import { EXCLUSIVE_CREATE, writeFileAtomically } from "../storage/AtomicFile.ts"
 import type { EgressRecord } from "../isolation/egress/EgressReport.ts"
 import type { SinkOutput } from "./OutputSink.ts"
 import { ensurePrivateDirSync, PRIVATE_FILE_MODE } from "../storage/PrivateDir.ts"
-import { backendOf } from "../../backends/index.ts"
+import { backendOf, defaultBackendId } from "../../backends/index.ts"
 import { type EvalLanguage, Settings } from "../config/Settings.ts"
 
 /** One nbformat 4 output, as stored and exported. */
@@ -138,7 +138,7 @@ const cellId = () => randomBytes(4).toString("hex")
  * their language in their metadata.
  */
 export const notebookOf = (cells: ReadonlyArray<RecordedCell>, language?: EvalLanguage): Record<string, unknown> => {
-  const kernel = language ?? cells[0]?.language ?? "py"
+  const kernel = language ?? cells[0]?.language ?? defaultBackendId()
   return {
     nbformat: 4,
     nbformat_minor: 5,

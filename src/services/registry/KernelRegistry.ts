@@ -36,7 +36,7 @@ import { KernelTimings } from "../../kernel/KernelTimings.ts"
 import * as Kernel from "../../kernel/Kernel.ts"
 import { type BackendInterpreter, type BackendRuntime, isScript, type KernelBackend } from "../../backends/Backend.ts"
 import { RuntimeUnavailable } from "../../backends/Backend.ts"
-import { type BackendId, type BackendRuntimeError, type BackendsContext, registeredBackends } from "../../backends/index.ts"
+import { type BackendId, type BackendRuntimeError, type BackendsContext, defaultBackendId, registeredBackends } from "../../backends/index.ts"
 import { AgentBridge } from "../../kernel/AgentBridge.ts"
 import { sessionArtifactsDir } from "../output/ArtifactStore.ts"
 import { KvStore, makeKvStore, withKvWrites } from "../storage/KvStore.ts"
@@ -57,7 +57,7 @@ export class KernelKey extends Data.Class<{
   readonly sessionId: string
   readonly cwd: string
   readonly interpreter: string
-  readonly venvBin: string | undefined
+  readonly binDir: string | undefined
 }> {
   /** A readable form for logs and spans. */
   get label(): string {
@@ -204,12 +204,12 @@ const diedTwiceOutcome = (first: KernelDied, second: KernelDied): CellOutcome =>
     `the cell ran twice, so its side effects may have happened twice. The next call starts a fresh kernel.`
 })
 
-/** Search-path variables whose relative or empty entries an interpreter resolves against its start directory. */
-const SEARCH_PATH_VARS = ["PYTHONPATH", "NODE_PATH", "RUBYLIB"] as const
+/** The registered backends' search-path variables, whose relative or empty entries an interpreter resolves against its start directory. */
+const searchPathVars = (): ReadonlyArray<string> => registeredBackends().flatMap((backend) => backend.searchPathEnv ?? [])
 
 /** Whether a spawn env has a search path that depends on the directory the process starts in (such kernels get no spares). */
-export const hasCwdRelativeSearchPath = (env: Readonly<Record<string, string>>): boolean =>
-  SEARCH_PATH_VARS.some((name) => {
+export const hasCwdRelativeSearchPath = (env: Readonly<Record<string, string>>, names: ReadonlyArray<string> = searchPathVars()): boolean =>
+  names.some((name) => {
     const value = env[name]
     return value !== undefined && value.split(NodePath.delimiter).some((entry) => !NodePath.isAbsolute(entry))
   })
@@ -280,7 +280,7 @@ const makeRegistry = Effect.gen(function*() {
 
   const spares = yield* SparePool.make<SpareMeta>()
   const refillDue = new Map<string, SparePool.PoolSpec<SpareMeta>>()
-  const trace = process.env.VEYYON_PYTHON_IPC_TRACE === "1"
+  const trace = settings.kernel.traceFrames
 
   const sessionEnvByInterpreter = new Map<string, ReadonlyArray<string>>()
   const sessionEnvOf = (language: string, runtime: BackendRuntime<BackendRuntimeError>, interpreter: BackendInterpreter) => {
@@ -290,7 +290,7 @@ const makeRegistry = Effect.gen(function*() {
     return names
   }
 
-  const poolIdOf = (key: KernelKey) => `${key.language}\u0000${key.interpreter}\u0000${key.venvBin ?? ""}`
+  const poolIdOf = (key: KernelKey) => `${key.language}\u0000${key.interpreter}\u0000${key.binDir ?? ""}`
 
   const sparesFor = (key: KernelKey): number => {
     const found = backends.get(key.language)
@@ -302,10 +302,10 @@ const makeRegistry = Effect.gen(function*() {
     const { backend, runtime } = yield* backendFor(key.language)
     if (backend.runner === undefined || backend.launch === undefined || isScript(key.interpreter)) return undefined
     const runner = yield* runners.ensure(backend.runner.folder)
-    const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
+    const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.binDir }
     const confinement = yield* sandbox.confine({
       memoryLimit: backend.memoryLimit,
-      readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir],
+      readOnly: [interpreterPrefix(key.interpreter), ...(key.binDir === undefined ? [] : [NodePath.dirname(key.binDir)]), runner.dir],
       readWrite: []
     })
     if (confinement.sandboxed) return undefined
@@ -350,7 +350,7 @@ const makeRegistry = Effect.gen(function*() {
     if (Option.isNone(taken)) return undefined
     const { pending, meta, release } = taken.value
     yield* Effect.addFinalizer(() => release)
-    const { initEnv } = splitKernelEnv(runtime.env({ executable: key.interpreter, binDir: key.venvBin }, { artifactsDir }), meta.sessionEnv, key.cwd)
+    const { initEnv } = splitKernelEnv(runtime.env({ executable: key.interpreter, binDir: key.binDir }, { artifactsDir }), meta.sessionEnv, key.cwd)
     return yield* pending.start({ cwd: key.cwd, initEnv, key: key.label }).pipe(
       Effect.provideService(AgentBridge, kernelBridge),
       Effect.catch((error) =>
@@ -383,11 +383,11 @@ const makeRegistry = Effect.gen(function*() {
     if (!runner.sources.has(backend.runner.entry)) {
       return yield* new RunnerSourceMissing({ path: `runner/${backend.runner.folder}/${backend.runner.entry}`, reason: "the package's runner folder does not hold it" })
     }
-    const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.venvBin }
+    const interpreter: BackendInterpreter = { executable: key.interpreter, binDir: key.binDir }
     const egress = settings.sandbox.network === "allowlist" ? yield* startKernelEgress(settings.sandbox.allowHosts, resolver) : undefined
     const confinement = yield* sandbox.confine({
       memoryLimit: backend.memoryLimit,
-      readOnly: [interpreterPrefix(key.interpreter), ...(key.venvBin === undefined ? [] : [NodePath.dirname(key.venvBin)]), runner.dir, artifactsDir],
+      readOnly: [interpreterPrefix(key.interpreter), ...(key.binDir === undefined ? [] : [NodePath.dirname(key.binDir)]), runner.dir, artifactsDir],
       readWrite: [key.cwd],
       egressDir: egress?.socketDir
     })
@@ -439,18 +439,18 @@ const makeRegistry = Effect.gen(function*() {
 
   const resolveKey = Effect.fnUntraced(function*(request: RegistryRequest) {
     const cwd = yield* normalizeCwd(request.cwd)
-    const language = request.language ?? "py"
+    const language = request.language ?? defaultBackendId()
     const { runtime } = yield* backendFor(language)
     const interpreter = yield* runtime.resolve(cwd)
-    return new KernelKey({ language, sessionId: request.sessionId, cwd, interpreter: interpreter.executable, venvBin: interpreter.binDir })
+    return new KernelKey({ language, sessionId: request.sessionId, cwd, interpreter: interpreter.executable, binDir: interpreter.binDir })
   })
 
-  const perCall = (language: string | undefined) => kernelModeOf(settings, language ?? "py") === "per-call"
+  const perCall = (language: string | undefined) => kernelModeOf(settings, language ?? defaultBackendId()) === "per-call"
 
   const keyFor = (request: RegistryRequest): Effect.Effect<KernelKey, InvalidCwd | BackendRuntimeError> =>
     Effect.suspend(() => {
       if (perCall(request.language)) return resolveKey(request)
-      const id = `${request.language ?? "py"}\u0000${request.sessionId}\u0000${request.cwd}`
+      const id = `${request.language ?? defaultBackendId()}\u0000${request.sessionId}\u0000${request.cwd}`
       const fresh = () => Effect.tap(resolveKey(request), (key) => Effect.sync(() => knownKeys.set(id, key)))
       const known = request.reset === true ? undefined : knownKeys.get(id)
       if (known === undefined) return fresh()

@@ -10,6 +10,7 @@ import {
   commandInspector,
   formatPythonVersion,
   isSupportedPythonVersion,
+  PYTHON_FIXED_ENV,
   makePythonRuntime,
   nodeFileProbe,
   parseInspection,
@@ -106,6 +107,12 @@ describe("version rules", () => {
     expect(parseInspection('{"executable": null, "version": [3, 9, 1]}', "/c")?.executable).toBe("/c")
     expect(parseInspection("Python 3.9.1", "/c")).toBeUndefined()
     expect(parseInspection('{"executable": "/r", "version": [3]}', "/c")).toBeUndefined()
+  })
+})
+
+describe("the Python runner's fixed variables", () => {
+  it("make its streams unbuffered and UTF-8", () => {
+    expect(PYTHON_FIXED_ENV).toEqual({ PYTHONUNBUFFERED: "1", PYTHONIOENCODING: "utf-8" })
   })
 })
 

@@ -35,7 +35,7 @@ describe("Settings defaults", () => {
   it("match the seed", () => {
     expect(resolve({})).toEqual({
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-      kernel: { mode: "session", idleTtlMs: DEFAULT_IDLE_TTL_MS, backends: { py: {}, js: {}, rb: {}, jl: {} } },
+      kernel: { mode: "session", idleTtlMs: DEFAULT_IDLE_TTL_MS, traceFrames: false, backends: { py: {}, js: {}, rb: {}, jl: {} } },
       artifactsDir: path.join("/home/ada", ".local", "state", "veyyon", "sessions"),
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
@@ -118,6 +118,21 @@ describe("Settings from env", () => {
     expect(error.source).toBe("VEYYON_JS")
     expect(error.message).toContain('"flase"')
     expect(error.message).toContain("true/false")
+  })
+
+  it("reads each backend's interpreter and skip-check from its own variables, and the frame trace switch", () => {
+    const settings = resolve(
+      { kernel: { backends: { py: { skipCheck: false }, rb: { interpreter: "/obj/ruby" } } } },
+      { VEYYON_PYTHON_SKIP_CHECK: "yes", VEYYON_IPC_TRACE: "1" }
+    )
+    expect(backendSettingsOf(settings, "py")).toEqual({ interpreter: undefined, skipCheck: true })
+    expect(backendSettingsOf(settings, "rb")).toEqual({ interpreter: "/obj/ruby", skipCheck: false })
+    expect(backendSettingsOf(resolve({ kernel: { backends: { py: { interpreter: "/new" } } }, python: { interpreter: "/old" } }), "py").interpreter)
+      .toBe("/new")
+    expect(settings.kernel.traceFrames).toBe(true)
+    expect(resolve({}, { VEYYON_PYTHON_IPC_TRACE: "on" }).kernel.traceFrames).toBe(true)
+    expect(resolve({}).kernel.traceFrames).toBe(false)
+    expect(failure({}, { VEYYON_IPC_TRACE: "loud" }).source).toBe("VEYYON_IPC_TRACE")
   })
 
   it("reads interpreter, kernel mode, skip-check and artifacts dir", () => {

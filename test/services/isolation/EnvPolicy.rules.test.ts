@@ -11,7 +11,6 @@ import {
   ALLOWED_ENV_NAMES,
   ALLOWED_ENV_PREFIXES,
   DENIED_ENV_NAMES,
-  RUNNER_FIXED_ENV,
   filterHostEnv,
   isSecretEnvName,
   isSecretEnvValue,
@@ -199,12 +198,6 @@ describe("the allowlist", () => {
   })
 })
 
-describe("the fixed variables", () => {
-  it("make Python's streams unbuffered and UTF-8", () => {
-    expect(RUNNER_FIXED_ENV).toEqual({ PYTHONUNBUFFERED: "1", PYTHONIOENCODING: "utf-8" })
-  })
-})
-
 describe("the search path's key", () => {
   it("is PATH on POSIX whatever the environment spells, and the spelling present on Windows", () => {
     expect(pathEnvKey({ Path: "x" }, "darwin")).toBe("PATH")
@@ -214,8 +207,8 @@ describe("the search path's key", () => {
   })
 
   it("follows the platform given, not the one it runs on", () => {
-    const env = runnerEnv({ PATH: "C:\\bin" }, { venvBin: "C:\\v\\Scripts", platform: "win32", fixed: {} })
+    const env = runnerEnv({ PATH: "C:\\bin" }, { binDir: "C:\\v\\Scripts", platform: "win32", fixed: {} })
     expect(env).toEqual({ PATH: "C:\\v\\Scripts;C:\\bin" })
-    expect(runnerEnv({ PATH: "/bin" }, { venvBin: "/v/bin", platform: "linux", fixed: {} })).toEqual({ PATH: "/v/bin:/bin" })
+    expect(runnerEnv({ PATH: "/bin" }, { binDir: "/v/bin", platform: "linux", fixed: {} })).toEqual({ PATH: "/v/bin:/bin" })
   })
 })

@@ -10,7 +10,6 @@ import {
   isSecretEnvValue,
   pathEnvKey,
   prependToPath,
-  RUNNER_FIXED_ENV,
   runnerEnv
 } from "../../../src/services/isolation/EnvPolicy.ts"
 
@@ -51,6 +50,9 @@ const envArb = Arbitrary.map(
   Arbitrary.array(Arbitrary.all([oneOf(secretName, plainName), Arbitrary.schema(Schema.String.check(Schema.isMaxLength(20)))]), { maxLength: 30 }),
   (entries): Record<string, string> => Object.fromEntries(entries)
 )
+
+/** The fixed variables of a backend (the Python runner's). */
+const FIXED: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1", PYTHONIOENCODING: "utf-8" }
 
 describe("EnvPolicy", () => {
   it("keeps the core variables a Python program needs", () => {
@@ -143,9 +145,10 @@ describe("EnvPolicy", () => {
     for (const name of ALLOWED_ENV_NAMES) expect(isAllowedEnvName(name), name).toBe(true)
   })
 
-  it("always sets the fixed runner variables, overriding the host and extras", () => {
-    const env = runnerEnv({ PYTHONUNBUFFERED: "0", PATH: "/bin" }, { extra: { PYTHONIOENCODING: "latin-1" } })
-    expect(env).toEqual({ PATH: "/bin", ...RUNNER_FIXED_ENV })
+  it("always sets the backend's fixed variables, overriding the host and extras", () => {
+    const env = runnerEnv({ PYTHONUNBUFFERED: "0", PATH: "/bin" }, { extra: { PYTHONIOENCODING: "latin-1" }, fixed: FIXED })
+    expect(env).toEqual({ PATH: "/bin", ...FIXED })
+    expect(runnerEnv({ PATH: "/bin" })).toEqual({ PATH: "/bin" })
   })
 
   it("exports the artifacts dir only when given", () => {
@@ -161,12 +164,12 @@ describe("EnvPolicy", () => {
   })
 
   it("prepends the venv bin dir to PATH once", () => {
-    const env = runnerEnv({ PATH: "/usr/bin:/p/.venv/bin:/bin" }, { venvBin: "/p/.venv/bin", platform: "linux" })
+    const env = runnerEnv({ PATH: "/usr/bin:/p/.venv/bin:/bin" }, { binDir: "/p/.venv/bin", platform: "linux" })
     expect(env["PATH"]).toBe("/p/.venv/bin:/usr/bin:/bin")
   })
 
   it("creates PATH from the venv bin dir when the host has none", () => {
-    expect(runnerEnv({}, { venvBin: "/v/bin", platform: "linux" })["PATH"]).toBe("/v/bin")
+    expect(runnerEnv({}, { binDir: "/v/bin", platform: "linux" })["PATH"]).toBe("/v/bin")
     expect(prependToPath({ PATH: "" }, "/v/bin", "darwin")["PATH"]).toBe("/v/bin")
   })
 
@@ -179,7 +182,7 @@ describe("EnvPolicy", () => {
   })
 
   it.prop("no denied name ever survives", { host: envArb, extra: envArb }, ({ host, extra }) => {
-    const env = runnerEnv(host, { extra, venvBin: "/v/bin", artifactsDir: "/a" })
+    const env = runnerEnv(host, { extra, binDir: "/v/bin", artifactsDir: "/a" })
     for (const name of Object.keys(env)) {
       expect(looksSecret(name), name).toBe(false)
     }
@@ -190,9 +193,9 @@ describe("EnvPolicy", () => {
   }, { arbitrary: { runs: 300 } })
 
   it.prop("only host names, extras and fixed names appear, with their values", { host: envArb }, ({ host }) => {
-    const env = runnerEnv(host, { platform: "linux" })
+    const env = runnerEnv(host, { platform: "linux", fixed: FIXED })
     for (const [name, value] of Object.entries(env)) {
-      if (name in RUNNER_FIXED_ENV) expect(value).toBe(RUNNER_FIXED_ENV[name])
+      if (name in FIXED) expect(value).toBe(FIXED[name])
       else {
         expect(host[name]).toBe(value)
         expect(isAllowedEnvName(name)).toBe(true)

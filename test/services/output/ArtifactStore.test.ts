@@ -302,7 +302,7 @@ describe("ArtifactStore", () => {
       const dir = path.join(tempDir(), "from-settings")
       const settings = Settings.value({
         eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-        kernel: { mode: "session", idleTtlMs: 1000, backends: {} },
+        kernel: { mode: "session", idleTtlMs: 1000, traceFrames: false, backends: {} },
         artifactsDir: dir,
         artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },

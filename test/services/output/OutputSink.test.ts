@@ -544,7 +544,7 @@ describe("OutputSink service", () => {
   const settings = (maxBytes: number, artifactsDir: string) =>
     Settings.value({
       eval: { py: true, js: true, rb: false, jl: false, pyWorkspace: false },
-        kernel: { mode: "session", idleTtlMs: 1000, backends: {} },
+        kernel: { mode: "session", idleTtlMs: 1000, traceFrames: false, backends: {} },
       artifactsDir,
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes, maxLines: 7 },
