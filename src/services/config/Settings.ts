@@ -1,4 +1,9 @@
 /**
+ * Room `config`: the settings every service reads (this module, the one reader of the
+ * settings object and the `VEYYON_*` environment) and the flag spellings. It uses the
+ * backends' declarations, storage's state directory and isolation's sandbox section;
+ * nothing above.
+ *
  * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env.
  *
  * Precedence: environment variable, then the object, then the default. Each variable

@@ -1,4 +1,9 @@
 /**
+ * Room `isolation`: what keeps a kernel in its place: the environment policy, the sandbox
+ * (bubblewrap arguments, limits and their settings, limit breaches) and the egress
+ * allowlist under `egress/`. It uses the kernel's process types, settings and storage;
+ * nothing above.
+ *
  * The `Sandbox` service: confines a kernel's spawn. In `off` mode it only applies the
  * kernel limits; in `auto` and `required` it runs the kernel under bubblewrap (`bwrap`)
  * with new user, pid, ipc, uts and mount namespaces (and a network namespace when

@@ -1,4 +1,9 @@
 /**
+ * Room `output`: what a cell leaves behind: this sink bounding a cell's output, the
+ * artifact store and the session's notebook record. It uses the kernel, rendering,
+ * settings, storage, isolation and the backends' notebook metadata; not the registry or
+ * the tool.
+ *
  * Turns a cell's `KernelOutput` events into the bounded outputs of a tool result.
  *
  * Text (stdout and stderr, as one stream in arrival order) is kept whole while it

@@ -1,4 +1,8 @@
 /**
+ * Room `registry`: who runs kernels: this registry, its supervision of deaths, held leases
+ * between cells and spare kernels. It uses the kernel, the backends, settings, storage,
+ * isolation and output's artifact dirs; not the tool.
+ *
  * Owns the kernels, keyed by backend, session, working directory and interpreter: each
  * registered backend (see `src/backends/`) resolves its own interpreter and says how its
  * kernels are launched, so a JavaScript kernel needs no Python and a Ruby kernel no Node

@@ -1,4 +1,8 @@
 /**
+ * Room `tool`: the `eval` tool agents call: this service, its params and result schemas,
+ * its timeout clamping and params sentences. It uses every other room of `services/`, the
+ * backends, the kernel and rendering; the doors use it.
+ *
  * The agent-facing `eval` tool: validates the seed's params (a bad call is answered at
  * once, whatever is running), runs one cell of an enabled backend through the registry
  * with a session's calls for one language never overlapping (they queue for its kernel;
