@@ -6,7 +6,9 @@
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { Schema } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import { EvalOutputSchema } from "../../src/services/tool/EvalSchema.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import { childEnv, cliEntry, PNG_CELL, PNG_SIGNATURE, repoRoot, runCli, stop, stopAll, tempDir, waitForExit } from "./support.ts"
@@ -86,8 +88,10 @@ describe.skipIf(!integrationEnabled() || python === undefined).concurrent(titled
       expect.objectContaining({ _tag: "Stdout", text: "sorted [1, 2, 3]\n" }),
       expect.objectContaining({ _tag: "Result" })
     ]))
-    expect(result.images).toEqual([expect.objectContaining({ mimeType: "image/png" })])
+    expect(result.images).toEqual([{ mimeType: "image/png", description: expect.stringMatching(/^\[image\/png \d+x\d+/) }])
     expect(result.imageFiles).toEqual([expect.stringContaining(artifactsDir)])
+    const { imageFiles: _files, ...structured } = result
+    expect(Schema.decodeUnknownExit(EvalOutputSchema)(structured)._tag).toBe("Success")
     expect(typeof result.durationMs).toBe("number")
   }, SPAWN_TIMEOUT)
 

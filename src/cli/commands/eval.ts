@@ -13,6 +13,7 @@ import { cellExitCode, CliFailure, ExitCode, failureOf } from "../exitCodes.ts"
 import { savedImageLine } from "../images.ts"
 import { takeOverSigint } from "../interrupts.ts"
 import { type CellRun, cliEvalLayer, languageOption, pythonOption, runCell, startKernel } from "../session.ts"
+import { structuredResult } from "../../services/tool/EvalSchema.ts"
 
 /** The session id `veyyon eval` uses unless `--session` says otherwise. */
 export const DEFAULT_EVAL_SESSION = "cli"
@@ -43,13 +44,13 @@ const session = Flag.String("session").pipe(
   Flag.withDefault(DEFAULT_EVAL_SESSION)
 )
 const json = Flag.Boolean("json").pipe(
-  Flag.withDescription("Print the EvalResult as JSON (with imageFiles, the saved images) instead of the rendered output."),
+  Flag.withDescription("Print the result as JSON (the MCP tool's structured result, with imageFiles, the saved images) instead of the rendered output."),
   Flag.withDefault(false)
 )
 
 const printJson = (run: CellRun) =>
   Effect.sync(() => {
-    const document = { ...run.result, imageFiles: run.images.map((image) => image.path) }
+    const document = { ...structuredResult(run.result), imageFiles: run.images.map((image) => image.path) }
     process.stdout.write(JSON.stringify(document, null, 2) + "\n")
   })
 

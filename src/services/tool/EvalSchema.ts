@@ -21,6 +21,18 @@ export const EvalParamsSchema = Schema.Struct({
   reset: Schema.optionalKey(Schema.Boolean.annotate({ description: "Start a fresh kernel for this language before running." }))
 })
 
+/** How to send each param right: the end of the sentence a wrong value gets. */
+export const EVAL_PARAM_HINTS = {
+  language: "pass the cell's language as a string, e.g. \"py\"",
+  code: "pass the cell's source code as a string",
+  title: "pass a short label as a string, or leave it out",
+  timeout: "pass a number of seconds, or leave it out",
+  reset: "pass true or false, or leave it out"
+} satisfies Record<keyof typeof EvalParamsSchema.fields, string>
+
+/** The params as the tool first reads them: the schema's, with any `timeout` let through to be clamped, or refused in its own sentence. */
+export const EvalParamsInput = Schema.Struct({ ...EvalParamsSchema.fields, timeout: Schema.optionalKey(Schema.Unknown) })
+
 const Truncation = Schema.Struct({
   totalBytes: Schema.Finite,
   totalLines: Schema.Finite,

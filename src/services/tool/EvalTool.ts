@@ -19,10 +19,10 @@ import { outputImages } from "../../render/OutputText.ts"
 import { renderOutputsAsText } from "../../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "../output/ArtifactStore.ts"
 import { clampTimeoutSeconds, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS, type InvalidTimeout } from "./CellTimeout.ts"
-import { type EvalParamsSchema, evalParamsJsonSchema } from "./EvalSchema.ts"
+import { EVAL_PARAM_HINTS, EvalParamsInput, type EvalParamsSchema, evalParamsJsonSchema } from "./EvalSchema.ts"
 import type { EvalResult } from "./EvalResult.ts"
 import { type KernelPlace, KernelRegistry, type RegistryError } from "../registry/KernelRegistry.ts"
-import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
+import { PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkResult } from "../output/OutputSink.ts"
 import { OutputSink } from "../output/OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "../output/SessionRecord.ts"
@@ -108,36 +108,7 @@ export const evalDescription = (settings: SettingsValues): string =>
 export const evalParametersSchema = (settings: SettingsValues): Readonly<Record<string, unknown>> =>
   evalParamsJsonSchema(enabledLanguages(settings))
 
-const PARAM_HINTS: FieldHints = {
-  language: "pass the cell's language as a string, e.g. \"py\"",
-  code: "pass the cell's source code as a string",
-  title: "pass a short label as a string, or leave it out",
-  timeout: "pass a number of seconds, or leave it out",
-  reset: "pass true or false, or leave it out"
-}
-
-const RawParams = Schema.Struct({
-  language: Schema.String,
-  code: Schema.String,
-  title: Schema.optional(Schema.String),
-  timeout: Schema.optional(Schema.Unknown),
-  reset: Schema.optional(Schema.Boolean)
-})
-
-const RAW_PARAM_KEYS = new Set(["language", "code", "title", "timeout", "reset"])
-
-/** The params without a Schema pass when they plainly fit it (the common call); undefined sends them through the schema for its message. */
-const plainParams = (raw: unknown): typeof RawParams.Type | undefined => {
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return undefined
-  const params = raw as Record<string, unknown>
-  for (const key in params) if (!RAW_PARAM_KEYS.has(key)) return undefined
-  if (typeof params.language !== "string" || typeof params.code !== "string") return undefined
-  if (params.title !== undefined && typeof params.title !== "string") return undefined
-  if (params.reset !== undefined && typeof params.reset !== "boolean") return undefined
-  return params as typeof RawParams.Type
-}
-
-const decodeRawParams = Schema.decodeUnknownResult(RawParams, PARAMS_PARSE_OPTIONS)
+const decodeParamsInput = Schema.decodeUnknownResult(EvalParamsInput, PARAMS_PARSE_OPTIONS)
 
 /** Validated params with the timeout clamped. */
 export interface CheckedParams {
@@ -153,12 +124,9 @@ export const checkParams = (
   raw: unknown,
   settings: SettingsValues
 ): Result.Result<CheckedParams, InvalidEvalParams | BackendUnavailable | InvalidTimeout> => {
-  let params = plainParams(raw)
-  if (params === undefined) {
-    const decoded = decodeRawParams(raw)
-    if (Result.isFailure(decoded)) return Result.fail(new InvalidEvalParams({ problem: paramsProblem(decoded.failure, EVAL_TOOL_NAME, PARAM_HINTS) }))
-    params = decoded.success
-  }
+  const decoded = decodeParamsInput(raw)
+  if (Result.isFailure(decoded)) return Result.fail(new InvalidEvalParams({ problem: paramsProblem(decoded.failure, EVAL_TOOL_NAME, EVAL_PARAM_HINTS) }))
+  const params = decoded.success
   const enabled = enabledLanguages(settings)
   if (backendOf(params.language) === undefined) {
     return Result.fail(
