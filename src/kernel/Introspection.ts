@@ -3,7 +3,7 @@
  * they answer, their bounds, and the translation between the host's UTF-16 offsets and
  * the code-point offsets the runners count in.
  */
-import { Data, Duration } from "effect"
+import { Duration, Schema } from "effect"
 import type { MimeBundle } from "./Frame.ts"
 
 /** The longest code a request may carry, in UTF-16 units (the runners also cap it). */
@@ -32,7 +32,7 @@ export interface Inspection {
 }
 
 /** A completion or inspection could not be answered. */
-export class IntrospectionFailed extends Data.TaggedError("IntrospectionFailed")<{ readonly reason: string }> {
+export class IntrospectionFailed extends Schema.TaggedError<IntrospectionFailed>()("IntrospectionFailed", { reason: Schema.String }) {
   override get message(): string {
     return `completion/inspection failed: ${this.reason}`
   }

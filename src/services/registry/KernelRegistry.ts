@@ -31,7 +31,7 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, type Scope, type Stream } from "effect"
+import { Context, Data, Duration, Effect, Equal, Layer, Option, RcMap, Schema, type Scope, type Stream } from "effect"
 import { type Completion, type Inspection, IntrospectionFailed } from "../../kernel/Introspection.ts"
 import { type KernelClosed, type KernelDied, KernelStartError } from "../../kernel/KernelError.ts"
 import { type CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
@@ -75,7 +75,7 @@ export class KernelKey extends Data.Class<{
 }
 
 /** The working directory does not exist or is not a directory. */
-export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{ readonly cwd: string; readonly problem: string }> {
+export class InvalidCwd extends Schema.TaggedError<InvalidCwd>()("InvalidCwd", { cwd: Schema.String, problem: Schema.String }) {
   override get message(): string {
     return `cannot run a cell in ${this.cwd}: ${this.problem}. Pass an existing directory as cwd.`
   }

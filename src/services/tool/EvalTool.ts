@@ -10,7 +10,7 @@
  * only fails its own cells), bounds the output through the
  * output sink, and returns an `EvalResult` with the text an agent reads.
  */
-import { Context, Data, Effect, Layer, Result, Schema, Semaphore } from "effect"
+import { Context, Effect, Layer, Result, Schema, Semaphore } from "effect"
 import { type CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
 import { type Completion, type Inspection, IntrospectionFailed } from "../../kernel/Introspection.ts"
 import { backendOf, registeredBackends } from "../../backends/index.ts"
@@ -49,17 +49,17 @@ export interface EvalContext {
 }
 
 /** The params do not fit the tool's schema. */
-export class InvalidEvalParams extends Data.TaggedError("InvalidEvalParams")<{ readonly problem: string }> {
+export class InvalidEvalParams extends Schema.TaggedError<InvalidEvalParams>()("InvalidEvalParams", { problem: Schema.String }) {
   override get message(): string {
     return `invalid eval params: ${this.problem}`
   }
 }
 
 /** The requested language's backend is disabled or not available. */
-export class BackendUnavailable extends Data.TaggedError("BackendUnavailable")<{
-  readonly language: string
-  readonly reason: string
-}> {
+export class BackendUnavailable extends Schema.TaggedError<BackendUnavailable>()("BackendUnavailable", {
+  language: Schema.String,
+  reason: Schema.String
+}) {
   override get message(): string {
     return `the ${this.language} eval backend is not available: ${this.reason}`
   }
