@@ -12,9 +12,8 @@ import { Cause, Data, Duration, Effect, Result, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster/Sharding"
 import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
-import { KernelClosed, KernelStartError } from "../kernel/KernelError.ts"
+import { KernelClosed } from "../kernel/KernelError.ts"
 import {
-  BackendUnavailable,
   checkParams,
   EVAL_TOOL_NAME,
   type EvalContext,
@@ -25,48 +24,28 @@ import {
   evalParametersSchema,
   InvalidEvalParams
 } from "../services/tool/EvalTool.ts"
-import { InvalidCwd } from "../services/registry/KernelRegistry.ts"
 import { Settings } from "../services/config/Settings.ts"
-import { KernelSession, type SessionCallFailed } from "./KernelSession.ts"
+import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
 
 /** A call that lost its runner on the way; sent again. */
 class CallInTransit extends Data.TaggedError("CallInTransit")<{ readonly reason: string }> {}
 
-const field = (failure: SessionCallFailed, key: string): string => {
-  const value = failure.fields[key]
-  return typeof value === "string" ? value : ""
-}
-
-/** The runner's error as the error the in-process tool would have failed with. */
-export const evalErrorOf = (failure: SessionCallFailed): EvalError => {
-  switch (failure.tag) {
-    case "InvalidEvalParams":
-      return new InvalidEvalParams({ problem: field(failure, "problem") })
-    case "BackendUnavailable":
-      return new BackendUnavailable({ language: field(failure, "language"), reason: field(failure, "reason") })
-    case "InvalidCwd":
-      return new InvalidCwd({ cwd: field(failure, "cwd"), problem: field(failure, "problem") })
-    case "KernelStartError":
-      return new KernelStartError({ reason: field(failure, "reason"), stderr: field(failure, "stderr") })
-    default:
-      return new KernelClosed({ reason: failure.reason })
-  }
-}
+/** The runner's error as the error the in-process tool would have failed with: itself, or a closed kernel for one of the runner's own. */
+const evalErrorOf = (failure: SessionCallError): EvalError =>
+  failure._tag === "SessionLedgerUnavailable" || failure._tag === "IntrospectionFailed" ? new KernelClosed({ reason: failure.message }) : failure
 
 const describe = (error: unknown): string =>
   error instanceof Error ? error.message : typeof error === "object" && error !== null && "_tag" in error ? String((error as { _tag: unknown })._tag) : String(error)
 
 /** Failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
-const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallFailed | CallInTransit, R> =>
+const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallError | CallInTransit, R> =>
   effect.pipe(
     // Our own interruption skips this handler; an interruption seen here is the runner's
     // (it shut down or lost the shard mid-call), so the call goes out again.
-    Effect.catchCause((cause): Effect.Effect<never, SessionCallFailed | CallInTransit> => {
+    Effect.catchCause((cause): Effect.Effect<never, SessionCallError | CallInTransit> => {
       if (Cause.hasInterruptsOnly(cause)) return Effect.fail(new CallInTransit({ reason: "the runner stopped during the call" }))
       const failure = Cause.findErrorOption(cause)
-      if (failure._tag === "Some" && (failure.value as { _tag?: unknown })._tag === "SessionCallFailed") {
-        return Effect.fail(failure.value as unknown as SessionCallFailed)
-      }
+      if (failure._tag === "Some" && isSessionCallError(failure.value)) return Effect.fail(failure.value)
       const reason = failure._tag === "Some" ? describe(failure.value) : describe(Cause.squash(cause))
       return Effect.fail(new CallInTransit({ reason }))
     })
@@ -82,7 +61,7 @@ export interface ClusterCallPolicy {
   readonly forwardCwd?: boolean
 }
 
-const withRetries = <A>(effect: Effect.Effect<A, SessionCallFailed | CallInTransit>, policy: ClusterCallPolicy) =>
+const withRetries = <A>(effect: Effect.Effect<A, SessionCallError | CallInTransit>, policy: ClusterCallPolicy) =>
   Effect.retry(effect, {
     schedule: Schedule.spaced(Duration.millis(policy.retryIntervalMs)).pipe(Schedule.upTo({ duration: Duration.millis(policy.retryWindowMs) })),
     while: (error) => error._tag === "CallInTransit"
@@ -137,9 +116,9 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
       Effect.mapError((error) =>
         error._tag === "CallInTransit"
           ? new IntrospectionFailed({ reason: `no runner of the cluster answered (${error.reason})` })
-          : error.tag === "IntrospectionFailed"
-          ? new IntrospectionFailed({ reason: typeof error.fields.reason === "string" ? error.fields.reason : error.reason })
-          : evalErrorOf(error) as InvalidEvalParams | BackendUnavailable | KernelClosed
+          : error._tag === "ArtifactDirUnavailable" || error._tag === "SessionLedgerUnavailable"
+          ? new IntrospectionFailed({ reason: error.message })
+          : error
       )
     )
 

@@ -8,9 +8,16 @@
 import { Schema } from "effect"
 import * as Entity from "effect/cluster/Entity"
 import * as Rpc from "effect/rpc/Rpc"
-import type { Completion, Inspection } from "../kernel/Introspection.ts"
+import { RuntimeUnavailable } from "../backends/Backend.ts"
+import { PythonUnavailable } from "../backends/python/PythonRuntime.ts"
+import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
+import { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
-import type { EvalResult } from "../services/tool/EvalTool.ts"
+import { LimitsUnavailable, SandboxUnavailable } from "../services/isolation/Sandbox.ts"
+import { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
+import { InvalidCwd } from "../services/registry/KernelRegistry.ts"
+import { RunnerCacheWriteFailed, RunnerSourceMissing } from "../services/storage/RunnerCache.ts"
+import { BackendUnavailable, type EvalError, type EvalResult, InvalidEvalParams } from "../services/tool/EvalTool.ts"
 
 /** The entity type's name in the cluster. */
 export const KERNEL_SESSION_ENTITY = "KernelSession"
@@ -23,16 +30,43 @@ export type ExecuteEvent =
   | { readonly _tag: "Output"; readonly output: KernelOutput }
   | { readonly _tag: "Result"; readonly result: EvalResult }
 
-/** A failure of a session call as it travels back: the original error's tag and message, with its fields. */
-export class SessionCallFailed extends Schema.TaggedError<SessionCallFailed>()("SessionCallFailed", {
-  tag: Schema.String,
-  reason: Schema.String,
-  fields: Schema.Record(Schema.String, Schema.Unknown)
+/** The runner could not reach the session ledger, so it did not run the cell. */
+export class SessionLedgerUnavailable extends Schema.TaggedError<SessionLedgerUnavailable>()("SessionLedgerUnavailable", {
+  reason: Schema.String
 }) {
   override get message(): string {
-    return this.reason
+    return `the session ledger could not be reached, so the cell did not run: ${this.reason}`
   }
 }
+
+/** Every error a session call fails with, crossing the wire as itself: the tool's and the runner's own. */
+export const SessionCallError = Schema.Union([
+  InvalidEvalParams,
+  BackendUnavailable,
+  InvalidCwd,
+  RuntimeUnavailable,
+  PythonUnavailable,
+  RunnerSourceMissing,
+  RunnerCacheWriteFailed,
+  KernelStartError,
+  SandboxUnavailable,
+  LimitsUnavailable,
+  KernelDied,
+  KernelClosed,
+  ArtifactDirUnavailable,
+  IntrospectionFailed,
+  SessionLedgerUnavailable
+])
+
+/** An error a session call fails with. */
+export type SessionCallError = typeof SessionCallError.Type
+
+/** Whether a value is one of the session calls' errors, as decoded. */
+export const isSessionCallError = Schema.is(SessionCallError)
+
+// Every error of the in-process tool has its schema in the union: a new one is a compile error here until it is added.
+const _everyToolError = (error: EvalError): SessionCallError => error
+void _everyToolError
 
 /**
  * `Execute`'s params: the tool's raw params, the cwd the caller asks for (absent: the
@@ -71,22 +105,13 @@ export const KernelSession = Entity.make(KERNEL_SESSION_ENTITY, [
   Rpc.make("Execute", {
     payload: ExecutePayload,
     success: plain<ExecuteEvent>(),
-    error: SessionCallFailed,
+    error: SessionCallError,
     stream: true
   }),
   Rpc.make("Cancel", { payload: { callId: Schema.String }, success: Schema.Boolean }),
   Rpc.make("Reset", { success: Schema.Void }),
   Rpc.make("Shutdown", { success: Schema.Void }),
   Rpc.make("Status", { success: SessionStatus }),
-  Rpc.make("Complete", { payload: IntrospectPayload, success: plain<Completion>(), error: SessionCallFailed }),
-  Rpc.make("Inspect", { payload: IntrospectPayload, success: plain<Inspection>(), error: SessionCallFailed })
+  Rpc.make("Complete", { payload: IntrospectPayload, success: plain<Completion>(), error: SessionCallError }),
+  Rpc.make("Inspect", { payload: IntrospectPayload, success: plain<Inspection>(), error: SessionCallError })
 ])
-
-/** A local error as it travels back to the caller. */
-export const sessionCallFailed = (error: { readonly _tag: string; readonly message: string }): SessionCallFailed => {
-  const fields: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(error)) {
-    if (key !== "_tag" && (typeof value === "string" || typeof value === "number" || typeof value === "boolean")) fields[key] = value
-  }
-  return new SessionCallFailed({ tag: error._tag, reason: error.message, fields })
-}

@@ -11,7 +11,7 @@ import * as Entity from "effect/cluster/Entity"
 import type { Sharding } from "effect/cluster/Sharding"
 import { EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
-import { type ExecuteEvent, KernelSession, type SessionCallFailed, sessionCallFailed } from "./KernelSession.ts"
+import { type ExecuteEvent, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { inflightElsewhere } from "./LedgerDecision.ts"
@@ -22,7 +22,7 @@ import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
 /** How long a new owner waits for a live old owner to finish a call it had in flight (the library's entity termination grace, plus a margin). */
 const HAND_OFF_WAIT_MS = 20_000
 
-const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallFailed> => Stream.make(event)
+const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallError> => Stream.make(event)
 
 /** A result as the ledger keeps it (JSON), or null when there is none or it is too large to keep. */
 const keptResult = (result: EvalResult | undefined): string | null => {
@@ -36,8 +36,7 @@ interface RunningCell {
   readonly controller: AbortController
 }
 
-const ledgerFailure = (error: { readonly message: string }) =>
-  sessionCallFailed({ _tag: "SessionLedgerUnavailable", message: `the session ledger could not be reached, so the cell did not run: ${error.message}` })
+const ledgerFailure = (error: { readonly message: string }) => new SessionLedgerUnavailable({ reason: error.message })
 
 const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const address = yield* Entity.CurrentAddress
@@ -46,7 +45,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const ledger = yield* SessionLedger
   const publisher = yield* ArtifactPublisher
   const workspace = yield* RunnerWorkspace
-  const cwdFor = (requested: string | undefined) => Effect.mapError(workspace.cwdFor(sessionId, requested), sessionCallFailed)
+  const cwdFor = (requested: string | undefined) => workspace.cwdFor(sessionId, requested)
   let running: RunningCell | undefined
 
   yield* Effect.addFinalizer(() =>
@@ -83,7 +82,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   })
 
   const runCell = Effect.fnUntraced(function*(params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) {
-    const events = yield* Queue.unbounded<ExecuteEvent, SessionCallFailed | Cause.Done>()
+    const events = yield* Queue.unbounded<ExecuteEvent, SessionCallError | Cause.Done>()
     const work = tool.run(params, {
       sessionId,
       cwd,
@@ -100,7 +99,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         onSuccess: (result) => Effect.andThen(Queue.offer(events, { _tag: "Result", result }), Queue.end(events)),
         onFailure: (cause) =>
           Option.match(Cause.findErrorOption(cause), {
-            onSome: (error) => Queue.fail(events, sessionCallFailed(error)),
+            onSome: (error) => Queue.fail(events, error),
             onNone: () => Queue.failCause(events, cause as Cause.Cause<never>)
           })
       }),
@@ -129,7 +128,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
 
   return KernelSession.of({
     Execute: (request) =>
-      Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallFailed>, SessionCallFailed, Scope.Scope> => {
+      Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallError>, SessionCallError, Scope.Scope> => {
         const { callId, params } = request.payload
         if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
         const cell: RunningCell = { callId, controller: new AbortController() }
@@ -153,10 +152,10 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: running?.callId ?? null }),
     Complete: (request) =>
       Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed))),
+        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd })),
     Inspect: (request) =>
       Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }).pipe(Effect.mapError(sessionCallFailed)))
+        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }))
   })
 })
 

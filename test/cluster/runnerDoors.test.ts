@@ -5,12 +5,13 @@
  * `mcp --cluster` client that exits (stdin closed; SIGTERM), and a runner whose Postgres
  * is gone exiting promptly on SIGTERM with its kernels ended.
  */
-import { Effect, Exit, ManagedRuntime } from "effect"
+import { Cause, Effect, Exit, ManagedRuntime, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { evalClusterLayer } from "../../src/cluster/EvalClusterLayer.ts"
 import { EvalTool } from "../../src/services/tool/EvalTool.ts"
+import { InvalidCwd } from "../../src/services/registry/KernelRegistry.ts"
 import { initializeRequest, type McpChild, poll, startMcp } from "../mcp/support.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"
@@ -77,8 +78,9 @@ describe.skipIf(skipReason !== undefined)(titled("runner doors", skipReason), ()
       for (const refused of ["/etc", "/proc", path.join(allowed, "..")]) {
         const exit = await run(caller, "cwd-refused", "open('written-by-a-client', 'w')", refused)
         expect(Exit.isFailure(exit)).toBe(true)
-        if (Exit.isFailure(exit)) expect(String(exit.cause)).toMatch(/InvalidCwd|cannot run a cell in/)
-        if (Exit.isFailure(exit)) expect(String(exit.cause)).toMatch(/VEYYON_RUNNER_ALLOWED_ROOTS/)
+        const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
+        expect(Option.getOrUndefined(error)).toBeInstanceOf(InvalidCwd)
+        expect(Option.getOrUndefined(error)).toMatchObject({ message: expect.stringMatching(/cannot run a cell in .*VEYYON_RUNNER_ALLOWED_ROOTS/s) })
       }
       expect(fs.existsSync("/etc/written-by-a-client")).toBe(false)
     } finally {

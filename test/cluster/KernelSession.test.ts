@@ -1,0 +1,44 @@
+/**
+ * The session protocol's errors cross the wire as themselves: each error a session call
+ * fails with, encoded by its schema the way the cluster's RPC encodes it and decoded on the
+ * other side, is an instance of its own class with the same fields and message, so a
+ * client sees the runner's `PythonUnavailable` or `InvalidCwd`, not a closed kernel.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Arbitrary, Schema } from "effect"
+import { RuntimeUnavailable } from "../../src/backends/Backend.ts"
+import { PythonUnavailable } from "../../src/backends/python/PythonRuntime.ts"
+import { KernelDied } from "../../src/kernel/KernelError.ts"
+import { InvalidCwd } from "../../src/services/registry/KernelRegistry.ts"
+import { isSessionCallError, SessionCallError, SessionLedgerUnavailable } from "../../src/cluster/KernelSession.ts"
+
+const acrossTheWire = (error: SessionCallError): unknown =>
+  Schema.decodeUnknownSync(SessionCallError)(JSON.parse(JSON.stringify(Schema.encodeSync(SessionCallError)(error))))
+
+describe("session call errors on the wire", () => {
+  it.prop("every error arrives as an instance of its own class, fields and message intact", [Arbitrary.schema(SessionCallError)], ([error]) => {
+    expect(error).toBeInstanceOf(Error)
+    const arrived = acrossTheWire(error)
+    expect(arrived).toBeInstanceOf(error.constructor)
+    expect(arrived).toEqual(error)
+    expect((arrived as Error).message).toBe(error.message)
+    expect(isSessionCallError(arrived)).toBe(true)
+  }, { arbitrary: { runs: 200 } })
+
+  it("keeps what the caller acts on: which rule failed, the tried paths, the fix", () => {
+    const python = new PythonUnavailable({ reason: "not-found", detail: "no Python interpreter found", tried: ["PATH: python3 (missing)"], fix: "install Python 3.8+" })
+    const arrived = acrossTheWire(python)
+    expect(arrived).toBeInstanceOf(PythonUnavailable)
+    expect(arrived).toMatchObject({ reason: "not-found", tried: ["PATH: python3 (missing)"] })
+    expect(acrossTheWire(new InvalidCwd({ cwd: "/etc", problem: "outside the allowed roots" }))).toBeInstanceOf(InvalidCwd)
+    expect(acrossTheWire(new RuntimeUnavailable({ language: "jl", detail: "no Julia", fix: "use py" }))).toBeInstanceOf(RuntimeUnavailable)
+    expect((acrossTheWire(new KernelDied({ exit: { code: null, signal: "SIGKILL" }, stderr: "" })) as KernelDied).message).toContain("signal SIGKILL")
+    expect((acrossTheWire(new SessionLedgerUnavailable({ reason: "connection refused" })) as Error).message)
+      .toBe("the session ledger could not be reached, so the cell did not run: connection refused")
+  })
+
+  it("is no catch-all: a value of no listed error is not one", () => {
+    expect(isSessionCallError({ _tag: "SessionCallFailed", tag: "X", reason: "r", fields: {} })).toBe(false)
+    expect(isSessionCallError(new Error("boom"))).toBe(false)
+  })
+})
