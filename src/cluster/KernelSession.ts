@@ -10,25 +10,27 @@ import * as Entity from "effect/cluster/Entity"
 import * as Rpc from "effect/rpc/Rpc"
 import { RuntimeUnavailable } from "../backends/Backend.ts"
 import { PythonUnavailable } from "../backends/python/PythonRuntime.ts"
-import { type Completion, type Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
+import { Completion, Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
-import type { KernelOutput } from "../kernel/KernelOutput.ts"
+import { KernelOutputSchema } from "../kernel/KernelOutput.ts"
 import { LimitsUnavailable, SandboxUnavailable } from "../services/isolation/Sandbox.ts"
 import { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
 import { InvalidCwd } from "../services/registry/KernelRegistry.ts"
 import { RunnerCacheWriteFailed, RunnerSourceMissing } from "../services/storage/RunnerCache.ts"
-import { BackendUnavailable, type EvalError, type EvalResult, InvalidEvalParams } from "../services/tool/EvalTool.ts"
+import { EvalResultSchema } from "../services/tool/EvalResult.ts"
+import { BackendUnavailable, type EvalError, InvalidEvalParams } from "../services/tool/EvalTool.ts"
 
 /** The entity type's name in the cluster. */
 export const KERNEL_SESSION_ENTITY = "KernelSession"
 
-/** A value that crosses the wire as it is (kernel outputs and results are plain data). */
-const plain = <A>() => Schema.Any as unknown as Schema.Codec<A>
-
 /** One item of an `Execute` stream: an output as it happened, or the cell's result (always last). */
-export type ExecuteEvent =
-  | { readonly _tag: "Output"; readonly output: KernelOutput }
-  | { readonly _tag: "Result"; readonly result: EvalResult }
+export const ExecuteEvent = Schema.Union([
+  Schema.TaggedStruct("Output", { output: KernelOutputSchema }),
+  Schema.TaggedStruct("Result", { result: EvalResultSchema })
+])
+
+/** One item of an `Execute` stream. */
+export type ExecuteEvent = typeof ExecuteEvent.Type
 
 /** The runner could not reach the session ledger, so it did not run the cell. */
 export class SessionLedgerUnavailable extends Schema.TaggedError<SessionLedgerUnavailable>()("SessionLedgerUnavailable", {
@@ -104,7 +106,7 @@ export const SessionStatus = Schema.Struct({
 export const KernelSession = Entity.make(KERNEL_SESSION_ENTITY, [
   Rpc.make("Execute", {
     payload: ExecutePayload,
-    success: plain<ExecuteEvent>(),
+    success: ExecuteEvent,
     error: SessionCallError,
     stream: true
   }),
@@ -112,6 +114,6 @@ export const KernelSession = Entity.make(KERNEL_SESSION_ENTITY, [
   Rpc.make("Reset", { success: Schema.Void }),
   Rpc.make("Shutdown", { success: Schema.Void }),
   Rpc.make("Status", { success: SessionStatus }),
-  Rpc.make("Complete", { payload: IntrospectPayload, success: plain<Completion>(), error: SessionCallError }),
-  Rpc.make("Inspect", { payload: IntrospectPayload, success: plain<Inspection>(), error: SessionCallError })
+  Rpc.make("Complete", { payload: IntrospectPayload, success: Completion, error: SessionCallError }),
+  Rpc.make("Inspect", { payload: IntrospectPayload, success: Inspection, error: SessionCallError })
 ])

@@ -6,9 +6,11 @@
  * on a re-homed session), and the session's kernels ended when the entity leaves this
  * runner (idle time, hand-off, shutdown).
  */
-import { Cause, Duration, Effect, Exit, Layer, Option, Queue, type Scope, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
 import * as Entity from "effect/cluster/Entity"
 import type { Sharding } from "effect/cluster/Sharding"
+import { KernelClosed } from "../kernel/KernelError.ts"
+import { EvalResultSchema } from "../services/tool/EvalResult.ts"
 import { EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
 import { type ExecuteEvent, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
@@ -21,6 +23,8 @@ import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
 
 /** How long a new owner waits for a live old owner to finish a call it had in flight (the library's entity termination grace, plus a margin). */
 const HAND_OFF_WAIT_MS = 20_000
+
+const decodeKeptResult = Schema.decodeUnknownEffect(Schema.fromJsonString(EvalResultSchema))
 
 const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallError> => Stream.make(event)
 
@@ -121,7 +125,12 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         decision._tag === "Answer"
           ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
           : decision._tag === "Replay"
-          ? Effect.as(release, only({ _tag: "Result", result: JSON.parse(decision.result) as EvalResult }))
+          ? Effect.andThen(release, decodeKeptResult(decision.result)).pipe(
+            Effect.mapBoth({
+              onFailure: (error) => new KernelClosed({ reason: `the result kept for call ${callId} could not be read: ${error.message}` }),
+              onSuccess: (result) => only({ _tag: "Result", result })
+            })
+          )
           : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
       )
     )

@@ -4,7 +4,7 @@
  * the code-point offsets the runners count in.
  */
 import { Duration, Schema } from "effect"
-import type { MimeBundle } from "./Frame.ts"
+import { MimeBundle } from "./Frame.ts"
 
 /** The longest code a request may carry, in UTF-16 units (the runners also cap it). */
 export const MAX_INTROSPECT_CODE = 1 << 20
@@ -18,18 +18,21 @@ export const MAX_INSPECT_CHARS = 65536
 export const INTROSPECT_TIMEOUT = Duration.seconds(10)
 
 /** Completions for the token before the cursor; a match replaces `code.slice(cursorStart, cursorEnd)`. */
-export interface Completion {
-  readonly matches: ReadonlyArray<string>
+export const Completion = Schema.Struct({
+  matches: Schema.Array(Schema.String),
   /** UTF-16 offsets into the request's code. */
-  readonly cursorStart: number
-  readonly cursorEnd: number
-}
+  cursorStart: Schema.Finite,
+  cursorEnd: Schema.Finite
+})
+
+/** Completions for the token before the cursor. */
+export type Completion = typeof Completion.Type
 
 /** What the name at the cursor is; `bundle["text/plain"]` is the runner's help text (`obj?`) when `found`. */
-export interface Inspection {
-  readonly found: boolean
-  readonly bundle: MimeBundle
-}
+export const Inspection = Schema.Struct({ found: Schema.Boolean, bundle: MimeBundle })
+
+/** What the name at the cursor is. */
+export type Inspection = typeof Inspection.Type
 
 /** A completion or inspection could not be answered. */
 export class IntrospectionFailed extends Schema.TaggedError<IntrospectionFailed>()("IntrospectionFailed", { reason: Schema.String }) {

@@ -7,20 +7,23 @@
  * A bundle without text falls back to its JSON, then image placeholders such as
  * `[image/png 640x480, 12.3 KB]`, then its status line, then a list of its MIME types.
  */
-import { Option } from "effect"
+import { Option, Schema } from "effect"
 import { STATUS_MIME, type MimeBundle } from "../kernel/Frame.ts"
 import { htmlToMarkdown } from "./Html.ts"
 import { cleanBase64, formatBytes, imageFacts } from "./ImageInfo.ts"
 import { renderStatus, type StatusEvent } from "./Status.ts"
 
 /** The image types kept as payloads. */
-export type ImageMimeType = "image/png" | "image/jpeg"
+export const ImageMimeType = Schema.Literals(["image/png", "image/jpeg"])
+
+/** The image types kept as payloads. */
+export type ImageMimeType = typeof ImageMimeType.Type
 
 /** An image from a bundle: its type and clean base64 data. */
-export interface ImagePayload {
-  readonly mimeType: ImageMimeType
-  readonly data: string
-}
+export const ImagePayload = Schema.Struct({ mimeType: ImageMimeType, data: Schema.String })
+
+/** An image from a bundle. */
+export type ImagePayload = typeof ImagePayload.Type
 
 /** Everything structured a bundle holds. */
 export interface BundleContent {

@@ -2,7 +2,8 @@
  * The session protocol's errors cross the wire as themselves: each error a session call
  * fails with, encoded by its schema the way the cluster's RPC encodes it and decoded on the
  * other side, is an instance of its own class with the same fields and message, so a
- * client sees the runner's `PythonUnavailable` or `InvalidCwd`, not a closed kernel.
+ * client sees the runner's `PythonUnavailable` or `InvalidCwd`, not a closed kernel. The
+ * stream of a cell's outputs and its result is checked by its schema the same way.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
@@ -10,7 +11,8 @@ import { RuntimeUnavailable } from "../../src/backends/Backend.ts"
 import { PythonUnavailable } from "../../src/backends/python/PythonRuntime.ts"
 import { KernelDied } from "../../src/kernel/KernelError.ts"
 import { InvalidCwd } from "../../src/services/registry/KernelRegistry.ts"
-import { isSessionCallError, SessionCallError, SessionLedgerUnavailable } from "../../src/cluster/KernelSession.ts"
+import { ExecuteEvent, isSessionCallError, SessionCallError, SessionLedgerUnavailable } from "../../src/cluster/KernelSession.ts"
+import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 
 const acrossTheWire = (error: SessionCallError): unknown =>
   Schema.decodeUnknownSync(SessionCallError)(JSON.parse(JSON.stringify(Schema.encodeSync(SessionCallError)(error))))
@@ -20,7 +22,7 @@ describe("session call errors on the wire", () => {
     expect(error).toBeInstanceOf(Error)
     const arrived = acrossTheWire(error)
     expect(arrived).toBeInstanceOf(error.constructor)
-    expect(arrived).toEqual(error)
+    expect({ ...(arrived as object) }).toStrictEqual(JSON.parse(JSON.stringify({ ...error })))
     expect((arrived as Error).message).toBe(error.message)
     expect(isSessionCallError(arrived)).toBe(true)
   }, { arbitrary: { runs: 200 } })
@@ -40,5 +42,21 @@ describe("session call errors on the wire", () => {
   it("is no catch-all: a value of no listed error is not one", () => {
     expect(isSessionCallError({ _tag: "SessionCallFailed", tag: "X", reason: "r", fields: {} })).toBe(false)
     expect(isSessionCallError(new Error("boom"))).toBe(false)
+  })
+})
+
+describe("Execute's stream on the wire", () => {
+  const roundTrip = (event: ExecuteEvent): unknown =>
+    Schema.decodeUnknownSync(ExecuteEvent)(JSON.parse(JSON.stringify(Schema.encodeSync(ExecuteEvent)(event))))
+
+  it.prop("every output and result arrives as it left", [Arbitrary.schema(ExecuteEvent)], ([event]) => {
+    expect(roundTrip(event)).toStrictEqual(JSON.parse(JSON.stringify(event)))
+  }, { arbitrary: { runs: 100 } })
+
+  it("refuses what is not an event instead of passing it on", () => {
+    const output = { _tag: "Output", output: KernelOutput.Stdout({ text: "hi\n" }) } as const
+    expect(roundTrip(output)).toEqual({ _tag: "Output", output: { _tag: "Stdout", text: "hi\n" } })
+    expect(() => Schema.decodeUnknownSync(ExecuteEvent)({ _tag: "Output", output: { _tag: "Stdout", text: 1 } })).toThrow()
+    expect(() => Schema.decodeUnknownSync(ExecuteEvent)({ _tag: "Result", result: { status: "ok" } })).toThrow()
   })
 })

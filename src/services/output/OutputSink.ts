@@ -33,9 +33,9 @@
  * Writing an artifact can fail (a full disk): the result is still bounded and says
  * why the full output could not be saved.
  */
-import { Context, Data, Effect, Exit, Fiber, Layer, Scope, Semaphore, Stream } from "effect"
+import { Context, Data, Effect, Exit, Fiber, Layer, Schema, Scope, Semaphore, Stream } from "effect"
 import { outputHandler, type OutputHandler } from "../../kernel/Kernel.ts"
-import type { CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
+import { type CellOutcome, CellEventSchema, type KernelOutput } from "../../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../../render/Status.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../config/Settings.ts"
@@ -57,34 +57,39 @@ export interface OutputLimits {
   readonly maxRichOutputs: number
 }
 
+/** A retained output of a cell, as a schema: a kernel event, or a marker where text or outputs were left out. */
+export const SinkOutputSchema = Schema.Union([
+  ...CellEventSchema.members,
+  Schema.TaggedStruct("TextOmitted", {
+    text: Schema.String,
+    omittedBytes: Schema.Finite,
+    omittedLines: Schema.Finite,
+    artifactUri: Schema.String
+  }),
+  Schema.TaggedStruct("OutputsOmitted", { text: Schema.String, count: Schema.Finite, artifactUri: Schema.String })
+])
+
 /** One output kept in a result: a kernel output (other than `Done`) or a marker for what was left out. */
-export type SinkOutput =
-  | Exclude<KernelOutput, { readonly _tag: "Done" }>
-  | Data.TaggedEnum<{
-    TextOmitted: {
-      readonly text: string
-      readonly omittedBytes: number
-      readonly omittedLines: number
-      readonly artifactUri: string
-    }
-    OutputsOmitted: { readonly text: string; readonly count: number; readonly artifactUri: string }
-  }>
+export type SinkOutput = typeof SinkOutputSchema.Type
 /** Constructors and matchers of `SinkOutput`. */
 export const SinkOutput = Data.taggedEnum<SinkOutput>()
 
 /** How the text of a result was cut; present only when it was. */
-export interface Truncation {
-  readonly totalBytes: number
-  readonly totalLines: number
-  readonly shownBytes: number
-  readonly shownLines: number
-  readonly omittedBytes: number
-  readonly omittedLines: number
-  readonly artifactId: string
-  readonly artifactUri: string
+export const Truncation = Schema.Struct({
+  totalBytes: Schema.Finite,
+  totalLines: Schema.Finite,
+  shownBytes: Schema.Finite,
+  shownLines: Schema.Finite,
+  omittedBytes: Schema.Finite,
+  omittedLines: Schema.Finite,
+  artifactId: Schema.String,
+  artifactUri: Schema.String,
   /** Why the artifact is missing or incomplete, when it is. */
-  readonly artifactError?: string
-}
+  artifactError: Schema.optionalKey(Schema.String)
+})
+
+/** How the text of a result was cut. */
+export type Truncation = typeof Truncation.Type
 
 /** What a cell's outputs become in the tool result. */
 export interface SinkResult {

@@ -8,7 +8,7 @@ import type { MimeBundle } from "../../kernel/Frame.ts"
 import { imagePlaceholder, type ImagePayload } from "../../render/Mime.ts"
 import { DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS } from "./CellTimeout.ts"
 import type { EvalResult } from "./EvalResult.ts"
-import type { SinkOutput } from "../output/OutputSink.ts"
+import { type SinkOutput, Truncation } from "../output/OutputSink.ts"
 
 /** The params of one call, as agents send them. */
 export const EvalParamsSchema = Schema.Struct({
@@ -32,18 +32,6 @@ export const EVAL_PARAM_HINTS = {
 
 /** The params as the tool first reads them: the schema's, with any `timeout` let through to be clamped, or refused in its own sentence. */
 export const EvalParamsInput = Schema.Struct({ ...EvalParamsSchema.fields, timeout: Schema.optionalKey(Schema.Unknown) })
-
-const Truncation = Schema.Struct({
-  totalBytes: Schema.Finite,
-  totalLines: Schema.Finite,
-  shownBytes: Schema.Finite,
-  shownLines: Schema.Finite,
-  omittedBytes: Schema.Finite,
-  omittedLines: Schema.Finite,
-  artifactId: Schema.String,
-  artifactUri: Schema.String,
-  artifactError: Schema.optionalKey(Schema.String)
-})
 
 const TaggedOutput = Schema.StructWithRest(Schema.Struct({ _tag: Schema.String }), [Schema.Record(Schema.String, Schema.Unknown)])
 
