@@ -4,13 +4,14 @@
  * (`RbConfig.ruby`); spawned as `ruby <cache>/runner.rb` with frames on fd 3, the prelude
  * sent as one silent request before init.
  */
-import { Data, Effect } from "effect"
-import { execFile } from "node:child_process"
+import { Data, Duration, Effect } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { type EnvRecord, runnerEnv } from "../services/isolation/EnvPolicy.ts"
 import { cachedPath } from "../services/storage/RunnerCache.ts"
 import { makeBackend, RuntimeUnavailable } from "./Backend.ts"
+import { runCommand } from "../process/RunCommand.ts"
+import { describeExit } from "../kernel/KernelProcess.ts"
 
 const ENTRY = "runner.rb"
 
@@ -80,19 +81,22 @@ const CHECK_SCRIPT = "require 'rbconfig'; print RbConfig.ruby, \"\\n\", RUBY_VER
 export const RUBY_CHECK_TIMEOUT_MS = 15_000
 
 const runCheck = (file: string, cwd: string, env: Record<string, string>) =>
-  Effect.callback<{ readonly executable: string; readonly version: string }, CheckFailed>((resume) => {
-    const child = execFile(file, ["-e", CHECK_SCRIPT], { cwd, env, timeout: RUBY_CHECK_TIMEOUT_MS, maxBuffer: 64 * 1024 }, (error, stdout, stderr) => {
-      const [executable = "", version = ""] = String(stdout).trim().split("\n")
-      if (error !== null || !/^\d+\.\d+/.test(version)) {
-        const said = String(stderr).trim().split("\n").slice(-3).join(" | ").slice(0, 400)
-        const why = error === null ? "it did not report a Ruby version (is it a Ruby interpreter?)" : error.killed ? `it did not answer within ${RUBY_CHECK_TIMEOUT_MS / 1000}s` : error.message
-        return resume(Effect.fail(new CheckFailed({ problem: said.length > 0 ? `${why}: ${said}` : why })))
+  runCommand({ command: file, args: ["-e", CHECK_SCRIPT], cwd, env }).pipe(
+    Effect.mapError((error) => new CheckFailed({ problem: error.message })),
+    Effect.flatMap(({ exit, stdout, stderr }) => {
+      const [executable = "", version = ""] = stdout.trim().split("\n")
+      if (exit.code !== 0 || !/^\d+\.\d+/.test(version)) {
+        const said = stderr.trim().split("\n").slice(-3).join(" | ").slice(0, 400)
+        const why = exit.code === 0 ? "it did not report a Ruby version (is it a Ruby interpreter?)" : `it ended with ${describeExit(exit)}`
+        return Effect.fail(new CheckFailed({ problem: said.length > 0 ? `${why}: ${said}` : why }))
       }
-      resume(Effect.succeed({ executable: isExecutableFile(executable) ? executable : file, version }))
+      return Effect.succeed({ executable: isExecutableFile(executable) ? executable : file, version })
+    }),
+    Effect.timeoutOrElse({
+      duration: Duration.millis(RUBY_CHECK_TIMEOUT_MS),
+      orElse: () => Effect.fail(new CheckFailed({ problem: `it did not answer within ${RUBY_CHECK_TIMEOUT_MS / 1000}s` }))
     })
-    child.stdin?.end()
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
+  )
 
 /** Resolves and checks Ruby for kernels started in `cwd`; successful checks are kept in `cache`. */
 export const resolveRuby = Effect.fnUntraced(function*(

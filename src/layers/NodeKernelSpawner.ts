@@ -1,19 +1,24 @@
 /**
- * The Node implementation of `KernelSpawner` on `node:child_process`: the child runs
- * detached (its own process group), signals go to the whole group, and the scope's
- * last-resort finalizer SIGKILLs the group if the process is still alive. A runner on the
- * `fd3` channel gets an empty stdin and a socket at fd 3 that carries requests and frames.
+ * The Node implementation of `KernelSpawner`, on `Subprocess.start`: the child runs in its
+ * own process group, signals go to the whole group, and the scope's close SIGKILLs the
+ * group if the process is still alive. A runner on the `fd3` channel gets an empty stdin
+ * and a socket at fd 3 that carries requests and frames.
  *
  * Where the machine offers it, each child starts inside a cgroup of its own (see
- * `NodeContainment`): SIGKILL and the scope's close kill that whole tree, processes that
+ * `Containment`): SIGKILL and the scope's close kill that whole tree, processes that
  * left the group with `setsid` included. A sandboxed child's SIGINT goes to the runner
  * alone (the launcher would die of it and take the runner along).
+ *
+ * A spawn is a sequence of steps (`SpawnStep`), each registering its undo in the scope
+ * before the next begins: the cgroup (removed, after its processes are killed and gone),
+ * the spawn (the group SIGKILLed and the child awaited), the attach (the child has joined
+ * its cgroup; undone by killing the cgroup's processes). The kernel's readiness, the last
+ * step, is the kernel's own. Interrupted at any point, the scope's close leaves nothing.
  */
-import { spawn as spawnChild, type ChildProcess } from "node:child_process"
-import type { Duplex, Writable } from "node:stream"
+import type { Writable } from "node:stream"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as NodeFs from "node:fs"
-import { Deferred, Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Duration, Effect, Layer, Schedule, Stream } from "effect"
 import {
   type ByteFlow,
   type ByteListener,
@@ -22,23 +27,18 @@ import {
   StdinClosed,
   type KernelProcess,
   type KernelSignal,
-  type ProcessExit,
   type SpawnSpec
 } from "../kernel/KernelProcess.ts"
-import { containment, joinGroupLauncher, type TreeGroup } from "./NodeContainment.ts"
+import { containment, joinGroupLauncher, type TreeGroup } from "../process/Containment.ts"
+import { start, type Subprocess } from "../process/Subprocess.ts"
 
-const signalGroup = (child: ChildProcess, signal: KernelSignal): void => {
-  const pid = child.pid
-  if (pid === undefined) return
-  try {
-    process.kill(-pid, signal)
-  } catch {
-    try {
-      child.kill(signal)
-    } catch {
-      // already gone
-    }
-  }
+/** The steps of a kernel spawn that the spawner takes, in order (`cgroup` and `attach` only where there is containment). */
+export type SpawnStep = "cgroup" | "spawn" | "attach"
+
+/** How the Node spawner is built. */
+export interface NodeKernelSpawnerOptions {
+  /** Runs after each step, once its undo is registered (tests stop a spawn there). */
+  readonly afterStep?: (step: SpawnStep) => Effect.Effect<void>
 }
 
 const childrenOf = (pid: number): ReadonlyArray<number> => {
@@ -67,6 +67,7 @@ const launchOf = (spec: SpawnSpec, group: TreeGroup | undefined): { readonly com
   return group === undefined ? limited : joinGroupLauncher(group.procsFiles, limited.command, limited.args)
 }
 
+/** The undo of the cgroup step: kill what is left in it, wait until it is empty (at most 5 s), remove it. */
 const endGroup = (group: TreeGroup) =>
   Effect.sync(() => {
     group.kill()
@@ -76,52 +77,46 @@ const endGroup = (group: TreeGroup) =>
     Effect.ensuring(Effect.sync(() => group.remove()))
   )
 
-const spawnProcess = Effect.fnUntraced(function*(spec: SpawnSpec) {
-  const exit = yield* Deferred.make<ProcessExit>()
-  let exitStatus: ProcessExit | undefined
-  const group = containment().create(spec.pidsMax)
-  const launch = launchOf(spec, group)
-  const child = yield* Effect.callback<ChildProcess, SpawnError>((resume) => {
-    let child: ChildProcess
-    try {
-      child = spawnChild(launch.command, [...launch.args], {
-        cwd: spec.cwd,
-        env: { ...spec.env },
-        detached: true,
-        stdio: spec.channel === "fd3" ? ["ignore", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"]
-      })
-    } catch (cause) {
-      resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
-      return
-    }
-    const onError = (cause: Error) => resume(Effect.fail(new SpawnError({ command: spec.command, cause })))
-    child.once("error", onError)
-    child.once("spawn", () => {
-      child.off("error", onError)
-      child.on("error", () => {})
-      resume(Effect.succeed(child))
-    })
-    child.once("exit", (code, signal) => {
-      exitStatus = { code, signal }
-      Deferred.doneUnsafe(exit, Effect.succeed(exitStatus))
-    })
-  })
-  const socket = spec.channel === "fd3" ? (child.stdio[3] as Duplex | null | undefined) ?? null : null
-  const input: Writable | null = spec.channel === "fd3" ? socket : child.stdin
-  input?.on("error", () => {})
-  yield* Effect.addFinalizer(() =>
-    Effect.suspend(() => {
-      if (exitStatus !== undefined) return Effect.void
-      signalGroup(child, "SIGKILL")
-      return Deferred.await(exit)
-    }).pipe(Effect.andThen(group === undefined ? Effect.void : endGroup(group)))
+/** How long a launcher may take to join its cgroup. */
+const ATTACH_TIMEOUT = Duration.seconds(10)
+
+/** Completes once the child is in its cgroup, or has exited (a launcher that cannot join exits 125, which the kernel reports). */
+const attached = (group: TreeGroup, proc: Subprocess, command: string): Effect.Effect<void, SpawnError> =>
+  Effect.sync(() => proc.exitNow() !== undefined || group.holds(proc.pid)).pipe(
+    Effect.repeat({ until: (done) => done, schedule: Schedule.spaced(Duration.millis(1)) }),
+    Effect.timeoutOrElse({
+      duration: ATTACH_TIMEOUT,
+      orElse: () => Effect.fail(new SpawnError({ command, cause: new Error(`it did not join its cgroup within ${Duration.format(ATTACH_TIMEOUT)}`) }))
+    }),
+    Effect.asVoid
   )
-  const pid = child.pid!
+
+const spawnProcess = (afterStep: (step: SpawnStep) => Effect.Effect<void>) => Effect.fnUntraced(function*(spec: SpawnSpec) {
+  const tree = yield* containment
+  const group = yield* Effect.acquireRelease(Effect.sync(() => tree.create(spec.pidsMax)), (group) => group === undefined ? Effect.void : endGroup(group))
+  if (group !== undefined) yield* afterStep("cgroup")
+  const launch = launchOf(spec, group)
+  const proc = yield* start({
+    command: launch.command,
+    args: launch.args,
+    cwd: spec.cwd,
+    env: spec.env,
+    stdin: spec.channel === "fd3" ? "ignore" : "pipe",
+    fd3: spec.channel === "fd3"
+  }).pipe(Effect.mapError((error) => new SpawnError({ command: spec.command, cause: error.cause })))
+  yield* afterStep("spawn")
+  if (group !== undefined) {
+    yield* Effect.acquireRelease(attached(group, proc, spec.command), () => Effect.sync(() => group.kill()))
+    yield* afterStep("attach")
+  }
+  const socket = proc.fd3
+  const input: Writable | null = spec.channel === "fd3" ? socket : proc.stdin
+  const pid = proc.pid
   let runnerPid: number | undefined
   const signal = (signal: KernelSignal): void => {
     if (signal === "SIGINT" && spec.sandboxed === true) {
       runnerPid ??= sandboxedRunner(pid)
-      if (runnerPid !== undefined && exitStatus === undefined) {
+      if (runnerPid !== undefined && proc.exitNow() === undefined) {
         try {
           process.kill(runnerPid, "SIGINT")
         } catch {
@@ -130,7 +125,7 @@ const spawnProcess = Effect.fnUntraced(function*(spec: SpawnSpec) {
       }
       return
     }
-    signalGroup(child, signal)
+    proc.signalGroup(signal)
     if (signal === "SIGKILL") group?.kill()
   }
   const write = (text: string): Effect.Effect<void, StdinClosed> =>
@@ -143,7 +138,7 @@ const spawnProcess = Effect.fnUntraced(function*(spec: SpawnSpec) {
     stream === null
       ? Stream.empty
       : NodeStream.fromReadable<Uint8Array>({ evaluate: () => stream, closeOnDone: false }).pipe(Stream.catchCause(() => Stream.empty))
-  const frameSource = (socket ?? child.stdout) as NodeJS.ReadableStream | null
+  const frameSource = (socket ?? proc.stdout) as NodeJS.ReadableStream | null
   const listenFrames = (listener: ByteListener): ByteFlow => {
     if (frameSource === null) {
       listener.onEnd()
@@ -165,15 +160,20 @@ const spawnProcess = Effect.fnUntraced(function*(spec: SpawnSpec) {
     pid,
     listenFrames,
     ...(socket === null ? {} : { frames: readable(socket) }),
-    stdout: readable(child.stdout),
-    stderr: readable(child.stderr),
+    stdout: readable(proc.stdout),
+    stderr: readable(proc.stderr),
     write,
     signal: (name) => Effect.sync(() => signal(name)),
-    exited: Deferred.await(exit),
-    exitNow: Effect.sync(() => exitStatus)
+    exited: proc.exited,
+    exitNow: Effect.sync(() => proc.exitNow())
   }
   return handle
 })
 
+/** A `KernelSpawner` backed by real child processes, with `options`. */
+export const makeNodeKernelSpawner = (options: NodeKernelSpawnerOptions = {}): KernelSpawner["Service"] => ({
+  spawn: spawnProcess(options.afterStep ?? (() => Effect.void))
+})
+
 /** `KernelSpawner` backed by real child processes. */
-export const NodeKernelSpawnerLive = Layer.succeed(KernelSpawner, { spawn: spawnProcess })
+export const NodeKernelSpawnerLive = Layer.succeed(KernelSpawner, makeNodeKernelSpawner())

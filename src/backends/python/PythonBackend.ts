@@ -3,13 +3,13 @@
  * venv in the cwd, the managed venv, PATH), spawned as `<python> -u <cache>/boot.py` with
  * frames on the runner's private dup of fd 1; the prelude is sent as one silent request.
  */
-import { Effect } from "effect"
-import { execFile } from "node:child_process"
+import { Duration, Effect } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { PythonRuntime } from "./PythonRuntime.ts"
 import { cachedPath, type CachedRunner } from "../../services/storage/RunnerCache.ts"
 import { makeBackend } from "../Backend.ts"
+import { runCommand } from "../../process/RunCommand.ts"
 
 const ENTRY = "boot.py"
 
@@ -24,18 +24,19 @@ export const PYTHON_PACKAGE_DIR = "_veyyon_runner"
  * at end of input) and only PATH in its environment; no cell code is involved.
  */
 export const warmRunnerCache = (python: string, runner: CachedRunner): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
+  Effect.suspend(() => {
     let cached = false
     try {
       cached = NodeFs.readdirSync(NodePath.join(runner.dir, PYTHON_PACKAGE_DIR)).some((name) => /^server\..+\.pyc$/.test(name))
     } catch {
       cached = false
     }
-    if (cached) return resume(Effect.void)
+    if (cached) return Effect.void
     const boot = cachedPath(runner, ENTRY)
-    const child = execFile(python, ["-u", boot], { cwd: NodePath.dirname(boot), env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 60_000 }, () =>
-      resume(Effect.void))
-    child.stdin?.end()
+    return runCommand({ command: python, args: ["-u", boot], cwd: NodePath.dirname(boot), env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } }).pipe(
+      Effect.timeoutOption(Duration.seconds(60)),
+      Effect.ignore
+    )
   })
 
 /** The Python backend. */

@@ -14,8 +14,7 @@
  * `python.skipCheck` (`VEYYON_PYTHON_SKIP_CHECK=1`) nothing is run and the path
  * found is used as is.
  */
-import { Cache, Context, Data, Duration, Effect, Layer, Result, Schema, Stream } from "effect"
-import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import { Cache, Context, Data, Duration, Effect, Layer, Result, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { type EnvRecord, runnerEnv } from "../../services/isolation/EnvPolicy.ts"
@@ -28,6 +27,7 @@ import {
   resolvePythonCandidate
 } from "./RuntimeResolution.ts"
 import { type BackendSettings, isScript } from "../Backend.ts"
+import { runCommand } from "../../process/RunCommand.ts"
 
 /** The oldest Python the runner supports. */
 export const MIN_PYTHON_VERSION = { major: 3, minor: 8 } as const
@@ -104,14 +104,6 @@ const INSPECT_SCRIPT =
   "import sys, json; sys.stdout.write(json.dumps({'executable': sys.executable, " +
   "'version': list(sys.version_info[:3])}) + '\\n')"
 
-const OUTPUT_CAP = 64 * 1024
-
-const collectText = <E>(stream: Stream.Stream<Uint8Array, E>): Effect.Effect<string, E> =>
-  stream.pipe(
-    Stream.decodeText(),
-    Stream.runFold(() => "", (acc, chunk) => (acc.length >= OUTPUT_CAP ? acc : acc + chunk))
-  )
-
 const tail = (text: string): string => {
   const lines = text.trim().split(/\r?\n/).filter((line) => line.trim().length > 0)
   const last = lines.slice(-3).join(" | ")
@@ -142,38 +134,25 @@ export const parseInspection = (stdout: string, candidate: string): PythonInspec
 }
 
 /** The inspector that really spawns the interpreter, with a time limit. */
-export const commandInspector = (
-  spawner: ChildProcessSpawner.ChildProcessSpawner["Service"],
-  timeout: Duration.Input
-): InterpreterInspector =>
-(request) =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const command = ChildProcess.make(request.executable, ["-c", INSPECT_SCRIPT], {
-        cwd: request.cwd,
-        env: request.env,
-        extendEnv: false
-      })
-      const proc = yield* spawner.spawn(command)
-      const [stdout, stderr, code] = yield* Effect.all(
-        [collectText(proc.stdout), collectText(proc.stderr), proc.exitCode],
-        { concurrency: "unbounded" }
-      )
-      if (code !== 0) {
+export const commandInspector = (timeout: Duration.Input): InterpreterInspector => (request) =>
+  runCommand({ command: request.executable, args: ["-c", INSPECT_SCRIPT], cwd: request.cwd, env: request.env }).pipe(
+    Effect.mapError((error) => new InspectionFailed({ problem: `it could not be started: ${error.message}` })),
+    Effect.flatMap(({ exit, stdout, stderr }) => {
+      if (exit.code !== 0) {
         const said = tail(stderr)
-        return yield* new InspectionFailed({ problem: `it exited with code ${code}${said ? `: ${said}` : ""}` })
+        const how = exit.code === null ? `it was killed by ${exit.signal}` : `it exited with code ${exit.code}`
+        return Effect.fail(new InspectionFailed({ problem: `${how}${said ? `: ${said}` : ""}` }))
       }
       const inspection = parseInspection(stdout, request.executable)
       if (inspection === undefined) {
-        return yield* new InspectionFailed({
-          problem: `it did not report a Python version (is it a Python interpreter?)${stdout.trim() ? `; it printed: ${tail(stdout)}` : ""}`
-        })
+        return Effect.fail(
+          new InspectionFailed({
+            problem: `it did not report a Python version (is it a Python interpreter?)${stdout.trim() ? `; it printed: ${tail(stdout)}` : ""}`
+          })
+        )
       }
-      return inspection
-    })
-  ).pipe(
-    Effect.catchTag("PlatformError", (error) =>
-      Effect.fail(new InspectionFailed({ problem: `it could not be started: ${error.message}` }))),
+      return Effect.succeed(inspection)
+    }),
     Effect.timeoutOrElse({
       duration: timeout,
       orElse: () =>
@@ -348,17 +327,16 @@ export class PythonRuntime extends Context.Service<PythonRuntime, PythonRuntimeS
   }
 
   /** The service over this process's env, home dir, platform, disk and child processes. */
-  static readonly Live: Layer.Layer<PythonRuntime, never, ChildProcessSpawner.ChildProcessSpawner> = Layer.effect(
+  static readonly Live: Layer.Layer<PythonRuntime> = Layer.effect(
     PythonRuntime,
-    Effect.gen(function*() {
-      const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-      return yield* makePythonRuntime({
+    Effect.suspend(() =>
+      makePythonRuntime({
         env: process.env,
         homeDir: os.homedir(),
         platform: process.platform,
         probe: nodeFileProbe(),
-        inspect: commandInspector(spawner, INSPECT_TIMEOUT)
+        inspect: commandInspector(INSPECT_TIMEOUT)
       })
-    })
+    )
   )
 }

@@ -5,7 +5,7 @@
  * `required` and the sandbox cannot run.
  */
 import { Effect } from "effect"
-import { containment, type ContainmentMechanism } from "../../layers/NodeContainment.ts"
+import { containment, type ContainmentMechanism } from "../../process/Containment.ts"
 import { makeSandbox, type SandboxProbe, SandboxUnavailable } from "../../services/isolation/Sandbox.ts"
 import type { KernelLimits, SandboxMode } from "../../services/isolation/SandboxSettings.ts"
 import { Settings } from "../../services/config/Settings.ts"
@@ -53,7 +53,7 @@ export const checkSandbox = Effect.gen(function*() {
   const settings = yield* Settings
   const sandbox = yield* makeSandbox(settings.sandbox, settings.limits)
   const probe = yield* sandbox.probe
-  const tree = containment()
+  const tree = yield* containment
   process.stdout.write(sandboxReport(settings.sandbox.mode, settings.sandbox.network, probe, settings.limits, tree).join("\n") + "\n")
   if ((settings.sandbox.mode === "required" || settings.sandbox.network === "allowlist") && !probe.works) {
     return yield* new SandboxUnavailable({ reason: probe.reason ?? "unknown", ...(settings.sandbox.network === "allowlist" ? { byAllowlist: true } : {}) })

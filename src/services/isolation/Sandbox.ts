@@ -24,11 +24,11 @@
  * it can, and in the sandbox is also RLIMIT_NPROC set inside its user namespace, where it
  * counts only that namespace's processes (root is exempt from it: root needs the cgroup).
  */
-import { execFile } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
-import { Context, Effect, Layer, Schema } from "effect"
-import type { SpawnSpec } from "../../kernel/KernelProcess.ts"
+import { Context, Duration, Effect, Layer, Schema } from "effect"
+import { describeExit, type SpawnSpec } from "../../kernel/KernelProcess.ts"
+import { runCommand } from "../../process/RunCommand.ts"
 import type { KernelLimits, SandboxSettings } from "./SandboxSettings.ts"
 import { bwrapArgs, type MemoryLimitKind, egressEnv, NAMESPACE_FLAGS, realHost, sandboxEnv, sandboxHome, withHeapLimit, withRlimits } from "./SandboxArgs.ts"
 import { Settings } from "../config/Settings.ts"
@@ -120,14 +120,21 @@ export const findExecutable = (name: string, path: string | undefined): string |
   })
 }
 
+/** How long the probe may take. */
+const PROBE_TIMEOUT = Duration.seconds(30)
+
 /** Runs bwrap once in every namespace the sandbox uses; the reason when that fails. */
 export const probeBwrap = (bwrap: string): Effect.Effect<string | undefined> =>
-  Effect.callback<string | undefined>((resume) => {
-    const args = [...NAMESPACE_FLAGS, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
-    execFile(bwrap, args, { timeout: 30_000 }, (error, _stdout, stderr) => {
-      resume(Effect.succeed(error === null ? undefined : (String(stderr).trim() || error.message).split("\n")[0]))
-    })
-  })
+  runCommand({
+    command: bwrap,
+    args: [...NAMESPACE_FLAGS, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"],
+    env: process.env
+  }).pipe(
+    Effect.map(({ exit, stderr }) =>
+      exit.code === 0 ? undefined : (stderr.trim() || `bwrap ended with ${describeExit(exit)}`).split("\n")[0]),
+    Effect.catch((error) => Effect.succeed(error.message)),
+    Effect.timeoutOrElse({ duration: PROBE_TIMEOUT, orElse: () => Effect.succeed(`bwrap did not finish within ${Duration.format(PROBE_TIMEOUT)}`) })
+  )
 
 /** How the service finds its tools: by default `bwrap` and `prlimit` on the process's PATH. */
 export interface SandboxTools {

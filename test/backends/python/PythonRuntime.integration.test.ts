@@ -1,7 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { ChildProcessSpawner } from "effect/process"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -38,13 +37,12 @@ const hostEnv = (extra: EnvRecord = {}): EnvRecord => {
 
 const runtime = (env: EnvRecord, home: string) =>
   Effect.gen(function*() {
-    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     return yield* makePythonRuntime({
       env,
       homeDir: home,
       platform: process.platform,
       probe: nodeFileProbe(),
-      inspect: commandInspector(spawner, INSPECT_TIMEOUT)
+      inspect: commandInspector(INSPECT_TIMEOUT)
     })
   }).pipe(Effect.provide(NodeServices.layer))
 

@@ -1,7 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { type Duration, Effect } from "effect"
-import { ChildProcessSpawner } from "effect/process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -71,14 +70,13 @@ interface Setup {
 
 const runtime = (setup: Setup = {}) =>
   Effect.gen(function*() {
-    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     const own = backendSettingsOf(yield* Settings, "py")
     const rt = yield* makePythonRuntime({
       env: setup.env ?? {},
       homeDir: setup.home ?? tempDir(),
       platform: process.platform,
       probe: nodeFileProbe(),
-      inspect: commandInspector(spawner, setup.timeout ?? "10 seconds")
+      inspect: commandInspector(setup.timeout ?? "10 seconds")
     })
     return { resolve: (cwd: string) => rt.resolve(cwd, own), locate: (cwd: string) => rt.locate(cwd, own), kernelEnv: rt.kernelEnv }
   }).pipe(Effect.provide([Settings.layer(setup.settings ?? {}), NodeServices.layer]))

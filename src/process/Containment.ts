@@ -13,9 +13,11 @@
  * watcher started with the first group holds a pipe from this process; when it reads end
  * of file (the host exited, even by SIGKILL) it kills every group left and removes them.
  */
-import { spawn, spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import { Deferred, Duration, Effect, Scope } from "effect"
+import { runCommand } from "./RunCommand.ts"
+import { start } from "./Subprocess.ts"
 
 /** What the machine offers for containment. */
 export type ContainmentMechanism = "cgroup-v2" | "cgroup-v1" | "none"
@@ -28,6 +30,8 @@ export interface TreeGroup {
   readonly pidsLimited: boolean
   /** Kills every process in the group now, without waiting. */
   readonly kill: () => void
+  /** Whether `pid` has joined the group (in every hierarchy it spans). */
+  readonly holds: (pid: number) => boolean
   /** Whether no process is left in the group. */
   readonly empty: () => boolean
   /** Removes the group's directories (they must be empty). */
@@ -39,7 +43,7 @@ export interface Containment {
   readonly mechanism: ContainmentMechanism
   /** Whether a group can cap its number of processes. */
   readonly pidsLimit: boolean
-  /** A new group (with `pids.max` set when asked and possible), or undefined when there is no mechanism. */
+  /** A new group (with `pids.max` set when asked and possible), or undefined when there is no mechanism; the caller removes it. */
   readonly create: (pidsMax: number | undefined) => TreeGroup | undefined
 }
 
@@ -154,32 +158,33 @@ for d in "$@"; do
 done
 `
 
-const startWatcher = (dirs: ReadonlyArray<string>): void => {
-  try {
-    const watcher = spawn("/bin/sh", ["-c", WATCHER_SCRIPT, "veyyon-tree-watch", ...dirs], {
-      detached: true,
-      env: { PATH: "/usr/bin:/bin" },
-      stdio: ["pipe", "ignore", "ignore"]
-    })
-    watcher.on("error", () => {})
-    watcher.stdin?.on("error", () => {})
-    watcher.unref()
-    ;(watcher.stdin as unknown as { unref?: () => void } | null)?.unref?.()
-  } catch {
-    // without a watcher only a host SIGKILL leaves groups behind
-  }
-}
+/** What lives as long as this process (the watcher): never closed. */
+const hostScope = Scope.makeUnsafe()
 
-const detect = (): Containment => {
+const startWatcher = (dirs: ReadonlyArray<string>): Effect.Effect<void> =>
+  start({
+    command: "/bin/sh",
+    args: ["-c", WATCHER_SCRIPT, "veyyon-tree-watch", ...dirs],
+    env: { PATH: "/usr/bin:/bin" },
+    stdout: "ignore",
+    stderr: "ignore",
+    unref: true
+  }).pipe(
+    Scope.provide(hostScope),
+    // without a watcher only a host SIGKILL leaves groups behind
+    Effect.ignore
+  )
+
+const detect = Effect.gen(function*() {
   const all = mounts()
-  const v2 = usable(hostDirIn(all.find((m) => m.fstype === "cgroup2"), ownCgroup(undefined)), "cgroup.kill")
-  const v1 = usable(hostDirIn(all.find((m) => m.fstype === "cgroup" && m.superOptions.includes("pids")), ownCgroup("pids")), "pids.max")
+  const v2 = yield* usable(hostDirIn(all.find((m) => m.fstype === "cgroup2"), ownCgroup(undefined)), "cgroup.kill")
+  const v1 = yield* usable(hostDirIn(all.find((m) => m.fstype === "cgroup" && m.superOptions.includes("pids")), ownCgroup("pids")), "pids.max")
   const v2Kill = v2 !== undefined
   const dirs = [...(v2 === undefined ? [] : [v2]), ...(v1 === undefined ? [] : [v1])]
-  if (dirs.length === 0) return { mechanism: "none", pidsLimit: false, create: () => undefined }
-  startWatcher(dirs)
+  if (dirs.length === 0) return { mechanism: "none", pidsLimit: false, create: () => undefined } satisfies Containment
+  yield* startWatcher(dirs)
   let next = 0
-  return {
+  const found: Containment = {
     mechanism: v2Kill ? "cgroup-v2" : "cgroup-v1",
     pidsLimit: v1 !== undefined || NodeFs.existsSync(NodePath.join(v2!, "pids.max")),
     create: (pidsMax) => {
@@ -218,12 +223,14 @@ const detect = (): Containment => {
             }
           }
         },
+        holds: (pid) => made.every((group) => (readText(NodePath.join(group, "cgroup.procs")) ?? "").split("\n").includes(String(pid))),
         empty: () => made.every(isEmpty),
         remove: () => made.forEach(removeQuietly)
       }
     }
   }
-}
+  return found
+})
 
 const removeQuietly = (dir: string): void => {
   try {
@@ -234,29 +241,42 @@ const removeQuietly = (dir: string): void => {
 }
 
 /** `dir` when a child group there has `file` and a process can move itself into it; else removes `dir`. */
-const usable = (dir: string | undefined, file: string): string | undefined => {
-  if (dir === undefined) return undefined
+const usable = (dir: string | undefined, file: string): Effect.Effect<string | undefined> => {
+  if (dir === undefined) return Effect.succeed(undefined)
   const probe = NodePath.join(dir, "probe")
-  let ok = false
-  try {
-    NodeFs.mkdirSync(probe, { recursive: true })
-    ok = NodeFs.existsSync(NodePath.join(probe, file)) &&
-      spawnSync("/bin/sh", ["-c", "echo $$ > \"$1\"", "veyyon-probe", NodePath.join(probe, "cgroup.procs")], { stdio: "ignore" }).status === 0
-  } catch {
-    ok = false
-  }
-  for (let i = 0; i < 100 && NodeFs.existsSync(probe); i++) {
-    removeQuietly(probe)
-    if (NodeFs.existsSync(probe)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5)
-  }
-  if (!ok) removeQuietly(dir)
-  return ok ? dir : undefined
+  return Effect.gen(function*() {
+    let ok = false
+    try {
+      NodeFs.mkdirSync(probe, { recursive: true })
+      ok = NodeFs.existsSync(NodePath.join(probe, file))
+    } catch {
+      ok = false
+    }
+    if (ok) {
+      const joined = yield* Effect.result(runCommand({
+        command: "/bin/sh",
+        args: ["-c", "echo $$ > \"$1\"", "veyyon-probe", NodePath.join(probe, "cgroup.procs")],
+        env: { PATH: "/usr/bin:/bin" }
+      }))
+      ok = joined._tag === "Success" && joined.success.exit.code === 0
+    }
+    for (let i = 0; i < 100 && NodeFs.existsSync(probe); i++) {
+      removeQuietly(probe)
+      if (NodeFs.existsSync(probe)) yield* Effect.sleep(Duration.millis(5))
+    }
+    if (!ok) removeQuietly(dir)
+    return ok ? dir : undefined
+  })
 }
 
-let detected: Containment | undefined
+let detected: Deferred.Deferred<Containment> | undefined
 
-/** The containment of this process, detected (and its watcher started) at the first call. */
-export const containment = (): Containment => (detected ??= detect())
+/** The containment of this process, detected (and its watcher started) once, by the first to ask; uninterruptible, as it creates and removes a probe group. */
+export const containment: Effect.Effect<Containment> = Effect.suspend(() => {
+  if (detected !== undefined) return Deferred.await(detected)
+  const found = (detected = Deferred.makeUnsafe<Containment>())
+  return Effect.uninterruptible(Effect.flatMap(Effect.exit(detect), (exit) => Effect.andThen(Deferred.done(found, exit), exit)))
+})
 
 /**
  * The launcher that puts itself into `procsFiles` and then becomes `command`: the group
