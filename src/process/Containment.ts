@@ -43,6 +43,8 @@ export interface Containment {
   readonly mechanism: ContainmentMechanism
   /** Whether a group can cap its number of processes. */
   readonly pidsLimit: boolean
+  /** The directories holding this process's kernel groups (`veyyon-<pid>`), one per hierarchy used. */
+  readonly hostDirs: ReadonlyArray<string>
   /** A new group (with `pids.max` set when asked and possible), or undefined when there is no mechanism; the caller removes it. */
   readonly create: (pidsMax: number | undefined) => TreeGroup | undefined
 }
@@ -181,12 +183,13 @@ const detect = Effect.gen(function*() {
   const v1 = yield* usable(hostDirIn(all.find((m) => m.fstype === "cgroup" && m.superOptions.includes("pids")), ownCgroup("pids")), "pids.max")
   const v2Kill = v2 !== undefined
   const dirs = [...(v2 === undefined ? [] : [v2]), ...(v1 === undefined ? [] : [v1])]
-  if (dirs.length === 0) return { mechanism: "none", pidsLimit: false, create: () => undefined } satisfies Containment
+  if (dirs.length === 0) return { mechanism: "none", pidsLimit: false, hostDirs: [], create: () => undefined } satisfies Containment
   yield* startWatcher(dirs)
   let next = 0
   const found: Containment = {
     mechanism: v2Kill ? "cgroup-v2" : "cgroup-v1",
     pidsLimit: v1 !== undefined || NodeFs.existsSync(NodePath.join(v2!, "pids.max")),
+    hostDirs: dirs,
     create: (pidsMax) => {
       next += 1
       const made: Array<string> = []
