@@ -7,7 +7,6 @@
  * `veyyon setup ruby --check`: the same for the Ruby backend (setting, then `ruby` on PATH).
  * `veyyon setup sandbox --check`: see `setupSandbox.ts`.
  */
-import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Effect, Layer } from "effect"
 import { Command, Flag } from "effect/cli"
 import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../../backends/python/PythonRuntime.ts"
@@ -51,7 +50,7 @@ export const describeKernelCheck = (check: KernelCheck): ReadonlyArray<string> =
 
 const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...process.env, VEYYON_PYTHON_SKIP_CHECK: undefined })
 
-const runtimeLayer = Layer.merge(PythonRuntime.Live.pipe(Layer.provide(NodeServices.layer)), Settings.fromEnv({}, withoutSkipCheck()))
+const runtimeLayer = Layer.merge(PythonRuntime.Live, Settings.fromEnv({}, withoutSkipCheck()))
 
 const check = Flag.Boolean("check").pipe(
   Flag.withDescription("Report what kernels would run and which rule picked it (for python: and start one to run a cell)."),
