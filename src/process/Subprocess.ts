@@ -6,11 +6,12 @@
  * `start` is the one place that calls `node:child_process`. A child always leads a
  * process group of its own and is owned by the scope it was started in: the child is
  * registered with that scope before the first await, so an interruption at any moment
- * (while Node reports the spawn, or later) SIGKILLs its whole group and waits for its exit.
+ * (while Node reports the spawn, or later) SIGKILLs its whole group and waits until the
+ * child and every member of its group are gone.
  */
 import { type ChildProcess, spawn as spawnChild, type StdioOptions } from "node:child_process"
 import type { Duplex, Readable, Writable } from "node:stream"
-import { Deferred, Effect, type Scope } from "effect"
+import { Deferred, Duration, Effect, Schedule, type Scope } from "effect"
 import { type ProcessExit, SpawnError } from "../kernel/KernelProcess.ts"
 
 /** What to start and how to connect it. */
@@ -115,12 +116,31 @@ const launch = (options: SubprocessOptions): Effect.Effect<Launched, SpawnError>
     return Effect.succeed(launched)
   })
 
-/** The undo of `launch`: a child still running has its whole group SIGKILLed, and is waited for. */
+/** Whether process group `pgid` still has a member (a zombie not yet reaped counts). */
+const groupExists = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** How long the undo waits for a killed group's members after the child itself has exited. */
+const GROUP_GONE_WITHIN = Duration.seconds(5)
+
+/** The undo of `launch`: a child still running has its whole group SIGKILLed; the child, then every member of its group, is waited for. */
 const end = (launched: Launched): Effect.Effect<void> =>
   Effect.suspend(() => {
-    if (launched.child.pid === undefined || launched.exitStatus !== undefined) return Effect.void
+    const pid = launched.child.pid
+    if (pid === undefined || launched.exitStatus !== undefined) return Effect.void
     signalGroupOf(launched.child, "SIGKILL")
-    return Deferred.await(launched.exit)
+    return Deferred.await(launched.exit).pipe(
+      Effect.andThen(Effect.sync(() => groupExists(pid)).pipe(
+        Effect.repeat({ while: (exists) => exists, schedule: Schedule.spaced(Duration.millis(5)).pipe(Schedule.upTo({ duration: GROUP_GONE_WITHIN })) })
+      )),
+      Effect.asVoid
+    )
   })
 
 const handleOf = (launched: Launched, options: SubprocessOptions): Subprocess => {
@@ -140,7 +160,7 @@ const handleOf = (launched: Launched, options: SubprocessOptions): Subprocess =>
 /**
  * Starts a child in a process group of its own, owned by the current scope: the scope's
  * close (or an interruption while Node reports the spawn) SIGKILLs the group if the child
- * still runs, and waits for its exit. Fails with `SpawnError` when it cannot start.
+ * still runs, and waits until the child and its group are gone. Fails with `SpawnError` when it cannot start.
  */
 export const start = (options: SubprocessOptions): Effect.Effect<Subprocess, SpawnError, Scope.Scope> =>
   Effect.flatMap(Effect.acquireRelease(launch(options), end), (launched) =>
