@@ -14,6 +14,7 @@
 import { Config, ConfigProvider, Effect, Result, Schema, SchemaIssue } from "effect"
 import type { EnvRecord } from "../isolation/EnvPolicy.ts"
 import { isUnsetEnvValue } from "./Flags.ts"
+import { TrimmedText } from "./Spellings.ts"
 
 /** Settings that could not be read; says which source and what was wrong. */
 export class InvalidSettings extends Schema.TaggedError<InvalidSettings>()("InvalidSettings", {
@@ -118,3 +119,7 @@ const invalidSettings = (error: Config.ConfigError, source: SettingsSource): Inv
 /** Reads `config` from `source` now (every source here answers at once); a failure names where the bad value came from. */
 export const readConfig = <A>(config: Config.Config<A>, source: SettingsSource): Result.Result<A, InvalidSettings> =>
   Result.mapError(Effect.runSync(Effect.result(config.parse(source.provider))), (error) => invalidSettings(error, source))
+
+/** The trimmed value of variable `name` in `env` (the process's by default), or undefined when it is unset, empty or blank. */
+export const readText = (name: string, env?: EnvRecord): string | undefined =>
+  Result.getOrUndefined(readConfig(optionalSetting(TrimmedText, name), fromVariables(env)))

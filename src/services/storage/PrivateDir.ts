@@ -23,6 +23,7 @@ import { Effect, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as path from "node:path"
+import { hostVariables, readText } from "../config/ConfigSources.ts"
 import type { EnvRecord } from "../isolation/EnvPolicy.ts"
 
 /** Mode of every directory we create. */
@@ -155,7 +156,7 @@ export const processUserDirsContext = (): UserDirsContext => {
     home = undefined
   }
   return {
-    env: process.env,
+    env: hostVariables(),
     home: home === undefined || home.length === 0 ? undefined : home,
     tmpdir: NodeOs.tmpdir(),
     uid: typeof process.getuid === "function" ? process.getuid() : 0
@@ -163,7 +164,7 @@ export const processUserDirsContext = (): UserDirsContext => {
 }
 
 const xdgDir = (context: UserDirsContext, name: string, homeRelative: string): string | undefined => {
-  const given = context.env[name]?.trim()
+  const given = readText(name, context.env)
   if (given !== undefined && path.isAbsolute(given)) return path.join(given, "veyyon")
   return context.home === undefined ? undefined : path.join(context.home, homeRelative, "veyyon")
 }
