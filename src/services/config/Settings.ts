@@ -1,10 +1,12 @@
 /**
- * Room `config`: the settings every service reads (this module, the one reader of the
- * settings object and the `VEYYON_*` environment) and the flag spellings. It uses the
- * backends' declarations, storage's state directory and isolation's sandbox section;
+ * Room `config`: the settings every service reads (this module), the one reader of the
+ * settings object and of every variable that sets something (`ConfigSources`, through
+ * Effect's `Config`), and the spellings a value may take (`Spellings`, `Flags`). It uses
+ * the backends' declarations, storage's state directory and isolation's sandbox section;
  * nothing above.
  *
- * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env.
+ * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env, each
+ * one a `Config` read over the variables, then the object (see `ConfigSources`).
  *
  * Precedence: environment variable, then the object, then the default. Each variable
  * overrides only its own setting; an empty or blank value counts as unset; a value

@@ -1,7 +1,8 @@
 /**
  * Room `storage`: what we keep on disk for a user: private directories, files written
  * exclusively and renamed into place, the kv store, session workspaces and the runner
- * cache. It uses the kernel's bridge port and isolation's env type; nothing above.
+ * cache. It uses the kernel's bridge port, isolation's env type and config's reader of
+ * variables; nothing above.
  *
  * Directories only the running user can touch, and where they live.
  *
