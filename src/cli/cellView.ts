@@ -9,7 +9,7 @@
  * to its stream as it arrives, and the notices follow at the end; nothing is ever redrawn.
  */
 import stripAnsi from "strip-ansi"
-import { colorAllowed } from "./color.ts"
+import { colorAllowed, dumbTerminal } from "./color.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
 import { KernelOutput as Output } from "../kernel/KernelOutput.ts"
 import { EXECUTION_PREVIEW_LINES } from "../render/Columns.ts"
@@ -54,7 +54,7 @@ export interface CellView {
 /** The target for this process's stdout: live when it is a terminal, coloured unless `NO_COLOR` is set. */
 export const stdoutTarget = (): ViewTarget => {
   const stdout = process.stdout
-  const live = stdout.isTTY === true && process.env.TERM !== "dumb"
+  const live = stdout.isTTY === true && !dumbTerminal()
   return {
     write: (text) => {
       stdout.write(text)

@@ -1,16 +1,21 @@
 /**
  * Whether the CLI may colour a stream: only a terminal, and only when `NO_COLOR` is unset
- * or empty and `TERM` is not `dumb` (https://no-color.org). Text bound elsewhere, such as
+ * (or empty or blank) and `TERM` is not `dumb` (https://no-color.org). Text bound elsewhere, such as
  * `--help` rendered by the command-line library, goes through a console that strips ANSI.
  */
 import { Console } from "effect"
 import stripAnsi from "strip-ansi"
+import { hostVariables, readText } from "../services/config/ConfigSources.ts"
+import type { EnvRecord } from "../services/isolation/EnvPolicy.ts"
+
+/** Whether `TERM` names a terminal that understands no escape sequences (`dumb`). */
+export const dumbTerminal = (env: EnvRecord = hostVariables()): boolean => readText("TERM", env) === "dumb"
 
 /** Whether text written to `stream` may carry ANSI colour, given the environment. */
 export const colorAllowed = (
   stream: { readonly isTTY?: boolean },
-  env: Readonly<Record<string, string | undefined>> = process.env
-): boolean => stream.isTTY === true && (env.NO_COLOR ?? "") === "" && env.TERM !== "dumb"
+  env: EnvRecord = hostVariables()
+): boolean => stream.isTTY === true && readText("NO_COLOR", env) === undefined && !dumbTerminal(env)
 
 const plain = (args: ReadonlyArray<unknown>): Array<unknown> =>
   args.map((arg) => (typeof arg === "string" ? stripAnsi(arg) : arg))

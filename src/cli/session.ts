@@ -9,6 +9,7 @@ import { type BackendId, backendOf, defaultBackendId, registeredBackends } from 
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/output/ArtifactStore.ts"
 import type { SettingsInput } from "../services/config/Settings.ts"
+import { hostVariables } from "../services/config/ConfigSources.ts"
 import { EvalTool, type EvalError, type EvalParams, type EvalResult } from "../services/tool/EvalTool.ts"
 import { KernelRegistry, type RegistryError } from "../services/registry/KernelRegistry.ts"
 import type { CellView } from "./cellView.ts"
@@ -56,7 +57,7 @@ export const cliEvalLayer = (
   options: { readonly longLived?: boolean; readonly python?: Option.Option<string>; readonly language?: BackendId } = {}
 ): Layer.Layer<EvalServices, CliFailure> => {
   const python = options.python === undefined ? undefined : Option.getOrUndefined(options.python)
-  const env = python === undefined ? process.env : { ...process.env, VEYYON_PYTHON_INTERPRETER: python }
+  const env = python === undefined ? hostVariables() : { ...hostVariables(), VEYYON_PYTHON_INTERPRETER: python }
   return mapLayerError(evalLayer({ settings: cliSettings(options), env }), failureOf)
 }
 

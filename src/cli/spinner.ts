@@ -4,6 +4,7 @@
  * itself when the step ends, however it ends.
  */
 import { Effect } from "effect"
+import { dumbTerminal } from "./color.ts"
 
 /** How long a step may take before the spinner shows. */
 export const SPINNER_DELAY_MS = 300
@@ -12,7 +13,7 @@ const FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "
 const FRAME_MS = 80
 
 /** Whether this process's stderr can show a spinner. */
-export const stderrIsTerminal = (): boolean => process.stderr.isTTY === true && process.env.TERM !== "dumb"
+export const stderrIsTerminal = (): boolean => process.stderr.isTTY === true && !dumbTerminal()
 
 const start = (label: string) =>
   Effect.sync(() => {

@@ -6,6 +6,7 @@
  */
 import { Data, Result } from "effect"
 import * as os from "node:os"
+import { readText } from "../services/config/ConfigSources.ts"
 import { resolveSecret, SECRET_ENV, SECRET_FILE_ENV } from "./ClusterSecret.ts"
 import type { MeshAuth } from "./MeshSockets.ts"
 
@@ -88,17 +89,12 @@ const positiveMs = (value: number | undefined, source: string): Result.Result<nu
     : Result.fail(new InvalidClusterSettings({ problem: `${source} must be a positive whole number, got ${String(value)}` }))
 
 const envNumber = (env: Readonly<Record<string, string | undefined>>, name: string): Result.Result<number | undefined, InvalidClusterSettings> => {
-  const raw = env[name]?.trim()
-  if (raw === undefined || raw === "") return Result.succeed(undefined)
+  const raw = readText(name, env)
+  if (raw === undefined) return Result.succeed(undefined)
   const value = Number(raw)
   return Number.isSafeInteger(value) && value > 0
     ? Result.succeed(value)
     : Result.fail(new InvalidClusterSettings({ problem: `${name}: ${JSON.stringify(raw)} is not a positive whole number` }))
-}
-
-const envText = (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined => {
-  const raw = env[name]?.trim()
-  return raw === undefined || raw === "" ? undefined : raw
 }
 
 const wildcard = (host: string) => host === "0.0.0.0" || host === "::" || host === ""
@@ -112,7 +108,7 @@ export const resolveClusterSettings = (
   env: Readonly<Record<string, string | undefined>>
 ): Result.Result<ClusterSettings, InvalidClusterSettings> =>
   Result.gen(function*() {
-    const postgresUrl = given.postgresUrl?.trim() || envText(env, POSTGRES_URL_ENV)
+    const postgresUrl = given.postgresUrl?.trim() || readText(POSTGRES_URL_ENV, env)
     if (postgresUrl === undefined) {
       return yield* Result.fail(new InvalidClusterSettings({
         problem: `no Postgres URL for the cluster: pass --postgres-url postgres://USER:PASSWORD@HOST:PORT/DB or set ${POSTGRES_URL_ENV}`
@@ -129,11 +125,11 @@ export const resolveClusterSettings = (
       }))
     }
     const auth: MeshAuth = secret === undefined ? { _tag: "Insecure" } : { _tag: "Secret", secret }
-    const listenRaw = given.listen ?? envText(env, "VEYYON_CLUSTER_LISTEN")
+    const listenRaw = given.listen ?? readText("VEYYON_CLUSTER_LISTEN", env)
     const listen = listenRaw === undefined
       ? { host: "127.0.0.1", port: DEFAULT_RUNNER_PORT }
       : yield* parseHostPort(listenRaw, { host: "127.0.0.1", port: DEFAULT_RUNNER_PORT }, "the listen address")
-    const advertiseRaw = given.advertise ?? envText(env, "VEYYON_CLUSTER_ADVERTISE")
+    const advertiseRaw = given.advertise ?? readText("VEYYON_CLUSTER_ADVERTISE", env)
     const advertiseDefault = { host: wildcard(listen.host) ? os.hostname() : listen.host, port: listen.port }
     const advertise = advertiseRaw === undefined
       ? advertiseDefault

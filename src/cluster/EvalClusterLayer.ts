@@ -8,6 +8,7 @@ import { Effect, Layer } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { ArtifactDirUnavailable, ArtifactStore } from "../services/output/ArtifactStore.ts"
 import { EvalTool } from "../services/tool/EvalTool.ts"
+import { hostVariables, readText } from "../services/config/ConfigSources.ts"
 import { type InvalidSettings, Settings, type SettingsInput } from "../services/config/Settings.ts"
 import { makeClusterEvalTool } from "./ClusterEvalTool.ts"
 import { type ClusterSettings, type ClusterSettingsInput, InvalidClusterSettings, resolveClusterSettings } from "./ClusterSettings.ts"
@@ -45,11 +46,11 @@ export const retryWindowMsOf = (cluster: ClusterSettings): number => 2 * cluster
 
 /** The eval tool as a client of the cluster the settings name. */
 export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.Layer<EvalClusterServices, EvalClusterLayerError> => {
-  const env = options.env === false ? {} : options.env ?? process.env
+  const env = options.env === false ? {} : options.env ?? hostVariables()
   const settings = options.env === false ? Settings.layer(options.settings) : Settings.fromEnv(options.settings, env)
   return Layer.unwrap(Effect.gen(function*() {
     const cluster = yield* Effect.fromResult(resolveClusterSettings(options.cluster ?? {}, env))
-    const cwdMode = options.cwd ?? env[CLUSTER_CWD_ENV]?.trim() ?? "session"
+    const cwdMode = options.cwd ?? readText(CLUSTER_CWD_ENV, env) ?? "session"
     if (cwdMode !== "session" && cwdMode !== "caller") {
       return yield* new InvalidClusterSettings({ problem: `${CLUSTER_CWD_ENV} must be session or caller, got ${JSON.stringify(cwdMode)}` })
     }

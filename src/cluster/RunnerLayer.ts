@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto"
 import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
 import type { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
 import type { KernelRegistry } from "../services/registry/KernelRegistry.ts"
+import { hostVariables } from "../services/config/ConfigSources.ts"
 import type { InvalidSettings } from "../services/config/Settings.ts"
 import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
@@ -33,7 +34,7 @@ export interface RunnerLayerOptions extends EvalLayerOptions {
 export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOptions = {}): Layer.Layer<Sharding | KernelRegistry, RunnerLayerError> => {
   const workspaceSettings = options.workspace !== undefined
     ? Result.succeed(options.workspace)
-    : resolveWorkspaceSettings(options.env === false ? {} : options.env ?? process.env)
+    : resolveWorkspaceSettings(options.env === false ? {} : options.env ?? hostVariables())
   const workspace = Layer.unwrap(Effect.map(Effect.fromResult(workspaceSettings), RunnerWorkspace.layer))
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)

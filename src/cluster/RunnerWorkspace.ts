@@ -8,6 +8,7 @@
  * directories cannot be allowed.
  */
 import { Context, Data, Effect, Layer, Result } from "effect"
+import { readText } from "../services/config/ConfigSources.ts"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { InvalidCwd, normalizeCwd } from "../services/registry/KernelRegistry.ts"
@@ -46,13 +47,13 @@ export const resolveWorkspaceSettings = (
   env: Readonly<Record<string, string | undefined>>
 ): Result.Result<RunnerWorkspaceSettings, InvalidWorkspaceSettings> =>
   Result.gen(function*() {
-    const rootRaw = env[WORKSPACE_ENV]?.trim()
-    if (rootRaw !== undefined && rootRaw !== "" && !path.isAbsolute(rootRaw)) {
+    const rootRaw = readText(WORKSPACE_ENV, env)
+    if (rootRaw !== undefined && !path.isAbsolute(rootRaw)) {
       return yield* Result.fail(new InvalidWorkspaceSettings({ problem: `${WORKSPACE_ENV} must be an absolute path, got ${JSON.stringify(rootRaw)}` }))
     }
-    const root = rootRaw === undefined || rootRaw === "" ? defaultWorkspaceRoot("runner") : path.resolve(rootRaw)
+    const root = rootRaw === undefined ? defaultWorkspaceRoot("runner") : path.resolve(rootRaw)
     const allowedRoots: Array<string> = []
-    for (const entry of (env[ALLOWED_ROOTS_ENV] ?? "").split(":").map((part) => part.trim()).filter((part) => part !== "")) {
+    for (const entry of (readText(ALLOWED_ROOTS_ENV, env) ?? "").split(":").map((part) => part.trim()).filter((part) => part !== "")) {
       if (!path.isAbsolute(entry)) {
         return yield* Result.fail(new InvalidWorkspaceSettings({ problem: `${ALLOWED_ROOTS_ENV}: ${JSON.stringify(entry)} is not an absolute path` }))
       }

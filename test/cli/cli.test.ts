@@ -302,6 +302,18 @@ describe("the command line in process (no Python needed)", () => {
     expect(unknown.code).toBe(2)
   })
 
+  it("an unreadable VEYYON_CLUSTER is a usage error naming the variable, before anything is served", async () => {
+    process.env["VEYYON_CLUSTER"] = "please"
+    try {
+      const mcp = await run("mcp")
+      expect(mcp.code).toBe(2)
+      expect(mcp.stderr).toContain("VEYYON_CLUSTER")
+      expect(mcp.stderr).toContain("\"please\" is not a boolean")
+    } finally {
+      delete process.env["VEYYON_CLUSTER"]
+    }
+  })
+
   it("an unknown or misspelt flag is a usage error naming it (and the flag it is close to), never code to run", async () => {
     expect(await run("eval", "--bogus")).toEqual({
       code: 2,

@@ -10,7 +10,7 @@
  * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
-import { Cause, Effect, Exit, Fiber, Layer, Option, Stdio } from "effect"
+import { Cause, Config, Effect, Exit, Fiber, Layer, Option, Result, Stdio } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as HttpServer from "effect/http/HttpServer"
 import { randomBytes } from "node:crypto"
@@ -23,7 +23,10 @@ import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/storage/SessionWorkspace.ts"
 import { KernelRegistry } from "../../services/registry/KernelRegistry.ts"
 import { doorSandboxDefaults } from "../../services/isolation/SandboxSettings.ts"
+import { fromVariables, type InvalidSettings, optionalSetting, readConfig, setting } from "../../services/config/ConfigSources.ts"
 import { Settings, type SettingsInput } from "../../services/config/Settings.ts"
+import { FlagText, TrimmedText } from "../../services/config/Spellings.ts"
+import type { EnvRecord } from "../../services/isolation/EnvPolicy.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 import { mapLayerError } from "../layerFailure.ts"
 import { cliSettings } from "../session.ts"
@@ -50,29 +53,53 @@ export const doorSettings = (door: "stdio" | "http"): SettingsInput => ({
   ...doorSandboxDefaults(door === "http" ? "mcp-http" : "mcp")
 })
 
-const serveOptions = (sessionDirs?: SessionWorkspace) => ({
-  version: VERSION,
-  progressIntervalMs: progressIntervalMs(process.env.VEYYON_MCP_PROGRESS_INTERVAL_MS),
-  sessionDirs
-})
+/** The variable setting the interval of a long call's progress notifications, in ms. */
+export const MCP_PROGRESS_INTERVAL_ENV = "VEYYON_MCP_PROGRESS_INTERVAL_MS"
 
 /** The variable naming the root of the HTTP door's per-session directories (default `<state dir>/workspaces/mcp-http`). */
 export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
 
-/** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
-const httpSessionDirs = (): SessionWorkspace => {
-  const given = process.env[MCP_WORKSPACE_ENV]?.trim()
-  return makeSessionWorkspace(given !== undefined && given !== "" ? given : defaultWorkspaceRoot("mcp-http"))
+/** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
+export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
+
+/** What `veyyon mcp` reads from its variables. */
+export interface McpVariables {
+  /** The interval of a long call's progress notifications (`VEYYON_MCP_PROGRESS_INTERVAL_MS`, kept within bounds). */
+  readonly progressIntervalMs: number
+  /** The HTTP door's bearer token (`VEYYON_MCP_TOKEN`), when one is set. */
+  readonly token: string | undefined
+  /** The root of the HTTP door's per-session directories (`VEYYON_MCP_WORKSPACE`), when one is set. */
+  readonly workspace: string | undefined
+  /** Whether to serve as a cluster client (`VEYYON_CLUSTER`, a boolean). */
+  readonly cluster: boolean
 }
+
+const mcpConfig: Config.Config<McpVariables> = Config.all({
+  progressIntervalMs: Config.map(optionalSetting(TrimmedText, MCP_PROGRESS_INTERVAL_ENV), progressIntervalMs),
+  token: optionalSetting(TrimmedText, MCP_TOKEN_ENV),
+  workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
+  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false))
+})
+
+/** The variables of `veyyon mcp` from `env` (the process's by default); an unreadable one fails naming it. */
+export const readMcpVariables = (env?: EnvRecord): Result.Result<McpVariables, InvalidSettings> =>
+  readConfig(mcpConfig, fromVariables(env))
+
+const serveOptions = (variables: McpVariables, sessionDirs?: SessionWorkspace) => ({
+  version: VERSION,
+  progressIntervalMs: variables.progressIntervalMs,
+  sessionDirs
+})
+
+/** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
+const httpSessionDirs = (variables: McpVariables): SessionWorkspace =>
+  makeSessionWorkspace(variables.workspace ?? defaultWorkspaceRoot("mcp-http"))
 
 const writeStdout = (line: string) =>
   Effect.callback<void>((resume) => {
     if (process.stdout.destroyed || process.stdout.writableEnded) return resume(Effect.void)
     process.stdout.write(line, () => resume(Effect.void))
   })
-
-/** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
-export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
 /** The cluster client's layer, its modules loaded only when asked for (they are most of the CLI's start-up otherwise). */
 const clusterToolLayer = (settings: SettingsInput, insecureNoAuth: boolean) =>
@@ -93,10 +120,10 @@ const toolLayer = (door: "stdio" | "http", placement: Placement) =>
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: Placement) =>
+const stdioServer = (cluster: Placement, variables: McpVariables) =>
   prepareSpares.pipe(
     // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
-    Effect.andThen(serveMcp(serveOptions(), (door, sessions) =>
+    Effect.andThen(serveMcp(serveOptions(variables), (door, sessions) =>
       Effect.gen(function*() {
         const stdio = yield* Stdio.Stdio
         yield* serveStdio(door, stdio.stdin, writeStdout)
@@ -104,23 +131,19 @@ const stdioServer = (cluster: Placement) =>
     Effect.provide(toolLayer("stdio", cluster))
   )
 
-const tokenOf = (): { readonly token: string; readonly generated: boolean } => {
-  const given = process.env[MCP_TOKEN_ENV]
-  return given !== undefined && given.trim() !== ""
-    ? { token: given.trim(), generated: false }
-    : { token: randomBytes(32).toString("base64url"), generated: true }
-}
+const tokenOf = (given: string | undefined): { readonly token: string; readonly generated: boolean } =>
+  given !== undefined ? { token: given, generated: false } : { token: randomBytes(32).toString("base64url"), generated: true }
 
 /** Node's HTTP server as a layer, its module (with undici and ws) loaded only for `--http`: it is a third of the CLI's start-up otherwise. */
 const nodeHttpServer = (host: string, port: number) =>
   Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
-const httpServer = (host: string, port: number, cluster: Placement) =>
+const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables) =>
   Effect.gen(function*() {
-    const { token, generated } = tokenOf()
+    const { token, generated } = tokenOf(variables.token)
     const settings = yield* Settings
     yield* prepareSpares
-    yield* serveMcp(serveOptions(cluster._tag === "Local" ? httpSessionDirs() : undefined), (door, sessions) =>
+    yield* serveMcp(serveOptions(variables, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined), (door, sessions) =>
       Effect.gen(function*() {
         const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
@@ -174,10 +197,12 @@ export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insec
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
   if (options.port < 0 || options.port > 65535) return Effect.fail(usageError("--port must be between 0 and 65535"))
-  const asClient = options.cluster || process.env[MCP_CLUSTER_ENV]?.trim() === "1"
+  const variables = readMcpVariables()
+  if (Result.isFailure(variables)) return Effect.fail(failureOf(variables.failure))
+  const asClient = options.cluster || variables.success.cluster
   if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
   const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
-  return serve(options.http ? httpServer(options.host, options.port, placement) : stdioServer(placement))
+  return serve(options.http ? httpServer(options.host, options.port, placement, variables.success) : stdioServer(placement, variables.success))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )

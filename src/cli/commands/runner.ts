@@ -8,6 +8,7 @@
  * sandboxed, without network and under memory and pids limits unless `VEYYON_*` says otherwise.
  */
 import { Context, Effect, Exit, Fiber, Layer, Option, Result, Scope } from "effect"
+import { hostVariables } from "../../services/config/ConfigSources.ts"
 import { Command, Flag } from "effect/cli"
 import { type ClusterSettingsInput, formatHostPort, resolveClusterSettings } from "../../cluster/ClusterSettings.ts"
 import { KernelRegistry, type KernelRegistryService } from "../../services/registry/KernelRegistry.ts"
@@ -91,7 +92,7 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
     shards: Option.getOrUndefined(options.shards),
     insecureNoAuth: options.insecureNoAuth
   }
-  return Result.match(resolveClusterSettings(given, process.env), {
+  return Result.match(resolveClusterSettings(given, hostVariables()), {
     onFailure: (problem) => Effect.fail(usageError(problem.message)),
     onSuccess: (cluster) =>
       Effect.gen(function*() {

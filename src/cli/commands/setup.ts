@@ -12,6 +12,7 @@ import { Command, Flag } from "effect/cli"
 import { formatPythonVersion, type PythonInterpreter, PythonRuntime } from "../../backends/python/PythonRuntime.ts"
 import { describeAttempt, type ResolutionRule } from "../../backends/python/RuntimeResolution.ts"
 import { type RubyInterpreter, resolveRuby } from "../../backends/ruby.ts"
+import { hostVariables } from "../../services/config/ConfigSources.ts"
 import { backendSettingsOf, Settings, type SettingsValues } from "../../services/config/Settings.ts"
 import type { CommandFlags } from "../argvCheck.ts"
 import { commandFlags } from "../commandFlags.ts"
@@ -48,7 +49,7 @@ export const describeKernelCheck = (check: KernelCheck): ReadonlyArray<string> =
   "ok: eval cells will run with this interpreter."
 ]
 
-const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...process.env, VEYYON_PYTHON_SKIP_CHECK: undefined })
+const withoutSkipCheck = (): Record<string, string | undefined> => ({ ...hostVariables(), VEYYON_PYTHON_SKIP_CHECK: undefined })
 
 const runtimeLayer = Layer.merge(PythonRuntime.Live, Settings.fromEnv({}, withoutSkipCheck()))
 

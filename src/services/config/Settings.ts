@@ -1,10 +1,12 @@
 /**
- * Room `config`: the settings every service reads (this module, the one reader of the
- * settings object and the `VEYYON_*` environment) and the flag spellings. It uses the
- * backends' declarations, storage's state directory and isolation's sandbox section;
+ * Room `config`: the settings every service reads (this module), the one reader of the
+ * settings object and of every variable that sets something (`ConfigSources`, through
+ * Effect's `Config`), and the spellings a value may take (`Spellings`, `Flags`). It uses
+ * the backends' declarations, storage's state directory and isolation's sandbox section;
  * nothing above.
  *
- * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env.
+ * Settings for the eval backends, built from a partial object and/or `VEYYON_*` env, each
+ * one a `Config` read over the variables, then the object (see `ConfigSources`).
  *
  * Precedence: environment variable, then the object, then the default. Each variable
  * overrides only its own setting; an empty or blank value counts as unset; a value
@@ -37,15 +39,26 @@
  * (`$XDG_STATE_HOME/veyyon`, `~/.local/state/veyyon`, see `PrivateDir`): one directory per
  * session id below it, so a session keeps its kv and artifacts across host processes.
  */
-import { Context, Effect, Layer, Option, Result, Schema, SchemaIssue } from "effect"
+import { Config, Context, Effect, Layer, Result, Schema, SchemaIssue } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { BackendSettings } from "../../backends/Backend.ts"
 import { type BackendId, registeredBackends } from "../../backends/index.ts"
 import type { EnvRecord } from "../isolation/EnvPolicy.ts"
-import { BOOLEAN_FLAG_SPELLINGS, isUnsetEnvValue, parseBooleanFlag } from "./Flags.ts"
 import { userStateDir } from "../storage/PrivateDir.ts"
-import { type KernelLimits, LimitsInput, resolveLimits, resolveSandbox, SandboxInput, type SandboxSettings } from "../isolation/SandboxSettings.ts"
+import {
+  checkSandbox,
+  type KernelLimits,
+  LimitsInput,
+  limitsConfig,
+  limitsOf,
+  SANDBOX_VARIABLES,
+  SandboxInput,
+  sandboxConfig,
+  type SandboxSettings
+} from "../isolation/SandboxSettings.ts"
+import { fromSettings, hostVariables, InvalidSettings, optionalSetting, readConfig, setting, type SettingNames } from "./ConfigSources.ts"
+import { FlagText, PositiveIntText, TrimmedText, WholeNumberText, WordText } from "./Spellings.ts"
 
 /** One eval backend language: the id of a registered backend. */
 export type EvalLanguage = BackendId
@@ -149,14 +162,7 @@ export const SettingsInput = Schema.Struct({
 export type SettingsInput = typeof SettingsInput.Type
 
 /** Settings that could not be read; says which source and what was wrong. */
-export class InvalidSettings extends Schema.TaggedError<InvalidSettings>()("InvalidSettings", {
-  source: Schema.String,
-  problem: Schema.String
-}) {
-  override get message(): string {
-    return `Invalid veyyon-eval settings (${this.source}): ${this.problem}`
-  }
-}
+export { InvalidSettings }
 
 /** Process facts the defaults depend on, injectable for tests. */
 export interface SettingsContext {
@@ -182,58 +188,6 @@ export const processSettingsContext = (): SettingsContext => {
 export const defaultArtifactsDir = (context: SettingsContext, env: EnvRecord = {}): string =>
   path.join(userStateDir({ env, home: context.home, tmpdir: context.tmpdir, uid: context.uid }), "sessions")
 
-const envFlag = (env: EnvRecord, name: string): Result.Result<boolean | undefined, InvalidSettings> => {
-  const raw = env[name]
-  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
-  return Option.match(parseBooleanFlag(raw), {
-    onNone: () =>
-      Result.fail(
-        new InvalidSettings({
-          source: name,
-          problem: `${JSON.stringify(raw)} is not a boolean; use one of ${BOOLEAN_FLAG_SPELLINGS}, or unset it.`
-        })
-      ),
-    onSome: (value) => Result.succeed(value)
-  })
-}
-
-const envString = (env: EnvRecord, name: string): string | undefined => {
-  const raw = env[name]
-  return raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.trim()
-}
-
-const envKernelMode = (env: EnvRecord, name: string): Result.Result<KernelMode | undefined, InvalidSettings> => {
-  const raw = envString(env, name)
-  if (raw === undefined) return Result.succeed(undefined)
-  const mode = raw.toLowerCase()
-  return Schema.is(KernelMode)(mode)
-    ? Result.succeed(mode)
-    : Result.fail(
-      new InvalidSettings({
-        source: name,
-        problem: `${JSON.stringify(raw)} is not a kernel mode; use "session" or "per-call", or unset it.`
-      })
-    )
-}
-
-const envPositiveInt = (env: EnvRecord, name: string): Result.Result<number | undefined, InvalidSettings> => {
-  const raw = envString(env, name)
-  if (raw === undefined) return Result.succeed(undefined)
-  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
-  return Number.isSafeInteger(value) && value > 0
-    ? Result.succeed(value)
-    : Result.fail(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number; unset it for the default.` }))
-}
-
-const envNonNegativeInt = (env: EnvRecord, name: string): Result.Result<number | undefined, InvalidSettings> => {
-  const raw = envString(env, name)
-  if (raw === undefined) return Result.succeed(undefined)
-  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN
-  return Number.isSafeInteger(value)
-    ? Result.succeed(value)
-    : Result.fail(new InvalidSettings({ source: name, problem: `${JSON.stringify(raw)} is not a whole number (0 or more); unset it for the default.` }))
-}
-
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
 const describeSchemaError = (error: Schema.SchemaError): string =>
@@ -250,7 +204,86 @@ export const decodeSettingsInput = (input: unknown): Result.Result<SettingsInput
     (error) => new InvalidSettings({ source: "settings object", problem: describeSchemaError(error) })
   )
 
-/** Combines defaults, the object and the environment into complete settings. */
+type Backends = ReturnType<typeof registeredBackends>
+
+/** The variables and older object keys of every setting that has them, by dotted path. */
+const settingNames = (backends: Backends): ReadonlyMap<string, SettingNames> => {
+  const older = backends.flatMap((backend) => backend.olderSection === undefined ? [] : [backend.olderSection])
+  const names = new Map<string, SettingNames>([
+    ["kernel.mode", { variables: ["VEYYON_KERNEL_MODE", "VEYYON_PYTHON_KERNEL_MODE"], olderKeys: older.map((section) => [section, "kernelMode"]) }],
+    ["kernel.idleTtlMs", { variables: [], olderKeys: older.map((section) => [section, "idleTtlMs"]) }],
+    ["kernel.spares", { variables: ["VEYYON_KERNEL_SPARES"], olderKeys: [] }],
+    ["kernel.traceFrames", { variables: ["VEYYON_IPC_TRACE", "VEYYON_PYTHON_IPC_TRACE"], olderKeys: [] }],
+    ["artifactsDir", { variables: ["VEYYON_ARTIFACTS_DIR"], olderKeys: [] }],
+    ["artifacts.maxSessionMb", { variables: ["VEYYON_ARTIFACTS_MAX_MB"], olderKeys: [] }],
+    ["artifacts.maxAgeHours", { variables: ["VEYYON_ARTIFACTS_MAX_AGE_HOURS"], olderKeys: [] }],
+    ...Object.entries(SANDBOX_VARIABLES).map(([path, variables]): [string, SettingNames] => [path, { variables, olderKeys: [] }])
+  ])
+  for (const backend of backends) {
+    const own = `kernel.backends.${backend.id}`
+    const olderKey = (key: string) => backend.olderSection === undefined ? [] : [[backend.olderSection, key]]
+    names.set(`eval.${backend.id}`, { variables: [`VEYYON_${backend.id.toUpperCase()}`], olderKeys: [] })
+    names.set(`${own}.interpreter`, { variables: backend.interpreterEnv === undefined ? [] : [backend.interpreterEnv], olderKeys: olderKey("interpreter") })
+    names.set(`${own}.skipCheck`, { variables: backend.skipCheckEnv === undefined ? [] : [backend.skipCheckEnv], olderKeys: olderKey("skipCheck") })
+    names.set(`${own}.spares`, { variables: ["VEYYON_KERNEL_SPARES"], olderKeys: [] })
+  }
+  return names
+}
+
+const KernelModeText = WordText(
+  KernelMode.literals,
+  (trimmed) => `${JSON.stringify(trimmed)} is not a kernel mode; use "session" or "per-call", or unset it.`
+)
+
+const definedOnly = <A extends object>(record: A): { [K in keyof A]?: Exclude<A[K], undefined> } =>
+  Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined)) as { [K in keyof A]?: Exclude<A[K], undefined> }
+
+/** One backend's own kernel settings (`kernel.backends.<id>`), the keys no source holds left out. */
+const backendKernelConfig = (id: string): Config.Config<BackendKernelSettings> =>
+  Config.map(
+    Config.all({
+      mode: optionalSetting(KernelModeText, `kernel.backends.${id}.mode`),
+      idleTtlMs: optionalSetting(WholeNumberText, `kernel.backends.${id}.idleTtlMs`),
+      spares: optionalSetting(WholeNumberText, `kernel.backends.${id}.spares`),
+      interpreter: optionalSetting(TrimmedText, `kernel.backends.${id}.interpreter`),
+      skipCheck: optionalSetting(FlagText, `kernel.backends.${id}.skipCheck`)
+    }),
+    definedOnly
+  )
+
+const byBackend = <A>(backends: Backends, config: (backend: Backends[number]) => Config.Config<A>): Config.Config<Record<string, A>> =>
+  Config.all(Object.fromEntries(backends.map((backend) => [backend.id, config(backend)])))
+
+/** Every setting, each from its variables, else the object, else its default (the artifacts dir and the sandbox's checks come after). */
+const settingsConfig = (backends: Backends) =>
+  Config.all({
+    eval: byBackend(backends, (backend) => setting(FlagText, `eval.${backend.id}`).pipe(Config.withDefault(backend.enabledByDefault))),
+    pyWorkspace: setting(FlagText, "eval.pyWorkspace").pipe(Config.withDefault(false)),
+    kernel: Config.all({
+      mode: setting(KernelModeText, "kernel.mode").pipe(Config.withDefault("session" as const)),
+      idleTtlMs: setting(WholeNumberText, "kernel.idleTtlMs").pipe(Config.withDefault(DEFAULT_IDLE_TTL_MS)),
+      spares: optionalSetting(WholeNumberText, "kernel.spares"),
+      traceFrames: setting(FlagText, "kernel.traceFrames").pipe(Config.withDefault(false)),
+      backends: byBackend(backends, (backend) => backendKernelConfig(backend.id))
+    }),
+    artifactsDir: optionalSetting(TrimmedText, "artifactsDir"),
+    artifacts: Config.all({
+      maxSessionMb: setting(PositiveIntText, "artifacts.maxSessionMb").pipe(Config.withDefault(DEFAULT_ARTIFACTS_MAX_SESSION_MB)),
+      maxAgeHours: setting(PositiveIntText, "artifacts.maxAgeHours").pipe(Config.withDefault(DEFAULT_ARTIFACTS_MAX_AGE_HOURS))
+    }),
+    output: Config.all({
+      maxBytes: setting(PositiveIntText, "output.maxBytes").pipe(Config.withDefault(DEFAULT_OUTPUT_MAX_BYTES)),
+      maxLines: setting(PositiveIntText, "output.maxLines").pipe(Config.withDefault(DEFAULT_OUTPUT_MAX_LINES))
+    }),
+    sandbox: sandboxConfig,
+    limits: limitsConfig
+  })
+
+/**
+ * Combines defaults, the object and the environment into complete settings: the object
+ * is validated, then every setting is read through `settingsConfig` over its variables
+ * in `env`, then the object.
+ */
 export const resolveSettings = (
   input: unknown,
   env: EnvRecord,
@@ -270,56 +303,23 @@ export const resolveSettings = (
         problem: `${unknown.join(", ")}: no such backend; the backends are ${known.join(", ")}`
       }))
     }
-    const evalFlags: Record<string, boolean> = {}
-    const kernelBackends: Record<string, BackendKernelSettings> = {}
-    const older = (backend: (typeof backends)[number]) =>
-      backend.olderSection === "python" ? given.python : undefined
-    for (const backend of backends) {
-      const flag = yield* envFlag(env, `VEYYON_${backend.id.toUpperCase()}`)
-      evalFlags[backend.id] = flag ?? given.eval?.[backend.id] ?? backend.enabledByDefault
-      const own = given.kernel?.backends?.[backend.id] ?? {}
-      const interpreter = (backend.interpreterEnv === undefined ? undefined : envString(env, backend.interpreterEnv)) ??
-        own.interpreter ?? older(backend)?.interpreter
-      const skipCheck = (backend.skipCheckEnv === undefined ? undefined : yield* envFlag(env, backend.skipCheckEnv)) ??
-        own.skipCheck ?? older(backend)?.skipCheck
-      kernelBackends[backend.id] = {
-        ...own,
-        ...(interpreter === undefined ? {} : { interpreter }),
-        ...(skipCheck === undefined ? {} : { skipCheck })
-      }
-    }
-    const spares = yield* envNonNegativeInt(env, "VEYYON_KERNEL_SPARES")
-    if (spares !== undefined) for (const id of known) kernelBackends[id] = { ...kernelBackends[id], spares }
-    const kernelMode = (yield* envKernelMode(env, "VEYYON_KERNEL_MODE")) ?? (yield* envKernelMode(env, "VEYYON_PYTHON_KERNEL_MODE"))
-    const traceFrames = (yield* envFlag(env, "VEYYON_IPC_TRACE")) ?? (yield* envFlag(env, "VEYYON_PYTHON_IPC_TRACE"))
-    const envArtifacts = envString(env, "VEYYON_ARTIFACTS_DIR")
-    const artifactsDir = envArtifacts ?? given.artifactsDir
-    const maxSessionMb = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_MB")
-    const maxAgeHours = yield* envPositiveInt(env, "VEYYON_ARTIFACTS_MAX_AGE_HOURS")
-    const sandbox = yield* Result.mapError(resolveSandbox(given.sandbox, env), (problem) => new InvalidSettings(problem))
-    const limits = yield* Result.mapError(resolveLimits(given.limits, env), (problem) => new InvalidSettings(problem))
+    const names = settingNames(backends)
+    const source = fromSettings(env, given, (path) => names.get(path))
+    const read = yield* readConfig(settingsConfig(backends), source)
+    const sandbox = yield* Result.mapError(
+      checkSandbox(read.sandbox, source.variableAt(["sandbox", "allowHosts"]) ?? "sandbox.allowHosts"),
+      (problem) => new InvalidSettings(problem)
+    )
     return {
-      eval: { ...evalFlags, pyWorkspace: given.eval?.pyWorkspace ?? false },
-      kernel: {
-        mode: kernelMode ?? given.kernel?.mode ?? given.python?.kernelMode ?? "session",
-        idleTtlMs: given.kernel?.idleTtlMs ?? given.python?.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
-        spares: spares ?? given.kernel?.spares,
-        traceFrames: traceFrames ?? false,
-        backends: kernelBackends
-      },
-      artifactsDir: artifactsDir === undefined
+      eval: { ...read.eval, pyWorkspace: read.pyWorkspace },
+      kernel: read.kernel,
+      artifactsDir: read.artifactsDir === undefined
         ? defaultArtifactsDir(context, env)
-        : path.resolve(context.cwd, artifactsDir),
-      artifacts: {
-        maxSessionMb: maxSessionMb ?? given.artifacts?.maxSessionMb ?? DEFAULT_ARTIFACTS_MAX_SESSION_MB,
-        maxAgeHours: maxAgeHours ?? given.artifacts?.maxAgeHours ?? DEFAULT_ARTIFACTS_MAX_AGE_HOURS
-      },
-      output: {
-        maxBytes: given.output?.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES,
-        maxLines: given.output?.maxLines ?? DEFAULT_OUTPUT_MAX_LINES
-      },
+        : path.resolve(context.cwd, read.artifactsDir),
+      artifacts: read.artifacts,
+      output: read.output,
       sandbox,
-      limits
+      limits: limitsOf(read.limits)
     }
   })
 
@@ -362,7 +362,7 @@ export class Settings extends Context.Service<Settings, SettingsValues>()("veyyo
   static fromEnv(input: SettingsInput = {}, env?: EnvRecord): Layer.Layer<Settings, InvalidSettings> {
     return Layer.effect(
       Settings,
-      Effect.suspend(() => Effect.fromResult(resolveSettings(input, env ?? process.env, processSettingsContext())))
+      Effect.suspend(() => Effect.fromResult(resolveSettings(input, env ?? hostVariables(), processSettingsContext())))
     )
   }
 

@@ -12,10 +12,12 @@
  * The doors serving remote callers (`mcp --http`, `runner`) start from `REMOTE_DOOR_DEFAULTS`:
  * sandbox `auto`, network `none`, and a memory and a pids limit; the local doors from none of it.
  */
-import { Result, Schema } from "effect"
+import { Config, Result, Schema } from "effect"
+import { fromSettings, type InvalidSettings, optionalSetting, readConfig, type SettingNames } from "../config/ConfigSources.ts"
+import { isUnsetEnvValue } from "../config/Flags.ts"
+import { LimitText, ListText, PositiveIntText, WordText } from "../config/Spellings.ts"
 import { type AllowList, parseAllowHosts } from "./egress/AllowHosts.ts"
 import type { EnvRecord } from "./EnvPolicy.ts"
-import { isUnsetEnvValue } from "../config/Flags.ts"
 
 /** `off`: no sandbox; `auto`: sandbox when it works here, else run without and say so once; `required`: never without. */
 export const SandboxMode = Schema.Literals(["off", "auto", "required"])
@@ -109,42 +111,40 @@ export const LimitsInput = Schema.Struct({
   fileSizeMb: optional(PositiveInt)
 })
 
-/** A setting read from the environment that cannot be used. */
+/** A setting that cannot be used: where it came from (a variable or a setting's name) and why. */
 export interface EnvProblem {
   readonly source: string
   readonly problem: string
 }
 
-const envWord = <A extends string>(
-  env: EnvRecord,
-  name: string,
-  words: ReadonlyArray<A>
-): Result.Result<A | undefined, EnvProblem> => {
-  const raw = env[name]
-  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
-  const word = raw.trim().toLowerCase()
-  return (words as ReadonlyArray<string>).includes(word)
-    ? Result.succeed(word as A)
-    : Result.fail({ source: name, problem: `${JSON.stringify(raw)} is not one of ${words.join(", ")}; use one, or unset it.` })
+/** The variables of the `sandbox` and `limits` settings, by setting path. */
+export const SANDBOX_VARIABLES: Readonly<Record<string, ReadonlyArray<string>>> = {
+  "sandbox.mode": ["VEYYON_SANDBOX"],
+  "sandbox.network": ["VEYYON_SANDBOX_NETWORK"],
+  "sandbox.allowHosts": ["VEYYON_SANDBOX_ALLOW_HOSTS"],
+  "limits.memoryMb": ["VEYYON_KERNEL_MEMORY_MB"],
+  "limits.pids": ["VEYYON_KERNEL_PIDS"]
 }
 
-/** A limit from the environment: a number, `off` (no limit, over any default), or undefined when unset. */
-const envLimit = (env: EnvRecord, name: string, unit: string): Result.Result<number | "off" | undefined, EnvProblem> => {
-  const raw = env[name]
-  if (raw === undefined || isUnsetEnvValue(raw)) return Result.succeed(undefined)
-  if (raw.trim().toLowerCase() === "off") return Result.succeed("off")
-  const value = Number(raw.trim())
-  return Number.isSafeInteger(value) && value > 0
-    ? Result.succeed(value)
-    : Result.fail({ source: name, problem: `${JSON.stringify(raw)} is not a positive whole number of ${unit} or off; fix it, or unset it.` })
-}
+/** The `sandbox` settings as their sources hold them, before the checks between them. */
+export const sandboxConfig = Config.all({
+  mode: optionalSetting(WordText(SandboxMode.literals), "sandbox.mode"),
+  network: optionalSetting(WordText(SandboxNetwork.literals), "sandbox.network"),
+  allowHosts: optionalSetting(ListText, "sandbox.allowHosts"),
+  readPaths: optionalSetting(ListText, "sandbox.readPaths"),
+  writePaths: optionalSetting(ListText, "sandbox.writePaths")
+})
 
-const overLimit = (fromEnv: number | "off" | undefined, given: number | undefined): number | undefined =>
-  fromEnv === "off" ? undefined : fromEnv ?? given
+/** The `limits` settings as their sources hold them (`off` from a variable: no limit, over the object's). */
+export const limitsConfig = Config.all({
+  memoryMb: optionalSetting(LimitText("MiB"), "limits.memoryMb"),
+  pids: optionalSetting(LimitText("processes"), "limits.pids"),
+  fileSizeMb: optionalSetting(PositiveIntText, "limits.fileSizeMb")
+})
 
 /** The entries of `VEYYON_SANDBOX_ALLOW_HOSTS` (split at commas and white space), or undefined when it is unset. */
 export const splitAllowHosts = (raw: string | undefined): ReadonlyArray<string> | undefined =>
-  raw === undefined || isUnsetEnvValue(raw) ? undefined : raw.split(/[\s,]+/).filter((entry) => entry !== "")
+  raw === undefined || isUnsetEnvValue(raw) ? undefined : Schema.decodeSync(ListText)(raw)
 
 /** The allowlist of `entries`, or the problem naming every entry that cannot be used. */
 const allowListOf = (entries: ReadonlyArray<string>, source: string): Result.Result<AllowList, EnvProblem> =>
@@ -154,24 +154,23 @@ const allowListOf = (entries: ReadonlyArray<string>, source: string): Result.Res
   }))
 
 /**
- * The sandbox settings from the object with the environment on top. `network: allowlist`
- * needs hosts to allow and the sandbox: with no mode given it makes the mode `required`,
- * and with mode `off` it is a settings error (`auto` refuses to run unsandboxed too).
+ * The sandbox settings from what `sandboxConfig` read (`allowHostsSource`: the variable or
+ * setting the hosts came from). `network: allowlist` needs hosts to allow and the sandbox:
+ * with no mode given it makes the mode `required`, and with mode `off` it is a settings
+ * error (`auto` refuses to run unsandboxed too).
  */
-export const resolveSandbox = (
-  given: typeof SandboxInput.Type | undefined,
-  env: EnvRecord
+export const checkSandbox = (
+  read: typeof sandboxConfig extends Config.Config<infer A> ? A : never,
+  allowHostsSource: string
 ): Result.Result<SandboxSettings, EnvProblem> =>
   Result.gen(function*() {
-    const mode = (yield* envWord(env, "VEYYON_SANDBOX", SandboxMode.literals)) ?? given?.mode
-    const network = (yield* envWord(env, "VEYYON_SANDBOX_NETWORK", SandboxNetwork.literals)) ?? given?.network ?? "allow"
-    const fromEnv = splitAllowHosts(env.VEYYON_SANDBOX_ALLOW_HOSTS)
-    const source = fromEnv === undefined ? "sandbox.allowHosts" : "VEYYON_SANDBOX_ALLOW_HOSTS"
-    const allowHosts = yield* allowListOf(fromEnv ?? given?.allowHosts ?? [], source)
+    const { mode } = read
+    const network = read.network ?? "allow"
+    const allowHosts = yield* allowListOf(read.allowHosts ?? [], allowHostsSource)
     if (network === "allowlist") {
       if (allowHosts.rules.length === 0) {
         return yield* Result.fail({
-          source,
+          source: allowHostsSource,
           problem: "sandbox.network is allowlist but no host is allowed; list hosts in sandbox.allowHosts (VEYYON_SANDBOX_ALLOW_HOSTS), e.g. pypi.org,files.pythonhosted.org, or use network none"
         })
       }
@@ -186,22 +185,40 @@ export const resolveSandbox = (
       mode: mode ?? (network === "allowlist" ? "required" : "off"),
       network,
       allowHosts,
-      readPaths: given?.readPaths ?? [],
-      writePaths: given?.writePaths ?? []
+      readPaths: read.readPaths ?? [],
+      writePaths: read.writePaths ?? []
     }
   })
+
+/** The limits from what `limitsConfig` read: `off` is no limit; none by default. */
+export const limitsOf = (read: typeof limitsConfig extends Config.Config<infer A> ? A : never): KernelLimits => ({
+  memoryMb: read.memoryMb === "off" ? undefined : read.memoryMb,
+  pids: read.pids === "off" ? undefined : read.pids,
+  fileSizeMb: read.fileSizeMb
+})
+
+const sandboxNames = (path: string): SettingNames | undefined => {
+  const variables = SANDBOX_VARIABLES[path]
+  return variables === undefined ? undefined : { variables, olderKeys: [] }
+}
+
+const problemOf = (error: InvalidSettings): EnvProblem => ({ source: error.source, problem: error.problem })
+
+/** The sandbox settings from the object with the environment on top (see `checkSandbox`). */
+export const resolveSandbox = (
+  given: typeof SandboxInput.Type | undefined,
+  env: EnvRecord
+): Result.Result<SandboxSettings, EnvProblem> => {
+  const source = fromSettings(env, { sandbox: given }, sandboxNames)
+  return Result.flatMap(
+    Result.mapError(readConfig(sandboxConfig, source), problemOf),
+    (read) => checkSandbox(read, source.variableAt(["sandbox", "allowHosts"]) ?? "sandbox.allowHosts")
+  )
+}
 
 /** The limits from the object with the environment on top (`off` there lifts one); none by default. */
 export const resolveLimits = (
   given: typeof LimitsInput.Type | undefined,
   env: EnvRecord
 ): Result.Result<KernelLimits, EnvProblem> =>
-  Result.gen(function*() {
-    const memoryMb = yield* envLimit(env, "VEYYON_KERNEL_MEMORY_MB", "MiB")
-    const pids = yield* envLimit(env, "VEYYON_KERNEL_PIDS", "processes")
-    return {
-      memoryMb: overLimit(memoryMb, given?.memoryMb),
-      pids: overLimit(pids, given?.pids),
-      fileSizeMb: given?.fileSizeMb
-    }
-  })
+  Result.mapBoth(readConfig(limitsConfig, fromSettings(env, { limits: given }, sandboxNames)), { onFailure: problemOf, onSuccess: limitsOf })

@@ -1,7 +1,8 @@
 /**
  * Room `storage`: what we keep on disk for a user: private directories, files written
  * exclusively and renamed into place, the kv store, session workspaces and the runner
- * cache. It uses the kernel's bridge port and isolation's env type; nothing above.
+ * cache. It uses the kernel's bridge port, isolation's env type and config's reader of
+ * variables; nothing above.
  *
  * Directories only the running user can touch, and where they live.
  *
@@ -23,6 +24,7 @@ import { Effect, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as path from "node:path"
+import { hostVariables, readText } from "../config/ConfigSources.ts"
 import type { EnvRecord } from "../isolation/EnvPolicy.ts"
 
 /** Mode of every directory we create. */
@@ -155,7 +157,7 @@ export const processUserDirsContext = (): UserDirsContext => {
     home = undefined
   }
   return {
-    env: process.env,
+    env: hostVariables(),
     home: home === undefined || home.length === 0 ? undefined : home,
     tmpdir: NodeOs.tmpdir(),
     uid: typeof process.getuid === "function" ? process.getuid() : 0
@@ -163,7 +165,7 @@ export const processUserDirsContext = (): UserDirsContext => {
 }
 
 const xdgDir = (context: UserDirsContext, name: string, homeRelative: string): string | undefined => {
-  const given = context.env[name]?.trim()
+  const given = readText(name, context.env)
   if (given !== undefined && path.isAbsolute(given)) return path.join(given, "veyyon")
   return context.home === undefined ? undefined : path.join(context.home, homeRelative, "veyyon")
 }

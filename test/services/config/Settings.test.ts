@@ -170,6 +170,44 @@ describe("Settings from env", () => {
   })
 })
 
+describe("Settings precedence", () => {
+  it("for every setting a variable sets: the variable, then the object, then the default", () => {
+    const object = {
+      eval: { rb: false },
+      python: { skipCheck: false },
+      kernel: { mode: "session", spares: 2 },
+      artifacts: { maxAgeHours: 5 },
+      sandbox: { mode: "auto", network: "none" },
+      limits: { memoryMb: 100, pids: 10 }
+    } as const
+    const env = {
+      VEYYON_RB: "1",
+      VEYYON_PYTHON_SKIP_CHECK: "1",
+      VEYYON_KERNEL_MODE: "per-call",
+      VEYYON_KERNEL_SPARES: "4",
+      VEYYON_ARTIFACTS_MAX_AGE_HOURS: "6",
+      VEYYON_SANDBOX: "required",
+      VEYYON_SANDBOX_NETWORK: "allow",
+      VEYYON_KERNEL_MEMORY_MB: "200",
+      VEYYON_KERNEL_PIDS: "20"
+    }
+    const pick = (settings: SettingsValues) => [
+      settings.eval["rb"],
+      backendSettingsOf(settings, "py").skipCheck,
+      settings.kernel.mode,
+      sparesOf(settings, "js", 0),
+      settings.artifacts.maxAgeHours,
+      settings.sandbox.mode,
+      settings.sandbox.network,
+      settings.limits.memoryMb,
+      settings.limits.pids
+    ]
+    expect(pick(resolve(object, env))).toEqual([true, true, "per-call", 4, 6, "required", "allow", 200, 20])
+    expect(pick(resolve(object))).toEqual([false, false, "session", 2, 5, "auto", "none", 100, 10])
+    expect(pick(resolve({}))).toEqual([false, false, "session", 0, DEFAULT_ARTIFACTS_MAX_AGE_HOURS, "off", "allow", undefined, undefined])
+  })
+})
+
 describe("kernel settings", () => {
   it("kernel.mode and kernel.idleTtlMs govern every backend; python.kernelMode and python.idleTtlMs are older names for them", () => {
     const generic = resolve({ kernel: { mode: "per-call", idleTtlMs: 5 } })

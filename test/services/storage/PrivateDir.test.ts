@@ -14,6 +14,7 @@ import { makeArtifactStore } from "../../../src/services/output/ArtifactStore.ts
 import {
   ensurePrivateDir,
   PrivateDirRefused,
+  processUserDirsContext,
   tmpFallbackDir,
   userCacheDir,
   userStateDir,
@@ -128,6 +129,20 @@ describe("per-user locations", () => {
     const relative = { ...context, env: { XDG_CACHE_HOME: "cache", XDG_STATE_HOME: " " } }
     expect(userCacheDir(relative)).toBe("/home/ada/.cache/veyyon")
     expect(userStateDir(relative)).toBe("/home/ada/.local/state/veyyon")
+  })
+
+  it("read XDG_STATE_HOME / XDG_CACHE_HOME through the settings reader: trimmed, blank as unset, the process's by default", () => {
+    const padded = { ...context, env: { XDG_CACHE_HOME: " /x/cache ", XDG_STATE_HOME: "" } }
+    expect(userCacheDir(padded)).toBe("/x/cache/veyyon")
+    expect(userStateDir(padded)).toBe("/home/ada/.local/state/veyyon")
+    const saved = process.env["XDG_STATE_HOME"]
+    process.env["XDG_STATE_HOME"] = "/from/process/state"
+    try {
+      expect(userStateDir({ ...processUserDirsContext(), home: "/home/ada" })).toBe("/from/process/state/veyyon")
+    } finally {
+      if (saved === undefined) delete process.env["XDG_STATE_HOME"]
+      else process.env["XDG_STATE_HOME"] = saved
+    }
   })
 
   it("fall back to a per-user directory below the temp directory only without a home", () => {
