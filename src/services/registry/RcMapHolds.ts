@@ -5,7 +5,8 @@
  * of a warm cell's bookkeeping. A hold ends when its key has been idle for its
  * time-to-live with no use running, or when dropped; its entry is invalidated first, so
  * the entry closes then (once the uses running at that moment end) rather than after a
- * second time-to-live of the map's own. A key whose time-to-live is zero is not held.
+ * second time-to-live of the map's own. A lookup that fails is not kept: the key's next
+ * use looks it up again. A key whose time-to-live is zero is not held.
  */
 import { Clock, Effect, Equal, Exit, type Fiber, RcMap, Scope } from "effect"
 
@@ -77,7 +78,8 @@ export const make = <K, A, E>(
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(Scope.make(), (scope) =>
           restore(Scope.provide(RcMap.get(map, key), scope)).pipe(
-            Effect.onError(() => Scope.close(scope, Exit.void)),
+            // The map keeps a failed lookup for the key's time-to-live; dropped here, the next use looks again.
+            Effect.onError(() => Effect.andThen(RcMap.invalidate(map, key), Scope.close(scope, Exit.void))),
             Effect.flatMap((value) => {
               const raced = holds.get(key)
               if (raced !== undefined) return Effect.as(Scope.close(scope, Exit.void), raced)
