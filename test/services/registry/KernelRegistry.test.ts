@@ -249,6 +249,25 @@ describe("KernelRegistry (session mode)", () => {
     })
   })
 
+  it.live("starts a session's kernel again at its next call after a start failed, instead of repeating the failure", () => {
+    const sources = new Map([["boot.py", ""], ["prelude.py", "exit 3"]])
+    const scripted = makeScriptedSpawner()
+    const layer = KernelRegistry.layer.pipe(Layer.provideMerge(Layer.mergeAll(
+      scripted.layer,
+      AgentBridgeNotConfigured,
+      PythonRuntime.fixed(interpreter),
+      RunnerCache.fixed({ python: { ...runnerFiles, sources } }),
+      Settings.value(testSettings()),
+      Layer.succeed(KernelTimings, { interruptEscalation: Duration.millis(50), shutdownGrace: Duration.millis(20), startTimeout: Duration.seconds(5) })
+    )))
+    return Effect.gen(function*() {
+      expect((yield* Effect.flip(run({ code: "print a" })))._tag).toBe("KernelStartError")
+      sources.set("prelude.py", "print prelude")
+      expect(done(yield* run({ code: "print b" })).status).toBe("ok")
+      expect(scripted.spawns.records).toHaveLength(2)
+    }).pipe(Effect.provide(layer))
+  })
+
   it.live("does not run the interpreter check for a kernel that starts", () => {
     const scripted = makeScriptedSpawner()
     let checks = 0
