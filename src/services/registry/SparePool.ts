@@ -98,7 +98,8 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       Effect.uninterruptible(Effect.gen(function*() {
         const scope = yield* Scope.make("sequential")
         const exit = yield* Effect.exit(Scope.provide(spec.spawn, scope))
-        spawning.set(spec.id, (spawning.get(spec.id) ?? 1) - 1)
+        // A spawn from before a shutdown is no longer counted: the shutdown cleared the counts.
+        if (born === generation) spawning.set(spec.id, spawning.get(spec.id)! - 1)
         const spawned = Exit.isSuccess(exit) ? exit.value : undefined
         if (spawned === undefined || born !== generation) {
           if (spawned !== undefined) yield* spawned.pending.shutdown
