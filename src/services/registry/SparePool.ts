@@ -51,7 +51,6 @@ export interface SparePool<A> {
 
 interface Entry<A> extends SpawnedSpare<A> {
   readonly scope: Scope.Closeable
-  claimed: boolean
 }
 
 /** Shuts the runner down before its scope closes (closing the scope alone would stop its readers first). */
@@ -85,7 +84,7 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
     const watch = (spec: PoolSpec<A>, entry: Entry<A>) =>
       Effect.flatMap(entry.pending.dead, (cause) =>
         Effect.suspend(() => {
-          if (entry.claimed) return Effect.void
+          // A spare taken, or ended by a take or a shutdown, has left its pool's list.
           const list = listOf(spec.id)
           const at = list.indexOf(entry)
           if (at < 0) return Effect.void
@@ -105,13 +104,11 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           if (spawned !== undefined) yield* spawned.pending.shutdown
           yield* Scope.close(scope, Exit.void)
           if (born !== generation) return
-          if (Exit.isSuccess(exit)) {
-            off.add(spec.id)
-            return
-          }
-          return yield* failed(spec, String(Exit.isFailure(exit) ? exit.cause : ""))
+          if (Exit.isFailure(exit)) return yield* failed(spec, String(exit.cause))
+          off.add(spec.id)
+          return
         }
-        const entry: Entry<A> = { ...spawned, scope, claimed: false }
+        const entry: Entry<A> = { ...spawned, scope }
         listOf(spec.id).push(entry)
         // Forked from the uninterruptible spawn, the watcher would inherit that and hold the pool's close until the spare died.
         yield* Effect.forkIn(Effect.interruptible(watch(spec, entry)), owner)
@@ -132,7 +129,6 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       while (list !== undefined && list.length > 0) {
         const entry = list.shift()!
         if (yield* entry.pending.isAlive) {
-          entry.claimed = true
           failures.set(id, 0)
           return Option.some({ pending: entry.pending, meta: entry.meta, release: release(entry) })
         }

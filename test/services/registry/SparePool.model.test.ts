@@ -9,7 +9,8 @@
  * still in flight; plus progress properties a do-nothing pool fails.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Arbitrary, Deferred, Effect, Exit, Fiber, Logger, Option, References, Scope } from "effect"
+import { Arbitrary, Deferred, Duration, Effect, Exit, Fiber, Logger, Option, References, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import { DeathCause } from "../../../src/kernel/Lifecycle.ts"
 import * as SparePool from "../../../src/services/registry/SparePool.ts"
 import { constantFrom, integer, oneOf } from "../../kernel/arbitraries.ts"
@@ -238,7 +239,7 @@ const makeSystem = Effect.gen(function*() {
       switch (step._tag) {
         case "fill":
           model.fill(step.pool)
-          return yield* pool.fill(specs[step.pool])
+          return expect(yield* pool.fill(specs[step.pool])).toBeUndefined()
         case "spawned": {
           const index = pickFrom(spawning(), step.pick)
           if (index === undefined) return
@@ -271,7 +272,7 @@ const makeSystem = Effect.gen(function*() {
         }
         case "shutdown":
           model.shutdown()
-          return yield* pool.shutdown
+          return expect(yield* pool.shutdown).toBeUndefined()
       }
     }).pipe(Effect.andThen(settle))
 
@@ -325,16 +326,17 @@ describe("SparePool against its model", () => {
 })
 
 /** A pool of `size` whose n-th spawn ends at once as `script[n]` says (a runner when the script has run out). */
-const scriptedPool = (size: number, script: ReadonlyArray<Outcome> = []) =>
+const scriptedPool = (size: number, script: ReadonlyArray<Outcome> = [], options: { readonly id?: string; readonly shutdownMs?: number } = {}) =>
   Effect.gen(function*() {
-    const fakes: Array<{ alive: boolean; shutdowns: number; closed: boolean; readonly dead: Deferred.Deferred<DeathCause> }> = []
+    const fakes: Array<{ alive: boolean; shutdowns: number; closed: boolean; readonly dead: Deferred.Deferred<DeathCause>; readonly closing: Array<string> }> = []
     const scope = yield* Scope.make()
     const pool = yield* Scope.provide(SparePool.make<number>(), scope)
     const spawn = Effect.gen(function*() {
       const index = fakes.length
-      const fake = { alive: true, shutdowns: 0, closed: false, dead: yield* Deferred.make<DeathCause>() }
+      const fake = { alive: true, shutdowns: 0, closed: false, dead: yield* Deferred.make<DeathCause>(), closing: [] as Array<string> }
       fakes.push(fake)
-      yield* Effect.addFinalizer(() => Effect.sync(() => void (fake.closed = true)))
+      yield* Effect.addFinalizer(() => Effect.sync(() => void (fake.closed = true, fake.closing.push("acquired first"))))
+      yield* Effect.addFinalizer(() => Effect.andThen(Effect.yieldNow, Effect.sync(() => void fake.closing.push("acquired last"))))
       const outcome = script[index] ?? "ok"
       if (outcome === "fail") return yield* Effect.fail("the runner did not start")
       if (outcome === "none") return undefined
@@ -344,20 +346,26 @@ const scriptedPool = (size: number, script: ReadonlyArray<Outcome> = []) =>
           pid: pidOf(index),
           isAlive: Effect.sync(() => fake.alive),
           dead: Deferred.await(fake.dead),
-          shutdown: Effect.suspend(() => {
-            fake.shutdowns++
-            fake.alive = false
-            return Deferred.succeed(fake.dead, DeathCause.Shutdown())
-          }),
+          shutdown: Effect.andThen(
+            options.shutdownMs === undefined ? Effect.void : Effect.sleep(options.shutdownMs),
+            Effect.suspend(() => {
+              fake.shutdowns++
+              fake.alive = false
+              return Deferred.succeed(fake.dead, DeathCause.Shutdown())
+            })
+          ),
           start: () => Effect.die("a spare is not started in these tests")
         }
       }
     })
-    const spec: SparePool.PoolSpec<number> = { id: "p", size, spawn }
+    const spec: SparePool.PoolSpec<number> = { id: options.id ?? "p", size, spawn }
     const kill = (index: number) =>
       Effect.andThen(Effect.sync(() => void (fakes[index]!.alive = false)), Deferred.succeed(fakes[index]!.dead, DeathCause.Exited({ exit: { code: 1, signal: null } })))
-    return { pool, scope, fakes, spec, fill: Effect.andThen(pool.fill(spec), settle), kill }
+    return { pool, scope, fakes, spec, fill: Effect.andThen(pool.fill(spec), settle), kill, ready: () => pool.ready(spec.id) }
   })
+
+/** A pool id as the registry makes them: backend, interpreter and bin dir joined by NUL. */
+const POOL_ID = "python\u0000/usr/bin/python3\u0000/srv/venv/bin"
 
 describe("SparePool progress", () => {
   it.effect.prop(
@@ -443,7 +451,7 @@ describe("SparePool progress", () => {
           }
         }
         const warnings: Array<string> = []
-        const { fakes, fill, kill, pool } = yield* scriptedPool(1, events.map((event) => (event === "fail" ? "fail" : "ok")))
+        const { fakes, fill, kill, pool } = yield* scriptedPool(1, events.map((event) => (event === "fail" ? "fail" : "ok")), { id: POOL_ID })
         yield* Effect.gen(function*() {
           yield* fill
           for (const [n, event] of events.entries()) {
@@ -451,7 +459,7 @@ describe("SparePool progress", () => {
             if (event === "fail") continue
             if (event === "die") yield* Effect.andThen(kill(n), settle)
             if (event === "take") {
-              expect(Option.getOrThrow(yield* pool.take("p")).meta).toBe(n)
+              expect(Option.getOrThrow(yield* pool.take(POOL_ID)).meta).toBe(n)
               yield* fill
             }
             let next = n + 1
@@ -464,13 +472,40 @@ describe("SparePool progress", () => {
           Effect.provide(Logger.layer([Logger.make(({ logLevel, message }) => void (logLevel === "Warn" && warnings.push(String(message))))])),
           Effect.provideService(References.MinimumLogLevel, "All")
         )
-        expect(pool.disabled("p")).toBe(stoppedAt !== undefined)
+        expect(pool.disabled(POOL_ID)).toBe(stoppedAt !== undefined)
         expect(warnings).toHaveLength(stoppedAt === undefined ? 0 : 1)
-        if (stoppedAt !== undefined) expect(warnings[0]).toContain(`stopped after ${SparePool.MAX_FAILURES} failures in a row`)
+        if (stoppedAt !== undefined) {
+          const why = events[stoppedAt] === "die" ? "a spare died before it was used \\(Exited\\)" : ".*the runner did not start"
+          expect(warnings[0]).toMatch(new RegExp(`^spare kernels for python /usr/bin/python3 /srv/venv/bin stopped after ${SparePool.MAX_FAILURES} failures in a row: ${why}`, "s"))
+        }
         expect(fakes).toHaveLength(stoppedAt === undefined ? events.length + 1 : stoppedAt + 1)
-        expect(pool.ready("p")).toBe(stoppedAt === undefined ? 1 : 0)
+        expect(pool.ready(POOL_ID)).toBe(stoppedAt === undefined ? 1 : 0)
         yield* fill
         expect(fakes).toHaveLength(stoppedAt === undefined ? events.length + 1 : stoppedAt + 1)
       })
   )
+
+  it.effect("a fill with a smaller size ends no spare and does not count the surplus against a later fill", () =>
+    Effect.gen(function*() {
+      const { fakes, pool, ready, spec } = yield* scriptedPool(3)
+      yield* Effect.andThen(pool.fill(spec), settle)
+      yield* Effect.andThen(pool.fill({ ...spec, size: 1 }), settle)
+      expect(ready()).toBe(3)
+      yield* Effect.andThen(pool.fill(spec), settle)
+      expect(fakes).toHaveLength(3)
+      expect(fakes.every((fake) => fake.shutdowns === 0)).toBe(true)
+    }))
+
+  it.effect("shutdown ends the ready spares together, not one after another, each closing what it acquired last first", () =>
+    Effect.gen(function*() {
+      const { fakes, fill, pool } = yield* scriptedPool(3, [], { shutdownMs: 1000 })
+      yield* fill
+      const shutting = yield* Effect.forkChild(pool.shutdown)
+      yield* settle
+      yield* TestClock.adjust(Duration.millis(1000))
+      yield* settle
+      expect(fakes.map((fake) => fake.shutdowns)).toEqual([1, 1, 1])
+      yield* Fiber.join(shutting)
+      for (const fake of fakes) expect(fake.closing).toEqual(["acquired last", "acquired first"])
+    }))
 })
