@@ -81,6 +81,60 @@ export default {
         }
       ]
     },
+    {
+      module: "src/services/registry/RcMapHolds.ts",
+      tests: ["test/services/registry/RcMapHolds.test.ts", "test/services/registry/RcMapHolds.model.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: "holds.get(key) === hold",
+          replacement: "true",
+          reason: "a hold not yet ended is the one its key maps to: a hold is added only for a key without one and removed only when it ends"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: "hold.dropped",
+          replacement: "false",
+          reason: "in sweep: ending a hold interrupts its sweeper, or the sweeper is the one ending it and stops, so no sweeper looks at an ended hold"
+        },
+        {
+          mutator: "ArithmeticOperator",
+          original: "clock.currentTimeMillisUnsafe() + idleTtlMs",
+          replacement: "clock.currentTimeMillisUnsafe() - idleTtlMs",
+          reason: "a hold is taken for a use that is still running when its sweeper first looks, and that use's end sets the idle deadline anew, so the first deadline is never read while the hold is idle"
+        }
+      ]
+    },
+    {
+      module: "src/services/registry/SparePool.ts",
+      tests: ["test/services/registry/SparePool.model.test.ts"],
+      equivalent: [
+        {
+          mutator: "ConditionalExpression",
+          original: "spec.size <= 0",
+          replacement: "false",
+          reason: "with a size of zero or less nothing is missing, which the next check returns on"
+        },
+        {
+          mutator: "EqualityOperator",
+          original: "spec.size <= 0",
+          replacement: "spec.size < 0",
+          reason: "with a size of zero nothing is missing, which the next check returns on"
+        },
+        {
+          mutator: "EqualityOperator",
+          original: "missing <= 0",
+          replacement: "missing < 0",
+          reason: "with none missing the count grows by zero and no spawn is forked"
+        },
+        {
+          mutator: "UpdateOperator",
+          original: "generation++",
+          replacement: "generation--",
+          reason: "a generation is only compared for equality, and counting down gives each shutdown a new one too"
+        }
+      ]
+    },
     { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts", "test/cluster/LedgerDecision.model.test.ts"] },
     {
       module: "src/render/Columns.ts",

@@ -165,8 +165,9 @@ const makeSystem = Effect.gen(function*() {
   const spoiled = new Set<number>()
   let failNext = false
   const map = yield* RcMap.make({
+    // A lookup takes a turn of the scheduler, as a kernel's start does, so uses starting together race for it.
     lookup: (key: Key) =>
-      Effect.suspend(() => {
+      Effect.andThen(Effect.yieldNow, () => {
         if (failNext) {
           failNext = false
           return Effect.fail("lookup failed")
@@ -246,10 +247,10 @@ const makeSystem = Effect.gen(function*() {
         }
         case "drop":
           model.drop(step.key)
-          return yield* holds.drop(new Key({ name: step.key }))
+          return expect(yield* holds.drop(new Key({ name: step.key }))).toBeUndefined()
         case "dropAll":
           model.dropAll()
-          return yield* holds.dropAll
+          return expect(yield* holds.dropAll).toBeUndefined()
       }
     }).pipe(Effect.andThen(settle))
 
@@ -428,5 +429,50 @@ describe("RcMapHolds progress", () => {
       expect(yield* Effect.flip(holds.use("k", Effect.succeed))).toBe("cannot start")
       expect(yield* holds.use("k", Effect.succeed)).toBe(2)
       expect(yield* holds.use("k", Effect.succeed)).toBe(2)
+    }))
+
+  it.effect("a hold's sweeper ends with the hold, and a hold kept until dropped has none", () =>
+    Effect.gen(function*() {
+      const clock = yield* Clock.Clock
+      let sleeping = 0
+      const counting: Clock.Clock = {
+        ...clock,
+        sleep: (duration) => Effect.suspend(() => (sleeping++, Effect.ensuring(clock.sleep(duration), Effect.sync(() => sleeping--))))
+      }
+      yield* Effect.gen(function*() {
+        const map = yield* RcMap.make({ lookup: (key: string) => Effect.succeed(key), idleTimeToLive: (key: string) => Duration.millis(key === "kept" ? Infinity : 100) })
+        const holds = yield* RcMapHolds.make(map, { idleTtlMs: (key) => (key === "kept" ? Infinity : 100), usable: () => Effect.succeed(true) })
+        yield* holds.use("kept", Effect.succeed)
+        yield* settle
+        expect(sleeping, "a hold without a time-to-live").toBe(0)
+        yield* holds.use("k", Effect.succeed)
+        yield* settle
+        expect(sleeping, "a hold with a time-to-live").toBe(1)
+        yield* holds.drop("k")
+        yield* settle
+        expect(sleeping, "after the drop").toBe(0)
+      }).pipe(Effect.provideService(Clock.Clock, counting))
+    }))
+
+  it.effect("a dropAll waiting on a slow close leaves alone a hold taken meanwhile under a key it had already ended", () =>
+    Effect.gen(function*() {
+      const slow = yield* Deferred.make<void>()
+      let opened = 0
+      const map = yield* RcMap.make({
+        lookup: (key: string) =>
+          Effect.as(Effect.addFinalizer(() => (key === "a" ? Deferred.await(slow) : Effect.void)), `${key}${++opened}`),
+        idleTimeToLive: Duration.seconds(1)
+      })
+      const holds = yield* RcMapHolds.make(map, { idleTtlMs: () => 1000, usable: () => Effect.succeed(true) })
+      yield* holds.use("a", Effect.succeed)
+      yield* holds.use("b", Effect.succeed)
+      const dropping = yield* Effect.forkChild(holds.dropAll)
+      yield* settle
+      yield* holds.drop("b")
+      expect(yield* holds.use("b", Effect.succeed)).toBe("b3")
+      yield* Deferred.succeed(slow, undefined)
+      yield* Fiber.join(dropping)
+      expect(yield* RcMap.has(map, "b")).toBe(true)
+      expect(yield* holds.use("b", Effect.succeed)).toBe("b3")
     }))
 })
