@@ -208,6 +208,64 @@ export default {
           reason: "the hint key of an issue at the top level (empty path): hints have no key for it under either name"
         }
       ]
+    },
+    {
+      module: "src/services/output/TextWindow.ts",
+      tests: ["test/services/output/TextWindow.test.ts"],
+      equivalent: [
+        { mutator: "StringLiteral", original: '"utf8"', reason: "Buffer.byteLength takes an empty encoding as UTF-8" },
+        {
+          mutator: "BooleanLiteral",
+          original: "false",
+          reason: "a span's endsWithNewline is read before anything was added only for the omitted text, and a spilled window has always omitted some"
+        },
+        { mutator: "ConditionalExpression", original: "at + 1 < text.length", reason: "charCodeAt past the end is NaN, which is no low surrogate" },
+        { mutator: "EqualityOperator", original: "at + 1 < text.length", reason: "charCodeAt past the end is NaN, which is no low surrogate" },
+        { mutator: "ArithmeticOperator", original: "at + 1", reason: "at - 1 is always inside the text, so the check passes as the real one does where it matters; charCodeAt past the end is NaN" },
+        { mutator: "ConditionalExpression", original: "limit <= 0", reason: FAST_PATH },
+        { mutator: "EqualityOperator", original: "limit <= 0", reason: FAST_PATH },
+        { mutator: "ConditionalExpression", original: "total <= limit", reason: FAST_PATH },
+        { mutator: "EqualityOperator", original: "total <= limit", reason: FAST_PATH },
+        { mutator: "ConditionalExpression", original: "total === text.length", reason: FAST_PATH },
+        { mutator: "ConditionalExpression", original: "need >= total", reason: FAST_PATH },
+        { mutator: "EqualityOperator", original: "need >= total", reason: FAST_PATH },
+        {
+          mutator: "EqualityOperator",
+          original: "at < text.length",
+          reason: "the loops stop on their byte count first: the text holds more than the limit, or at least the bytes needed"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: "at < text.length",
+          replacement: "true",
+          reason: "the loop stops on its byte count first: the text holds at least the bytes needed"
+        },
+        { mutator: "ConditionalExpression", original: "slice.length * 2 < parentLength", reason: "detach copies or not: the text is the same, only what it keeps alive differs" },
+        { mutator: "EqualityOperator", original: "slice.length * 2 < parentLength", reason: "detach copies or not: the text is the same, only what it keeps alive differs" },
+        { mutator: "ArithmeticOperator", original: "slice.length * 2", reason: "detach copies or not: the text is the same, only what it keeps alive differs" },
+        {
+          mutator: "EqualityOperator",
+          original: "tailStart < tailEntries.length",
+          reason: "with no entries left the tail is empty, so within its budgets, and the loop stops there"
+        },
+        { mutator: "ConditionalExpression", original: "overLines > 0", reason: "cutting after zero newlines cuts nothing" },
+        { mutator: "EqualityOperator", original: "overLines > 0", reason: "cutting after zero newlines cuts nothing" },
+        { mutator: "ConditionalExpression", original: "overBytes > 0", reason: "reaching zero bytes cuts nothing" },
+        { mutator: "EqualityOperator", original: "overBytes > 0", reason: "reaching zero bytes cuts nothing" },
+        { mutator: "EqualityOperator", original: "tailStart > 64", reason: "compacting a few slots earlier or later changes only memory" },
+        {
+          mutator: "ConditionalExpression",
+          original: "tailStart * 2 > tailEntries.length",
+          replacement: "true",
+          reason: "compacting the dropped slots more often changes only memory"
+        },
+        { mutator: "EqualityOperator", original: "tailStart * 2 > tailEntries.length", reason: "compacting at exactly half changes only memory" },
+        { mutator: "ConditionalExpression", original: "newlinesLeft <= 0", reason: "cutting after zero newlines gives 0 as the check does" },
+        { mutator: "EqualityOperator", original: "newlinesLeft <= 0", reason: "cutting after zero newlines gives 0 as the check does" },
+        { mutator: "AssignmentOperator", original: "last.bytes -= removedBytes", reason: "the snap runs at the end: nothing reads an entry's counts after it" },
+        { mutator: "AssignmentOperator", original: "last.newlines -= 1", reason: "the snap runs at the end: nothing reads an entry's counts after it" },
+        { mutator: "ConditionalExpression", original: "spilled", replacement: "false", reason: "a second spill finds nothing held before the first, so it changes nothing" }
+      ]
     }
   ]
 }

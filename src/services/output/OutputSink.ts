@@ -1,6 +1,6 @@
 /**
- * Room `output`: what a cell leaves behind: this sink bounding a cell's output, the
- * artifact store and the session's notebook record. It uses the kernel, rendering,
+ * Room `output`: what a cell leaves behind: this sink bounding a cell's output (its
+ * truncation a plain model in `TextWindow`), the artifact store and the session's notebook record. It uses the kernel, rendering,
  * settings, storage, isolation and the backends' notebook metadata; not the registry or
  * the tool.
  *
@@ -9,13 +9,13 @@
  * Text (stdout and stderr, as one stream in arrival order) is kept whole while it
  * fits `maxBytes` (UTF-8) and `maxLines`. Once it does not, everything printed so far
  * is written to an `out-….txt` artifact and every later chunk is appended to it; the
- * result keeps a head and a tail of about half the budget each, with one
- * `TextOmitted` marker between them. Only the head and a rolling tail are held, so
- * memory stays bounded however much a cell prints.
+ * result keeps a head and a tail of about half the budget each (`TextWindow` decides
+ * them), with one `TextOmitted` marker between them. Only the head and a rolling tail
+ * are held, so memory stays bounded however much a cell prints. One synchronous path
+ * takes what needs no effect (the kernel's `now` hook uses it); the rest waits for the lock.
  *
  * Lines are `\n`-terminated, plus a last unterminated one. A line counts as shown
  * when any part of it is shown, so `shownLines + omittedLines = totalLines` exactly.
- * Cuts never split a surrogate pair, and prefer a line boundary when one is close.
  *
  * Rich outputs keep their order; those that arrive after the head's last text
  * follow the marker. Every image is saved as an `img-…` artifact, so each is
@@ -38,6 +38,7 @@ import { outputHandler, type OutputHandler } from "../../kernel/Kernel.ts"
 import { type CellOutcome, CellEventSchema, type KernelOutput } from "../../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../../render/Status.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
+import { isHighSurrogate, makeTextWindow, type TextCut, type TextStream, type WindowEntry } from "./TextWindow.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../config/Settings.ts"
 
 /** Image payload (base64 text as received) kept in one result: 32 MiB. */
@@ -121,95 +122,6 @@ export interface CellSink {
   readonly close: Effect.Effect<void>
 }
 
-type TextStream = "Stdout" | "Stderr"
-
-interface TextEntry {
-  readonly kind: "text"
-  readonly stream: TextStream
-  text: string
-  bytes: number
-  newlines: number
-}
-
-type Entry = TextEntry | { readonly kind: "rich"; readonly output: SinkOutput } | { readonly kind: "dropped" }
-
-/** What a tail slot holds once its text has been cut away (the slot is only compacted later). */
-const DROPPED_TEXT: Entry = { kind: "dropped" }
-
-interface Span {
-  bytes: number
-  newlines: number
-  endsWithNewline: boolean
-}
-
-const emptySpan = (): Span => ({ bytes: 0, newlines: 0, endsWithNewline: false })
-
-const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff
-const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff
-
-/** UTF-8 length, with a lone surrogate counted as the 3 bytes of the U+FFFD it is written as. */
-const utf8Length = (text: string): number => Buffer.byteLength(text, "utf8")
-
-const countNewlines = (text: string): number => {
-  let count = 0
-  for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", at + 1)) count++
-  return count
-}
-
-/** The index just after the `n`-th newline (n >= 1), or undefined when there are fewer. */
-const afterNewline = (text: string, n: number): number | undefined => {
-  let at = -1
-  for (let seen = 0; seen < n; seen++) {
-    at = text.indexOf("\n", at + 1)
-    if (at === -1) return undefined
-  }
-  return at + 1
-}
-
-/** The code units and UTF-8 bytes of the code point starting at `at`. */
-const codePointAt = (text: string, at: number): readonly [units: number, bytes: number] => {
-  const unit = text.charCodeAt(at)
-  if (unit < 0x80) return [1, 1]
-  if (unit < 0x800) return [1, 2]
-  if (isHighSurrogate(unit) && at + 1 < text.length && isLowSurrogate(text.charCodeAt(at + 1))) return [2, 4]
-  return [1, 3]
-}
-
-/** The longest prefix, in code units, of at most `limit` bytes that ends on a code point. */
-const prefixWithin = (text: string, limit: number): number => {
-  if (limit <= 0) return 0
-  const total = utf8Length(text)
-  if (total <= limit) return text.length
-  if (total === text.length) return limit
-  let at = 0
-  let bytes = 0
-  while (at < text.length) {
-    const [units, size] = codePointAt(text, at)
-    if (bytes + size > limit) break
-    bytes += size
-    at += units
-  }
-  return at
-}
-
-/** The shortest prefix, in code units, of at least `need` of the text's `bytes` that ends on a code point. */
-const prefixReaching = (text: string, need: number, total: number): number => {
-  if (need >= total) return text.length
-  if (total === text.length) return need
-  let at = 0
-  let bytes = 0
-  while (at < text.length && bytes < need) {
-    const [units, size] = codePointAt(text, at)
-    bytes += size
-    at += units
-  }
-  return at
-}
-
-/** A copy that does not keep a much larger parent string alive. */
-const detach = (slice: string, parentLength: number): string =>
-  slice.length * 2 < parentLength ? Buffer.from(slice, "utf16le").toString("utf16le") : slice
-
 const plural = (count: number, unit: string) => `${count} ${unit}${count === 1 ? "" : "s"}`
 
 const mebibytes = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`
@@ -249,23 +161,10 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   const limits = outputLimits(given)
   let scope: Scope.Closeable | undefined
   const lock = Semaphore.makeUnsafe(1)
-  const headBudget = { bytes: Math.floor(limits.maxBytes / 2), lines: Math.floor(limits.maxLines / 2) }
-  const tailBudget = { bytes: limits.maxBytes - headBudget.bytes, lines: limits.maxLines - headBudget.lines }
-
-  const total = emptySpan()
-  const head = emptySpan()
-  const tail = emptySpan()
-  const omitted = emptySpan()
+  const window = makeTextWindow<SinkOutput>(limits)
   const carry: Record<TextStream, string> = { Stdout: "", Stderr: "" }
   const artifactIds: Array<string> = []
 
-  let entries: Array<Entry> = []
-  const headEntries: Array<Entry> = []
-  const middleEntries: Array<Entry> = []
-  let tailEntries: Array<Entry> = []
-  let tailStart = 0
-
-  let spilled = false
   let writer: ArtifactWriter | undefined
   let artifactId = ""
   let artifactError: string | undefined
@@ -283,21 +182,6 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   let outcome: CellOutcome | undefined
   let result: SinkResult | undefined
-
-  const lines = (span: Span) => span.newlines + (span.bytes > 0 && !span.endsWithNewline ? 1 : 0)
-  const tailLines = () => tail.newlines + (tail.bytes > 0 && !total.endsWithNewline ? 1 : 0)
-  const add = (span: Span, text: string, bytes: number, newlines: number) => {
-    span.bytes += bytes
-    span.newlines += newlines
-    span.endsWithNewline = text.endsWith("\n")
-  }
-  const textEntry = (stream: TextStream, text: string): TextEntry => ({
-    kind: "text",
-    stream,
-    text,
-    bytes: utf8Length(text),
-    newlines: countNewlines(text)
-  })
 
   const inScope = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
     Effect.flatMap(
@@ -323,67 +207,8 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       )
     )
 
-  const toTail = (entry: Entry) => {
-    tailEntries.push(entry)
-    if (entry.kind === "text") {
-      tail.bytes += entry.bytes
-      tail.newlines += entry.newlines
-    }
-  }
-
-  const omit = (text: string, bytes: number, newlines: number) => add(omitted, text, bytes, newlines)
-
-  const trimTail = () => {
-    while (tailStart < tailEntries.length) {
-      const overBytes = tail.bytes - tailBudget.bytes
-      const overLines = tailLines() - tailBudget.lines
-      if (overBytes <= 0 && overLines <= 0) break
-      const front = tailEntries[tailStart]!
-      if (front.kind !== "text") {
-        middleEntries.push(front)
-        tailEntries[tailStart++] = DROPPED_TEXT
-        continue
-      }
-      let cut = overLines > 0 ? afterNewline(front.text, overLines) ?? front.text.length : 0
-      if (overBytes > 0) cut = Math.max(cut, prefixReaching(front.text, overBytes, front.bytes))
-      if (cut >= front.text.length) {
-        omit(front.text, front.bytes, front.newlines)
-        tail.bytes -= front.bytes
-        tail.newlines -= front.newlines
-        // The slot stays in the array until it is compacted; its text must not stay with it.
-        tailEntries[tailStart++] = DROPPED_TEXT
-        continue
-      }
-      const removed = front.text.slice(0, cut)
-      const removedBytes = utf8Length(removed)
-      const removedNewlines = countNewlines(removed)
-      omit(removed, removedBytes, removedNewlines)
-      front.text = detach(front.text.slice(cut), front.text.length)
-      front.bytes -= removedBytes
-      front.newlines -= removedNewlines
-      tail.bytes -= removedBytes
-      tail.newlines -= removedNewlines
-    }
-    if (tailStart > 64 && tailStart * 2 > tailEntries.length) {
-      tailEntries = tailEntries.slice(tailStart)
-      tailStart = 0
-    }
-  }
-
-  const headCut = (text: string): number => {
-    const newlinesLeft = headBudget.lines - head.newlines
-    const byLines = newlinesLeft <= 0 ? 0 : afterNewline(text, newlinesLeft) ?? text.length
-    let cut = Math.min(byLines, prefixWithin(text, headBudget.bytes - head.bytes))
-    if (cut > 0 && cut < text.length) {
-      const newline = text.lastIndexOf("\n", cut - 1)
-      const lineStart = newline >= 0 ? newline + 1 : head.bytes === 0 || head.endsWithNewline ? 0 : -1
-      if (lineStart >= 0 && utf8Length(text.slice(lineStart, cut)) <= headBudget.bytes / 4) cut = lineStart
-    }
-    return cut
-  }
-
   const spill = Effect.gen(function*() {
-    spilled = true
+    const texts = window.spill()
     const opened = yield* Effect.result(inScope(store.create("out", "txt")))
     if (opened._tag === "Success") {
       writer = opened.success
@@ -393,62 +218,51 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       artifactError = opened.failure.message
       if (opened.failure._tag === "ArtifactWriteFailed") artifactId = opened.failure.id
     }
-    for (const entry of entries) {
-      if (entry.kind === "text") yield* writeFull(entry.text)
-    }
-    let headDone = false
-    for (const entry of entries) {
-      if (headDone) toTail(entry)
-      else if (entry.kind !== "text") headEntries.push(entry)
-      else {
-        const cut = headCut(entry.text)
-        if (cut === entry.text.length) {
-          headEntries.push(entry)
-          add(head, entry.text, entry.bytes, entry.newlines)
-          continue
-        }
-        if (cut > 0) {
-          const part = textEntry(entry.stream, detach(entry.text.slice(0, cut), entry.text.length))
-          headEntries.push(part)
-          add(head, part.text, part.bytes, part.newlines)
-        }
-        toTail(textEntry(entry.stream, entry.text.slice(cut)))
-        headDone = true
-      }
-    }
-    entries = []
-    trimTail()
+    for (const text of texts) yield* writeFull(text)
   })
 
+  /** Whether the stream's text so far ends in a high surrogate, held back for the next chunk. */
+  const endsInHigh = (text: string) => text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))
+
+  /**
+   * Takes text at once when that needs no effect: within the budgets before a spill, or
+   * after it when the artifact writer buffers it at once (or there is none); answers false,
+   * changing nothing, otherwise.
+   */
+  const textNow = (stream: TextStream, raw: string): boolean => {
+    const joined = carry[stream] === "" ? raw : carry[stream] + raw
+    const held = endsInHigh(joined)
+    const text = held ? joined.slice(0, -1) : joined
+    if (text.length > 0) {
+      if (!window.spilled()) {
+        if (!window.addWithin(stream, text)) return false
+      } else if (writer === undefined || writer.appendNow?.(text) === true) {
+        window.addText(stream, text)
+      } else {
+        return false
+      }
+    }
+    carry[stream] = held ? joined.slice(-1) : ""
+    return true
+  }
+
+  /** Adds text with the effects it needs: the spill that passes a budget, or a write that waits. */
   const addText = (stream: TextStream, text: string) =>
     Effect.suspend(() => {
       if (text.length === 0) return Effect.void
-      const entry = textEntry(stream, text)
-      add(total, text, entry.bytes, entry.newlines)
-      if (spilled) {
-        toTail(entry)
-        trimTail()
-        return writeFull(text)
-      }
-      entries.push(entry)
-      return total.bytes > limits.maxBytes || lines(total) > limits.maxLines ? spill : Effect.void
+      const spilled = window.spilled()
+      const over = window.addText(stream, text)
+      return spilled ? writeFull(text) : over ? spill : Effect.void
     })
 
   const pushText = (stream: TextStream, raw: string) =>
     Effect.suspend(() => {
-      let text = carry[stream] + raw
-      carry[stream] = ""
-      if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
-        carry[stream] = text.slice(-1)
-        text = text.slice(0, -1)
-      }
-      return addText(stream, text)
+      if (textNow(stream, raw)) return Effect.void
+      const joined = carry[stream] + raw
+      const held = endsInHigh(joined)
+      carry[stream] = held ? joined.slice(-1) : ""
+      return addText(stream, held ? joined.slice(0, -1) : joined)
     })
-
-  const addEntry = (entry: Entry) => {
-    if (spilled) toTail(entry)
-    else entries.push(entry)
-  }
 
   /** The decoded bytes of one base64 payload, in a buffer the sink reuses (saves run one at a time). */
   let scratch: Buffer | undefined
@@ -541,7 +355,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     droppedCount++
     if (!droppedPlaced) {
       droppedPlaced = true
-      addEntry({ kind: "dropped" })
+      window.addEntry({ kind: "dropped" })
       const opened = yield* Effect.result(inScope(store.create("outputs", "jsonl")))
       if (opened._tag === "Success") {
         droppedWriter = opened.success
@@ -572,7 +386,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       case "Stderr":
         return pushText(output._tag, output.text)
       case "Error":
-        return Effect.sync(() => addEntry({ kind: "rich", output }))
+        return Effect.sync(() => window.addEntry({ kind: "rich", item: output }))
       case "Done":
         return Effect.sync(() => {
           const { _tag, ...fields } = output
@@ -585,43 +399,12 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         if (richKept >= limits.maxRichOutputs) return drop(output)
         richKept++
         return output._tag === "Status"
-          ? Effect.sync(() => addEntry({ kind: "rich", output }))
-          : Effect.map(boundImages(output), (kept) => addEntry({ kind: "rich", output: kept }))
+          ? Effect.sync(() => window.addEntry({ kind: "rich", item: output }))
+          : Effect.map(boundImages(output), (kept) => window.addEntry({ kind: "rich", item: kept }))
     }
   }
 
-  const snapTailStart = () => {
-    if (omitted.endsWithNewline) return
-    let reach = 0
-    let end = tailStart
-    let within = -1
-    for (; end < tailEntries.length; end++) {
-      const entry = tailEntries[end]!
-      if (entry.kind !== "text") return
-      within = entry.text.indexOf("\n")
-      if (within >= 0) break
-      reach += entry.bytes
-    }
-    if (within < 0) return
-    const last = tailEntries[end] as TextEntry
-    const removed = last.text.slice(0, within + 1)
-    const removedBytes = utf8Length(removed)
-    if (reach + removedBytes > tailBudget.bytes / 4 || reach + removedBytes >= tail.bytes) return
-    for (; tailStart < end; tailStart++) {
-      const entry = tailEntries[tailStart] as TextEntry
-      omit(entry.text, entry.bytes, 0)
-      tail.bytes -= entry.bytes
-    }
-    omit(removed, removedBytes, 1)
-    last.text = last.text.slice(within + 1)
-    last.bytes -= removedBytes
-    last.newlines -= 1
-    tail.bytes -= removedBytes
-    tail.newlines -= 1
-    if (last.text.length === 0) tailStart++
-  }
-
-  const materialize = (list: ReadonlyArray<Entry>, into: Array<SinkOutput>) => {
+  const materialize = (list: ReadonlyArray<WindowEntry<SinkOutput>>, into: Array<SinkOutput>) => {
     let pending: { stream: TextStream; parts: Array<string> } | undefined
     const flush = () => {
       if (pending !== undefined) {
@@ -640,7 +423,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         continue
       }
       flush()
-      if (entry.kind === "rich") into.push(entry.output)
+      if (entry.kind === "rich") into.push(entry.item)
       else {
         const uri = store.uri(droppedId)
         const where = droppedError === undefined
@@ -657,22 +440,12 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     flush()
   }
 
-  const truncation = (): Truncation => {
-    const shared = head.bytes > 0 && !head.endsWithNewline && omitted.newlines === 0 && tail.bytes > 0
-    const shownLines = lines(head) + tailLines() - (shared ? 1 : 0)
-    const totalLines = lines(total)
-    return {
-      totalBytes: total.bytes,
-      totalLines,
-      shownBytes: head.bytes + tail.bytes,
-      shownLines,
-      omittedBytes: omitted.bytes,
-      omittedLines: totalLines - shownLines,
-      artifactId,
-      artifactUri: artifactId === "" ? "" : store.uri(artifactId),
-      ...(artifactError === undefined ? {} : { artifactError })
-    }
-  }
+  const truncation = (cut: TextCut): Truncation => ({
+    ...cut,
+    artifactId,
+    artifactUri: artifactId === "" ? "" : store.uri(artifactId),
+    ...(artifactError === undefined ? {} : { artifactError })
+  })
 
   const marker = (cut: Truncation): SinkOutput => {
     const amount = cut.omittedLines > 0
@@ -698,38 +471,10 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   const acceptNow = (output: KernelOutput): boolean => {
     switch (output._tag) {
       case "Stdout":
-      case "Stderr": {
-        if (spilled && writer !== undefined && writer.appendNow === undefined) return false
-        let text = carry[output._tag] + output.text
-        let rest = ""
-        if (text.length > 0 && isHighSurrogate(text.charCodeAt(text.length - 1))) {
-          rest = text.slice(-1)
-          text = text.slice(0, -1)
-        }
-        if (text.length === 0) {
-          carry[output._tag] = rest
-          return true
-        }
-        if (spilled) {
-          if (writer !== undefined && !writer.appendNow!(text)) return false
-          carry[output._tag] = rest
-          const entry = textEntry(output._tag, text)
-          add(total, text, entry.bytes, entry.newlines)
-          toTail(entry)
-          trimTail()
-          return true
-        }
-        const entry = textEntry(output._tag, text)
-        const bytes = total.bytes + entry.bytes
-        const lineCount = total.newlines + entry.newlines + (text.endsWith("\n") ? 0 : 1)
-        if (bytes > limits.maxBytes || lineCount > limits.maxLines) return false
-        carry[output._tag] = rest
-        add(total, text, entry.bytes, entry.newlines)
-        entries.push(entry)
-        return true
-      }
+      case "Stderr":
+        return textNow(output._tag, output.text)
       case "Error":
-        addEntry({ kind: "rich", output })
+        window.addEntry({ kind: "rich", item: output })
         return true
       case "Done": {
         const { _tag, ...fields } = output
@@ -740,7 +485,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         if (isWatchdogControl(output)) return true
         if (richKept >= limits.maxRichOutputs) return false
         richKept++
-        addEntry({ kind: "rich", output })
+        window.addEntry({ kind: "rich", item: output })
         return true
       case "Display":
       case "Result": {
@@ -750,7 +495,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
           if (mime.startsWith("image/") && typeof output.bundle[mime] === "string") return false
         }
         richKept++
-        addEntry({ kind: "rich", output })
+        window.addEntry({ kind: "rich", item: output })
         return true
       }
     }
@@ -769,9 +514,10 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
   const finishNow = (): SinkResult | undefined => {
-    if (waiting > 0 || spilled || scope !== undefined || saves.length > 0 || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    if (waiting > 0 || window.spilled() || scope !== undefined || saves.length > 0 || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    const done = window.finish()
     const outputs: Array<SinkOutput> = []
-    materialize(entries, outputs)
+    if (done._tag === "Whole") materialize(done.entries, outputs)
     result = { outputs, ...(outcome === undefined ? {} : { outcome }), artifactIds: savedIds() }
     return result
   }
@@ -786,20 +532,19 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     }
     const outputs: Array<SinkOutput> = []
     let cut: Truncation | undefined
-    if (spilled) {
-      snapTailStart()
+    const done = window.finish()
+    if (done._tag === "Cut") {
       if (writer !== undefined) {
         const closed = yield* Effect.result(writer.close)
         if (closed._tag === "Failure") artifactError = closed.failure.message
         writer = undefined
       }
-      cut = truncation()
-      materialize(headEntries, outputs)
+      cut = truncation(done.cut)
+      materialize(done.head, outputs)
       outputs.push(marker(cut))
-      materialize(middleEntries, outputs)
-      materialize(tailEntries.slice(tailStart), outputs)
+      materialize(done.rest, outputs)
     } else {
-      materialize(entries, outputs)
+      materialize(done.entries, outputs)
     }
     if (droppedWriter !== undefined) {
       const closed = yield* Effect.result(droppedWriter.close)
@@ -829,20 +574,8 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   })))
 
   const retained = Effect.sync((): RetainedSize => {
-    let textChars = carry.Stdout.length + carry.Stderr.length
-    let count = 0
-    const measure = (list: ReadonlyArray<Entry>, from = 0) => {
-      for (let at = from; at < list.length; at++) {
-        const entry = list[at]!
-        count++
-        if (entry.kind === "text") textChars += entry.text.length
-      }
-    }
-    measure(entries)
-    measure(headEntries)
-    measure(middleEntries)
-    measure(tailEntries)
-    return { textChars, entries: count }
+    const held = window.retained()
+    return { textChars: held.textChars + carry.Stdout.length + carry.Stderr.length, entries: held.entries }
   })
 
   return {
