@@ -1,6 +1,6 @@
 /**
  * How a process joins the cluster: the Postgres URL, the cluster secret, this runner's
- * listen and advertised addresses, and the shard and lock timings. From an object with the
+ * listen and advertised addresses, the shard and lock timings, and a runner's stop grace. From an object with the
  * `VEYYON_CLUSTER_*` environment on top (a runner's flags are applied as the object). Pure
  * apart from reading the environment it is given and the secret's file.
  */
@@ -18,6 +18,17 @@ export const DEFAULT_SHARD_LOCK_EXPIRATION_MS = 35_000
 
 /** The default shard lock refresh interval (well under the expiry). */
 export const DEFAULT_SHARD_LOCK_REFRESH_MS = 10_000
+
+/**
+ * The least time a lock operation (refresh, acquire, release) may take before the runner
+ * gives its locks up: the library allows each the refresh interval, at most a third of the
+ * expiry, and a runner whose operation overruns drops every shard. Under this a busy
+ * two-core machine trips it (1.7 s did, with a 5 s expiry).
+ */
+export const MIN_LOCK_OPERATION_MS = 3000
+
+/** The default time a stopping runner gives its running cells to finish before it ends them. */
+export const DEFAULT_STOP_GRACE_MS = 6000
 
 /** The default number of shards; every runner and client of a cluster must agree on it. */
 export const DEFAULT_SHARDS = 300
@@ -41,6 +52,8 @@ export interface ClusterSettings {
   readonly shardLockExpirationMs: number
   readonly shardLockRefreshMs: number
   readonly shards: number
+  /** How long a stopping runner (SIGTERM) waits for its running cells before it ends its kernels and exits. */
+  readonly stopGraceMs: number
 }
 
 /** Cluster settings as given (every field optional). */
@@ -57,6 +70,7 @@ export interface ClusterSettingsInput {
   readonly shardLockExpirationMs?: number | undefined
   readonly shardLockRefreshMs?: number | undefined
   readonly shards?: number | undefined
+  readonly stopGraceMs?: number | undefined
 }
 
 /** Cluster settings that cannot be used, with a sentence saying which and how to fix it. */
@@ -68,6 +82,9 @@ export class InvalidClusterSettings extends Data.TaggedError("InvalidClusterSett
 
 /** The environment variable holding the Postgres URL. */
 export const POSTGRES_URL_ENV = "VEYYON_CLUSTER_POSTGRES_URL"
+
+/** The environment variable holding a runner's stop grace (ms). */
+export const STOP_GRACE_ENV = "VEYYON_CLUSTER_STOP_GRACE_MS"
 
 const parseHostPort = (raw: string, fallback: HostPort, source: string): Result.Result<HostPort, InvalidClusterSettings> => {
   const text = raw.trim()
@@ -144,8 +161,17 @@ export const resolveClusterSettings = (
     if (refresh >= expiration) {
       return yield* Result.fail(new InvalidClusterSettings({ problem: `the shard lock refresh interval (${refresh} ms) must be shorter than its expiration (${expiration} ms)` }))
     }
+    const operation = Math.min(refresh, Math.floor(expiration / 3))
+    if (operation < MIN_LOCK_OPERATION_MS) {
+      return yield* Result.fail(new InvalidClusterSettings({
+        problem: `the shard lock timings give each lock operation ${operation} ms (the refresh interval, at most a third of the expiration); ` +
+          `a runner whose lock operation takes longer drops all its shards, which a busy machine does below ${MIN_LOCK_OPERATION_MS} ms: ` +
+          `use an expiration of at least ${3 * MIN_LOCK_OPERATION_MS} ms and a refresh interval of at least ${MIN_LOCK_OPERATION_MS} ms`
+      }))
+    }
     const shards = (yield* positiveMs(given.shards, "the shard count")) ?? (yield* envNumber(env, "VEYYON_CLUSTER_SHARDS")) ?? DEFAULT_SHARDS
-    return { postgresUrl, auth, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards }
+    const stopGraceMs = (yield* positiveMs(given.stopGraceMs, "the stop grace")) ?? (yield* envNumber(env, STOP_GRACE_ENV)) ?? DEFAULT_STOP_GRACE_MS
+    return { postgresUrl, auth, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards, stopGraceMs }
   })
 
 /** `host:port` of an address, with an IPv6 host bracketed. */

@@ -24,9 +24,13 @@ import type { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { ClusterSettings } from "./ClusterSettings.ts"
 import { connectMesh, layerMeshServer } from "./MeshSockets.ts"
+import { layerShardLockStorage, type ShardMoveLog } from "./ShardLockStorage.ts"
 
 /** The prefix of the tables `effect/cluster` keeps in Postgres. */
 export const CLUSTER_TABLE_PREFIX = "veyyon_cluster"
+
+/** How often every runner and client reads the runner list and recomputes the shard assignments. */
+export const ASSIGNMENTS_POLL = Duration.millis(500)
 
 /** The library's sharding config from our settings; `runner` false leaves out this process's address (a client). */
 export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): ShardingConfig.ShardingConfig["Service"] => ({
@@ -37,7 +41,11 @@ export const shardingConfigOf = (settings: ClusterSettings, runner: boolean): Sh
   shardLockExpiration: Duration.millis(settings.shardLockExpirationMs),
   shardLockRefreshInterval: Duration.millis(settings.shardLockRefreshMs),
   // Runner health by ping: a runner that stops answering is noticed within a few seconds.
-  runnerHealthCheckInterval: Duration.seconds(5)
+  runnerHealthCheckInterval: Duration.seconds(5),
+  // Every process reads the runner list this often (one small query): a runner that joined
+  // or whose heartbeat expired is seen within half a second everywhere, so fail-over ends
+  // soon after the lock expiry, and few new sessions start on a shard about to move.
+  refreshAssignmentsInterval: ASSIGNMENTS_POLL
 })
 
 /**
@@ -73,16 +81,18 @@ const layerClientProtocol = (settings: ClusterSettings): Layer.Layer<Runners.Rpc
 const layerSocketServer = (settings: ClusterSettings) =>
   layerMeshServer({ host: settings.listen.host, port: settings.listen.port, auth: settings.auth })
 
-const storage = Layer.mergeAll(
-  SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }).pipe(Layer.provide(NodeCrypto.layerDigest)),
-  Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))
-)
+const messageStorage = SqlMessageStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }).pipe(Layer.provide(NodeCrypto.layerDigest))
+const runnerStorage = Layer.orDie(SqlRunnerStorage.layerWith({ prefix: CLUSTER_TABLE_PREFIX }))
+const storage = Layer.mergeAll(messageStorage, runnerStorage)
 
-/** The sharding of a runner: listens on its address, serves its shards' entities, sends to the others. */
-export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners, SocketServerError, SqlClient> =>
+/**
+ * The sharding of a runner: listens on its address, serves its shards' entities, sends to
+ * the others; its lock releases queued and its shard moves logged (`ShardLockStorage`).
+ */
+export const runnerShardingLayer = (settings: ClusterSettings): Layer.Layer<Sharding | Runners.Runners | ShardMoveLog, SocketServerError, SqlClient> =>
   Layer.provide(SocketRunner.layer, [layerSocketServer(settings), layerClientProtocol(settings)]).pipe(
     Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol(settings)))),
-    Layer.provide(storage),
+    Layer.provideMerge(Layer.merge(messageStorage, layerShardLockStorage.pipe(Layer.provide(runnerStorage)))),
     Layer.provide(ShardingConfig.layer(shardingConfigOf(settings, true))),
     Layer.provide(layerClusterSerialization)
   )

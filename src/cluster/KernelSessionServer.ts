@@ -6,23 +6,27 @@
  * on a re-homed session), and the session's kernels ended when the entity leaves this
  * runner (idle time, hand-off, shutdown).
  */
-import { Cause, Duration, Effect, Exit, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Queue, Result, Schema, type Scope, Stream } from "effect"
 import * as Entity from "effect/cluster/Entity"
-import type { Sharding } from "effect/cluster/Sharding"
+import { Sharding } from "effect/cluster/Sharding"
 import { KernelClosed } from "../kernel/KernelError.ts"
 import { EvalResultSchema } from "../services/tool/EvalResult.ts"
-import { EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
+import { checkParams, EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
 import { type ExecuteEvent, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
+import { CellHandOff } from "./CellHandOff.ts"
 import { inflightElsewhere } from "./LedgerDecision.ts"
 import { answersAt } from "./OwnerProbe.ts"
 import { RunnerWorkspace } from "./RunnerWorkspace.ts"
 import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
 
-/** How long a new owner waits for a live old owner to finish a call it had in flight (the library's entity termination grace, plus a margin). */
-const HAND_OFF_WAIT_MS = 20_000
+/**
+ * How long past a cell's own timeout a new owner waits for a live old owner still running
+ * the call (the interrupt's escalation, publishing its artifacts, the ledger write).
+ */
+const HAND_OFF_MARGIN_MS = 20_000
 
 const decodeKeptResult = Schema.decodeUnknownEffect(Schema.fromJsonString(EvalResultSchema))
 
@@ -49,13 +53,21 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const ledger = yield* SessionLedger
   const publisher = yield* ArtifactPublisher
   const workspace = yield* RunnerWorkspace
+  const sharding = yield* Sharding
+  const settings = yield* Settings
+  const handOff = yield* CellHandOff
+  // The session's shard left this runner while the runner keeps running (a rebalance, dropped locks).
+  const movedAway = Effect.map(sharding.isShutdown, (stopping) => !stopping && !sharding.hasShardId(address.shardId))
   const cwdFor = (requested: string | undefined) => workspace.cwdFor(sessionId, requested)
   let running: RunningCell | undefined
 
   yield* Effect.addFinalizer(() =>
-    Effect.andThen(
-      tool.endSession(sessionId),
-      ledger.release(sessionId).pipe(Effect.catch((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
+    handOff.afterCell(
+      sessionId,
+      Effect.andThen(
+        tool.endSession(sessionId),
+        ledger.release(sessionId).pipe(Effect.catch((error) => Effect.logWarning(`the ledger did not record the release of session ${sessionId}: ${error.message}`)))
+      )
     ))
 
   /** Copies a cell's artifacts into Postgres before its result goes back, so `artifact://` resolves anywhere. */
@@ -74,10 +86,12 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   /**
    * While the runner that had this very call in flight still answers (a shard moving on a
    * rebalance or a hand-off), wait for it to finish or let go, so its result is replayed
-   * instead of calling the cell lost. Bounded by the entity termination grace.
+   * instead of calling the cell lost: only a runner that stopped loses a cell. Bounded by
+   * the cell's own timeout plus a margin.
    */
-  const awaitHandOff = Effect.fnUntraced(function*(callId: string) {
-    const deadline = Date.now() + HAND_OFF_WAIT_MS
+  const awaitHandOff = Effect.fnUntraced(function*(callId: string, params: unknown) {
+    const checked = checkParams(params, settings)
+    const deadline = Date.now() + (Result.isSuccess(checked) ? checked.success.timeoutSeconds * 1000 : 0) + HAND_OFF_MARGIN_MS
     while (Date.now() < deadline) {
       const owner = inflightElsewhere(yield* ledger.row(sessionId), ledger.incarnation, callId)
       if (owner === undefined || !(yield* answersAt(owner, 1000))) return
@@ -111,13 +125,14 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         if (running === cell) running = undefined
       }))
     )
-    yield* Effect.forkScoped(work)
-    return Stream.fromQueue(events)
+    yield* handOff.start(sessionId, cell.callId, work, movedAway)
+    // Its call ends without a result if the shard moves; the caller sends it again to the new owner.
+    return Stream.fromQueue(events).pipe(Stream.interruptWhen(handOff.whenMovedAway(movedAway)))
   })
 
   /** After the cwd was decided: the ledger's word on the call, then the cell (or its answer without running). */
   const startCell = (callId: string, params: unknown, cwd: string, cell: RunningCell, release: Effect.Effect<void>) =>
-    awaitHandOff(callId).pipe(
+    awaitHandOff(callId, params).pipe(
       Effect.andThen(ledger.beginExecute(sessionId, callId)),
       Effect.tapCause(() => release),
       Effect.mapError(ledgerFailure),
@@ -140,12 +155,17 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallError>, SessionCallError, Scope.Scope> => {
         const { callId, params } = request.payload
         if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
+        // A cell of this session still finishing here after its shard moved away and back:
+        // its own call waits for it (the ledger then replays its result), another is busy.
+        const finishing = handOff.runningCall(sessionId)
+        if (finishing !== undefined && finishing !== callId) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
         const cell: RunningCell = { callId, controller: new AbortController() }
         running = cell
         const release = Effect.sync(() => {
           if (running === cell) running = undefined
         })
-        return cwdFor(request.payload.cwd).pipe(
+        return handOff.awaitCell(sessionId).pipe(
+          Effect.andThen(cwdFor(request.payload.cwd)),
           Effect.tapCause(() => release),
           Effect.flatMap((cwd) => startCell(callId, params, cwd, cell, release))
         )
@@ -171,7 +191,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
 /** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
 export const kernelSessionServer = (
   advertised: string
-): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings | RunnerWorkspace> =>
+): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings | RunnerWorkspace | CellHandOff> =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* Settings
     return KernelSession.toLayer(makeHandlers(advertised), {

@@ -31,8 +31,12 @@ export const CLIENT_HELLO_BYTES = MESH_MAGIC.length + NONCE_BYTES + PROOF_BYTES
 /** How long either side waits for the other's part of the handshake. */
 export const HANDSHAKE_TIMEOUT_MS = 5000
 
-/** A handshake that did not succeed, with a sentence saying why. */
-export class MeshHandshakeFailed extends Data.TaggedError("MeshHandshakeFailed")<{ readonly reason: string }> {
+/**
+ * A handshake that did not succeed, with a sentence saying why; `silent` when the peer went
+ * away without sending a byte (a liveness probe, such as a new owner checking that the
+ * runner it takes a session from still answers).
+ */
+export class MeshHandshakeFailed extends Data.TaggedError("MeshHandshakeFailed")<{ readonly reason: string; readonly silent?: boolean }> {
   override get message(): string {
     return this.reason
   }
@@ -74,11 +78,11 @@ const readExactly = (conn: Net.Socket, size: number, extra: "keep" | "refuse", w
     }
     const onEnd = () => {
       cleanup()
-      resume(Effect.fail(new MeshHandshakeFailed({ reason: `the connection closed after ${length} of the ${size} bytes of ${what}` })))
+      resume(Effect.fail(new MeshHandshakeFailed({ reason: `the connection closed after ${length} of the ${size} bytes of ${what}`, silent: length === 0 })))
     }
     const onError = (error: Error) => {
       cleanup()
-      resume(Effect.fail(new MeshHandshakeFailed({ reason: `the connection failed during ${what}: ${error.message}` })))
+      resume(Effect.fail(new MeshHandshakeFailed({ reason: `the connection failed during ${what}: ${error.message}`, silent: length === 0 })))
     }
     conn.on("data", onData)
     conn.once("end", onEnd)

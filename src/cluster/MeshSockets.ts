@@ -51,7 +51,9 @@ export const layerMeshServer = (options: { readonly host: string; readonly port:
                   onFailure: (error) =>
                     Effect.andThen(
                       Effect.sync(() => conn.destroy()),
-                      Effect.logWarning(`refused a connection to the runner port from ${peerOf(conn)}: ${error.reason}; nothing it sent was read`)
+                      error.silent === true
+                        ? Effect.logDebug(`a connection from ${peerOf(conn)} closed without sending anything (a liveness probe)`)
+                        : Effect.logWarning(`refused a connection to the runner port from ${peerOf(conn)}: ${error.reason}; nothing it sent was read`)
                     ),
                   onSuccess: () => servePeer(conn, handler(socket))
                 })

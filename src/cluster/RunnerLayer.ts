@@ -17,10 +17,12 @@ import type { InvalidSettings } from "../services/config/Settings.ts"
 import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
+import { CellHandOff } from "./CellHandOff.ts"
 import { kernelSessionServer } from "./KernelSessionServer.ts"
 import { PgKvStoreLive } from "./PgKvStore.ts"
 import { type InvalidWorkspaceSettings, resolveWorkspaceSettings, RunnerWorkspace, type RunnerWorkspaceSettings } from "./RunnerWorkspace.ts"
 import { SessionLedger } from "./SessionLedger.ts"
+import { ShardMoveLog } from "./ShardLockStorage.ts"
 
 /** Anything starting a runner can fail with. */
 export type RunnerLayerError = InvalidSettings | ArtifactDirUnavailable | SqlError | SocketServerError | InvalidWorkspaceSettings
@@ -41,10 +43,17 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
   const ledger = SessionLedger.layer(randomUUID(), advertised)
   // kv in Postgres under the eval layer; the publisher copies each cell's artifacts there.
   const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer(options).pipe(Layer.provide(PgKvStoreLive))))
-  return kernelSessionServer(advertised).pipe(
+  // Closed before the sharding hands the shards off, so the releases of a stop say so.
+  const stopMarker = Layer.effectDiscard(Effect.gen(function*() {
+    const log = yield* ShardMoveLog
+    yield* Effect.addFinalizer(() => log.stopping)
+  }))
+  return Layer.merge(kernelSessionServer(advertised), stopMarker).pipe(
     Layer.provideMerge(sharding),
     Layer.provide(ledger),
     Layer.provide(workspace),
+    // Cells finishing after their shard moved: closed after the entities, before the kernels.
+    Layer.provide(CellHandOff.layer),
     Layer.provideMerge(kernels),
     Layer.provide(postgresLayer(cluster))
   )

@@ -1,6 +1,6 @@
 import { Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { DEFAULT_RUNNER_PORT, formatHostPort, resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
+import { DEFAULT_RUNNER_PORT, DEFAULT_STOP_GRACE_MS, formatHostPort, MIN_LOCK_OPERATION_MS, resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
 
 const url = "postgres://u:p@127.0.0.1:5432/db"
 const secret = "0123456789abcdef".repeat(4)
@@ -13,12 +13,12 @@ describe("resolveClusterSettings", () => {
   })
 
   it("takes the URL and timings from the environment, and flags over the environment", () => {
-    const env = { ...base, VEYYON_CLUSTER_POSTGRES_URL: url, VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: "5000", VEYYON_CLUSTER_LISTEN: "127.0.0.1:4000" }
+    const env = { ...base, VEYYON_CLUSTER_POSTGRES_URL: url, VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS: "12000", VEYYON_CLUSTER_LISTEN: "127.0.0.1:4000", VEYYON_CLUSTER_STOP_GRACE_MS: "2500" }
     const fromEnv = Result.getOrThrow(resolveClusterSettings({}, env))
-    expect(fromEnv).toMatchObject({ postgresUrl: url, listen: { host: "127.0.0.1", port: 4000 }, shardLockExpirationMs: 5000 })
-    expect(fromEnv.shardLockRefreshMs).toBeLessThan(5000)
-    const flags = Result.getOrThrow(resolveClusterSettings({ listen: ":4100", shardLockExpirationMs: 9000 }, env))
-    expect(flags).toMatchObject({ listen: { host: "127.0.0.1", port: 4100 }, advertise: { host: "127.0.0.1", port: 4100 }, shardLockExpirationMs: 9000 })
+    expect(fromEnv).toMatchObject({ postgresUrl: url, listen: { host: "127.0.0.1", port: 4000 }, shardLockExpirationMs: 12000, shardLockRefreshMs: 4000, stopGraceMs: 2500 })
+    const flags = Result.getOrThrow(resolveClusterSettings({ listen: ":4100", shardLockExpirationMs: 9000, stopGraceMs: 1000 }, env))
+    expect(flags).toMatchObject({ listen: { host: "127.0.0.1", port: 4100 }, advertise: { host: "127.0.0.1", port: 4100 }, shardLockExpirationMs: 9000, stopGraceMs: 1000 })
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url }, base))).toMatchObject({ shardLockExpirationMs: 35000, shardLockRefreshMs: 10000, stopGraceMs: DEFAULT_STOP_GRACE_MS })
   })
 
   it("listens on loopback by default and advertises the listen address", () => {
@@ -39,6 +39,17 @@ describe("resolveClusterSettings", () => {
     expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, listen: "h:0" }, base))).toBe(true)
     expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, shardLockExpirationMs: 1000, shardLockRefreshMs: 2000 }, base))).toBe(true)
     expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url }, { ...base, VEYYON_CLUSTER_SHARDS: "many" }))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, stopGraceMs: 0 }, base))).toBe(true)
+    expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url }, { ...base, VEYYON_CLUSTER_STOP_GRACE_MS: "soon" }))).toBe(true)
+  })
+
+  it("refuses lock timings that give a lock operation less than a busy machine needs, saying which timings do", () => {
+    const atLeast = (ms: number) => new RegExp(`${ms} ms`)
+    const short = resolveClusterSettings({ postgresUrl: url, shardLockExpirationMs: 5000 }, base)
+    expect(Result.isFailure(short) && short.failure.message).toMatch(atLeast(3 * MIN_LOCK_OPERATION_MS))
+    const fast = resolveClusterSettings({ postgresUrl: url, shardLockRefreshMs: MIN_LOCK_OPERATION_MS - 1 }, base)
+    expect(Result.isFailure(fast) && fast.failure.message).toMatch(/drops all its shards/)
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, shardLockExpirationMs: 3 * MIN_LOCK_OPERATION_MS }, base)).shardLockRefreshMs).toBe(MIN_LOCK_OPERATION_MS)
   })
 
   it("formats IPv6 hosts in brackets and reads them back", () => {

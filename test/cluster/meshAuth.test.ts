@@ -130,7 +130,7 @@ describe.skipIf(skipReason !== undefined)(titled("runner port with the cluster s
   it("a client holding a wrong secret is refused: its call fails and nothing runs", async () => {
     const marker = path.join(cluster.dir, "wrong-secret-marker")
     const wrong = ManagedRuntime.make(evalClusterLayer({
-      cluster: { postgresUrl: cluster.pg.url, secret: "w".repeat(64), shardLockExpirationMs: 5000 },
+      cluster: { postgresUrl: cluster.pg.url, secret: "w".repeat(64), shardLockExpirationMs: 9000 },
       env: false
     }))
     try {

@@ -14,13 +14,13 @@ import { Effect, ManagedRuntime } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { Redacted } from "effect"
 import { evalClusterLayer, type EvalClusterServices } from "../../src/cluster/EvalClusterLayer.ts"
-import { DEFAULT_SHARDS } from "../../src/cluster/ClusterSettings.ts"
+import { DEFAULT_SHARDS, MIN_LOCK_OPERATION_MS } from "../../src/cluster/ClusterSettings.ts"
 import { LEDGER_TABLE } from "../../src/cluster/SessionLedger.ts"
 import { childEnv, cliEntry } from "../cli/support.ts"
 import { freePort, startPostgres, type TestPostgres } from "../support/postgres.ts"
 
-/** The shard lock expiry the test cluster runs with. */
-export const LOCK_EXPIRATION_MS = 5000
+/** The shard lock expiry the test cluster runs with: the least the settings allow (each lock operation gets a third). */
+export const LOCK_EXPIRATION_MS = 3 * MIN_LOCK_OPERATION_MS
 
 /** One runner process. */
 export interface TestRunner {
@@ -41,8 +41,8 @@ export interface TestCluster {
   readonly env: Record<string, string>
   readonly runners: Array<TestRunner>
   readonly client: ManagedRuntime.ManagedRuntime<EvalClusterServices, unknown>
-  /** Starts one more runner and waits until it serves. */
-  readonly addRunner: () => Promise<TestRunner>
+  /** Starts one more runner (with `env` on top of the cluster's, on `port` or a free one) and waits until it serves. */
+  readonly addRunner: (env?: Readonly<Record<string, string>>, port?: number) => Promise<TestRunner>
   /** The runner address the ledger names as each session's owner (null when released). */
   readonly owners: () => Promise<Map<string, string | null>>
   /** Resolves once the live runners hold every shard, each some. */
@@ -94,10 +94,10 @@ export const startCluster = async (count: number, options: TestClusterOptions = 
     VEYYON_SANDBOX: "off",
     ...options.runnerEnv
   })
-  const addRunner = async (): Promise<TestRunner> => {
-    const port = await freePort()
+  const addRunner = async (more: Readonly<Record<string, string>> = {}, chosen?: number): Promise<TestRunner> => {
+    const port = chosen ?? await freePort()
     const args = [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`, ...(options.insecure === true ? ["--insecure-no-auth"] : [])]
-    const child = spawn(cliEntry.command, args, { env, stdio: ["ignore", "ignore", "pipe"] })
+    const child = spawn(cliEntry.command, args, { env: { ...env, ...more }, stdio: ["ignore", "ignore", "pipe"] })
     let log = ""
     child.stderr?.on("data", (chunk: Buffer) => (log = (log + chunk.toString("utf8")).slice(-20_000)))
     const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "?")))

@@ -26,7 +26,8 @@ const postgresUrl = optionalText("postgres-url", "URL", "The cluster's Postgres 
 const listen = optionalText("listen", "HOST:PORT", "Where to listen for peers and clients (default VEYYON_CLUSTER_LISTEN, else 127.0.0.1:34431).")
 const advertise = optionalText("advertise", "HOST:PORT", "The address peers and clients reach this runner at (default VEYYON_CLUSTER_ADVERTISE, else the listen address).")
 const lockExpiration = optionalInteger("shard-lock-expiration-ms", "How long a dead runner's shards stay locked (default VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS, else 35000).")
-const lockRefresh = optionalInteger("shard-lock-refresh-ms", "How often a runner refreshes its shard locks (default VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS, else 10000 or a third of the expiration).")
+const lockRefresh = optionalInteger("shard-lock-refresh-ms", "How often a runner refreshes its shard locks, and how long one lock operation may take (default VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS, else 10000 or a third of the expiration; at least 3000).")
+const stopGrace = optionalInteger("stop-grace-ms", "How long a stopping runner waits for its running cells before it ends its kernels (default VEYYON_CLUSTER_STOP_GRACE_MS, else 6000).")
 const insecureNoAuth = Flag.Boolean("insecure-no-auth").pipe(
   Flag.withDescription("Listen without the cluster secret: ANYONE who can reach the port runs code as this user. Only for a throwaway cluster on a machine you alone use."),
   Flag.withDefault(false)
@@ -42,10 +43,7 @@ export const INSECURE_WARNING =
   "veyyon runner: WARNING: --insecure-no-auth: this runner does not authenticate its peers. Anyone who can reach its port " +
   "(any local user, any cell of its kernels) can run code as this user and read every session's state. Set VEYYON_CLUSTER_SECRET_FILE instead.\n"
 
-/** How long a stopping runner spends handing its sessions off before it ends its kernels and exits anyway. */
-export const STOP_GRACE_MS = 6000
-
-/** How long ending the kernels may take after that (each is SIGKILLed within it). */
+/** How long ending the kernels may take after the stop grace (each is SIGKILLed within it). */
 const KERNEL_STOP_MS = 2500
 
 /**
@@ -53,14 +51,14 @@ const KERNEL_STOP_MS = 2500
  * (one CI run saw a runner whose Postgres was gone never finish its stop), a host timer
  * ends the process; the kernels' containment watchers then end their trees.
  */
-const HARD_STOP_MS = STOP_GRACE_MS + KERNEL_STOP_MS + 500
-
-const armHardStop = Effect.sync(() =>
-  setTimeout(() => {
-    process.stderr.write(`veyyon runner: the stop did not finish within ${HARD_STOP_MS} ms; exiting now\n`)
-    process.exit(143)
-  }, HARD_STOP_MS).unref()
-)
+const armHardStop = (stopGraceMs: number) =>
+  Effect.sync(() => {
+    const hardStopMs = stopGraceMs + KERNEL_STOP_MS + 500
+    setTimeout(() => {
+      process.stderr.write(`veyyon runner: the stop did not finish within ${hardStopMs} ms; exiting now\n`)
+      process.exit(143)
+    }, hardStopMs).unref()
+  })
 
 /** Runs `effect` on its own fiber: interrupted, it returns at once and interrupts the effect in the background. */
 const detached = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
@@ -68,21 +66,24 @@ const detached = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
     Effect.onInterrupt(Fiber.join(fiber), () => Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber)))))
 
 /**
- * Closes the runner: hands its shards off (bounded by `STOP_GRACE_MS`: with its Postgres
- * gone that never finishes), then ends every kernel still alive, so the process exits
- * within about 10 s of SIGTERM with nothing left running.
+ * Closes the runner: hands its shards off, its running cells finishing first (bounded by
+ * the stop grace: a longer cell, or a hand-off with Postgres gone, is cut there), then
+ * ends every kernel still alive, so the process exits within the grace plus about 3 s of
+ * SIGTERM with nothing left running.
  */
-const stopRunner = (scope: Scope.Closeable, registry: KernelRegistryService) =>
+const stopRunner = (scope: Scope.Closeable, registry: KernelRegistryService, stopGraceMs: number) =>
   detached(Scope.close(scope, Exit.void)).pipe(
-    Effect.timeout(STOP_GRACE_MS),
+    Effect.timeout(stopGraceMs),
     Effect.catchTag("TimeoutError", () =>
-      Effect.sync(() => process.stderr.write(`veyyon runner: the hand-off did not finish within ${STOP_GRACE_MS} ms (is Postgres reachable?); ending the kernels and exiting\n`)).pipe(
+      Effect.sync(() =>
+        process.stderr.write(`veyyon runner: the hand-off did not finish within the stop grace of ${stopGraceMs} ms (a cell still running, or Postgres unreachable); ending the kernels and exiting\n`)
+      ).pipe(
         Effect.andThen(detached(registry.shutdownAll).pipe(Effect.timeout(KERNEL_STOP_MS), Effect.ignore))
       ))
   )
 
 /** The `runner` command. */
-export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, shards, insecureNoAuth }, (options) => {
+export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, stopGrace, shards, insecureNoAuth }, (options) => {
   const given: ClusterSettingsInput = {
     postgresUrl: Option.getOrUndefined(options.postgresUrl),
     listen: Option.getOrUndefined(options.listen),
@@ -90,6 +91,7 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
     shardLockExpirationMs: Option.getOrUndefined(options.lockExpiration),
     shardLockRefreshMs: Option.getOrUndefined(options.lockRefresh),
     shards: Option.getOrUndefined(options.shards),
+    stopGraceMs: Option.getOrUndefined(options.stopGrace),
     insecureNoAuth: options.insecureNoAuth
   }
   return Result.match(resolveClusterSettings(given, hostVariables()), {
@@ -105,7 +107,7 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
         const scope = yield* Scope.make()
         const context = yield* Effect.onError(Layer.buildWithScope(layer, scope), (cause) => Scope.close(scope, Exit.failCause(cause)))
         process.stderr.write(`veyyon runner: serving sessions at ${formatHostPort(cluster.advertise)} (listening on ${formatHostPort(cluster.listen)})\n`)
-        return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.andThen(armHardStop, stopRunner(scope, Context.get(context, KernelRegistry)))))
+        return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.andThen(armHardStop(cluster.stopGraceMs), stopRunner(scope, Context.get(context, KernelRegistry), cluster.stopGraceMs))))
       })
   })
 }).pipe(
