@@ -25,7 +25,13 @@ import {
   InvalidEvalParams
 } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
+import type { KernelOutput } from "../kernel/KernelOutput.ts"
+import { isWatchdogControl } from "../render/Status.ts"
+import { DEFAULT_MAX_RICH_OUTPUTS } from "../services/output/OutputSink.ts"
+import { makeTextWindow } from "../services/output/TextWindow.ts"
 import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
+import { LOST_CELL_NOTICE } from "./LedgerDecision.ts"
+import { withStreamedOutputs } from "./NoticeResult.ts"
 
 /** A call that lost its runner on the way; sent again. */
 class CallInTransit extends Data.TaggedError("CallInTransit")<{ readonly reason: string }> {}
@@ -88,13 +94,25 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
     }
     signal?.addEventListener("abort", onAbort, { once: true })
     const onEvent = context.onEvent
+    const streamed = makeTextWindow<KernelOutput>(settings.output)
+    let richStreamed = 0
+    const keep = (output: KernelOutput) => {
+      if (output._tag === "Stdout" || output._tag === "Stderr") {
+        if (streamed.addText(output._tag, output.text)) streamed.spill()
+      } else if (output._tag !== "Done" && !(output._tag === "Status" && isWatchdogControl(output)) && richStreamed++ < DEFAULT_MAX_RICH_OUTPUTS) {
+        streamed.addEntry({ kind: "rich", item: output })
+      }
+    }
     const once = Effect.suspend(() => {
       let result: EvalResult | undefined
       return session.Execute({ params: raw, cwd: cwdOf(context.cwd), callId }).pipe(
         Stream.runForEach((event) =>
           Effect.sync(() => {
             if (event._tag === "Result") result = event.result
-            else onEvent?.(event.output)
+            else {
+              keep(event.output)
+              onEvent?.(event.output)
+            }
           })
         ),
         Effect.flatMap(() => (result === undefined ? Effect.fail(new CallInTransit({ reason: "the answer ended without a result" })) : Effect.succeed(result))),
@@ -102,6 +120,7 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
       )
     })
     return yield* withRetries(once, policy).pipe(
+      Effect.map((result) => (result.notice === LOST_CELL_NOTICE && result.outputs.length === 0 ? withStreamedOutputs(result, streamed.finish()) : result)),
       Effect.ensuring(Effect.sync(() => signal?.removeEventListener("abort", onAbort))),
       Effect.mapError((error): EvalError =>
         error._tag === "CallInTransit"

@@ -150,6 +150,8 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     expect(lost.status).toBe("error")
     expect(lost.notice).toBe(LOST_CELL_NOTICE)
     expect(lost.text).toContain("was not run again")
+    expect(lost.outputs).toEqual([expect.objectContaining({ _tag: "Stdout", text: "started\n" })])
+    expect(lost.text).toMatch(/^started\n/)
     const answers = await Promise.all(sessions.slice(1).map(async (sessionId) => [sessionId, await runPromise(sessionId, "print(globals().get('x'), kv.get('name'))")] as const))
     expect(Date.now() - killedAt).toBeLessThan(ANSWER_BOUND_MS)
     for (const [sessionId, answer] of answers) {
