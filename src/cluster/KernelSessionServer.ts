@@ -58,6 +58,9 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const handOff = yield* CellHandOff
   // The session's shard left this runner while the runner keeps running (a rebalance, dropped locks).
   const movedAway = Effect.map(sharding.isShutdown, (stopping) => !stopping && !sharding.hasShardId(address.shardId))
+  /** A result as this runner answers it, saying which runner that is. */
+  const answeredHere = (event: ExecuteEvent): ExecuteEvent =>
+    event._tag === "Result" ? { _tag: "Result", result: { ...event.result, runner: advertised } } : event
   const cwdFor = (requested: string | undefined) => workspace.cwdFor(sessionId, requested)
   let running: RunningCell | undefined
 
@@ -152,7 +155,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
 
   return KernelSession.of({
     Execute: (request) =>
-      Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallError>, SessionCallError, Scope.Scope> => {
+      Stream.map(Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallError>, SessionCallError, Scope.Scope> => {
         const { callId, params } = request.payload
         if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
         // A cell of this session still finishing here after its shard moved away and back:
@@ -169,7 +172,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
           Effect.tapCause(() => release),
           Effect.flatMap((cwd) => startCell(callId, params, cwd, cell, release))
         )
-      })),
+      })), answeredHere),
     Cancel: (request) =>
       Effect.sync(() => {
         if (running === undefined || running.callId !== request.payload.callId) return false

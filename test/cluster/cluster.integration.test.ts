@@ -52,11 +52,14 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
       const first = await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}\nkv.set("name", x)`)
       expect(first.status, first.text).toBe("ok")
     }
+    const runners = new Map<string, string | undefined>()
     for (const sessionId of sessions) {
       const second = await runPromise(sessionId, "print(x, kv.get('name'))")
       expect(second.text).toBe(`${sessionId} ${sessionId}`)
+      runners.set(sessionId, second.runner)
     }
     const owners = await cluster.owners()
+    for (const sessionId of sessions) expect(runners.get(sessionId), sessionId).toBe(owners.get(sessionId))
     expect(new Set(sessions.map((sessionId) => owners.get(sessionId))).size).toBe(2)
   }, 120_000)
 

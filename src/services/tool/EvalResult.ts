@@ -33,7 +33,9 @@ export const EvalResultSchema = Schema.Struct({
   retried: Schema.optionalKey(Schema.Literal(true)),
   /** How the kernel ended when it died during the cell's last attempt too (the `error` is then `KernelDied`). */
   kernelExit: Schema.optionalKey(Schema.Struct({ code: Schema.NullOr(Schema.Finite), signal: Schema.NullOr(Schema.String) })),
-  durationMs: Schema.Finite
+  durationMs: Schema.Finite,
+  /** The cluster runner that answered (host:port), when a cluster did. */
+  runner: Schema.optionalKey(Schema.String)
 })
 
 /** What one call returns. */

@@ -71,7 +71,8 @@ const outputFields = {
       description: "How the kernel process ended when it died during the cell (twice, for a retried cell that failed)."
     })
   ),
-  durationMs: Schema.Finite.annotate({ description: "Wall time of the call in milliseconds." })
+  durationMs: Schema.Finite.annotate({ description: "Wall time of the call in milliseconds." }),
+  runner: Schema.optionalKey(Schema.String.annotate({ description: "The cluster runner that answered, as host:port, when a cluster did." }))
 } satisfies Record<keyof EvalResult, Schema.Top>
 
 /** A cell's result as structured data: the `EvalResult` with its images described, their data optional. */
