@@ -15,7 +15,7 @@ import { KernelSpawner, type SpawnSpec } from "../../src/kernel/KernelProcess.ts
 import { KernelTimings } from "../../src/kernel/KernelTimings.ts"
 import { makeNodeKernelSpawner, type SpawnStep } from "../../src/layers/NodeKernelSpawner.ts"
 import { containment } from "../../src/process/Containment.ts"
-import { isLive, liveInGroup, liveWithMark, procStat, uniqueSleep } from "../support/process.ts"
+import { eventually, isLive, liveInGroup, liveWithMark, procStat, uniqueSleep } from "../support/process.ts"
 import { titled } from "../support/skip.ts"
 import { tempDir } from "../support/tempDirs.ts"
 
@@ -57,15 +57,6 @@ const startKernel = (kernel: Kernelish) =>
   Kernel.make(kernel.spec).pipe(
     Effect.provide(Layer.mergeAll(Layer.succeed(KernelSpawner, makeNodeKernelSpawner()), AgentBridgeNotConfigured, timings))
   )
-
-const eventually = (check: () => boolean, what: string) =>
-  Effect.gen(function*() {
-    for (let waited = 0; waited < 20_000; waited += 20) {
-      if (check()) return
-      yield* Effect.sleep(Duration.millis(20))
-    }
-    throw new Error(`timed out waiting for ${what}`)
-  })
 
 /** What the kernel's tree is while the spawn is held: its processes and their process groups. */
 const treeOf = (mark: string) => {

@@ -7,12 +7,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber } from "effect"
+import { Effect, Fiber } from "effect"
 import { warmRunnerCache } from "../../src/backends/python/PythonBackend.ts"
 import { commandInspector } from "../../src/backends/python/PythonRuntime.ts"
 import { resolveRuby } from "../../src/backends/ruby.ts"
 import { probeBwrap } from "../../src/services/isolation/Sandbox.ts"
-import { isLive, liveWithMark, uniqueSleep } from "../support/process.ts"
+import { eventually, isLive, liveWithMark, uniqueSleep } from "../support/process.ts"
 import { tempDir } from "../support/tempDirs.ts"
 
 const PATH = process.env.PATH ?? "/usr/bin:/bin"
@@ -23,15 +23,6 @@ const hangingExecutable = (mark: string): string => {
   fs.writeFileSync(file, `#!/bin/sh\nsleep ${mark} &\nexec sleep ${mark}\n`, { mode: 0o755 })
   return file
 }
-
-const eventually = (check: () => boolean, what: string) =>
-  Effect.gen(function*() {
-    for (let waited = 0; waited < 20_000; waited += 20) {
-      if (check()) return
-      yield* Effect.sleep(Duration.millis(20))
-    }
-    throw new Error(`timed out waiting for ${what}`)
-  })
 
 /** Runs `helper` until both sleepers run, interrupts it, and expects neither left. */
 const killedWhenInterrupted = <A, E>(mark: string, helper: Effect.Effect<A, E>) =>

@@ -9,22 +9,13 @@ import { Duration, Effect, Exit, Fiber, Option, Scope } from "effect"
 import { SpawnError } from "../../src/kernel/KernelProcess.ts"
 import { runCommand } from "../../src/process/RunCommand.ts"
 import { start } from "../../src/process/Subprocess.ts"
-import { isLive, liveWithMark, procStat, uniqueSleep } from "../support/process.ts"
+import { eventually, isLive, liveWithMark, procStat, uniqueSleep } from "../support/process.ts"
 import { tempDir } from "../support/tempDirs.ts"
 
 const PATH = process.env.PATH ?? "/usr/bin:/bin"
 
 /** A shell that starts a sleeper in its own group and then becomes another. */
 const sleepers = (mark: string) => ({ command: "/bin/sh", args: ["-c", `sleep ${mark} & exec sleep ${mark}`], env: { PATH } })
-
-const eventually = (check: () => boolean, what: string) =>
-  Effect.gen(function*() {
-    for (let waited = 0; waited < 20_000; waited += 20) {
-      if (check()) return
-      yield* Effect.sleep(Duration.millis(20))
-    }
-    throw new Error(`timed out waiting for ${what}`)
-  })
 
 const readAll = (stream: NodeJS.ReadableStream) =>
   Effect.promise(() =>

@@ -1,6 +1,7 @@
 /**
  * Process checks for tests that must prove nothing is left running.
  */
+import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
 
 /** Whether a process with this pid exists (signal 0 probes without delivering anything). */
@@ -53,3 +54,13 @@ export const liveInGroup = (pgrp: number): Array<number> => allPids().filter((pi
 
 /** A `sleep` duration no other process uses, so a test can find the sleepers it started by their command line. */
 export const uniqueSleep = (): string => `600.${process.pid}${Math.floor(Math.random() * 1e6)}`
+
+/** Waits, polling every 20 ms for up to 20 s, until `check` holds; fails naming `what` otherwise. */
+export const eventually = (check: () => boolean, what: string): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    for (let waited = 0; waited < 20_000; waited += 20) {
+      if (check()) return
+      yield* Effect.sleep(Duration.millis(20))
+    }
+    throw new Error(`timed out waiting for ${what}`)
+  })
