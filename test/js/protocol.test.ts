@@ -6,7 +6,7 @@ import { spawn } from "node:child_process"
 import type { Duplex } from "node:stream"
 import { afterEach, describe, expect, it } from "vitest"
 import { decodeFrameLine, type Frame } from "../runner/harness.ts"
-import { isRunning, waitUntil } from "../support/process.ts"
+import { isLive, isRunning, waitUntil } from "../support/process.ts"
 import { jsRunnerPath, loadRunner } from "./support.ts"
 
 const children: Array<ReturnType<typeof spawn>> = []
@@ -109,7 +109,7 @@ describe("runner.mjs and its host", () => {
     const pid = await new Promise<number>((resolve) => parent.stdout!.once("data", (chunk) => resolve(Number(String(chunk).trim()))))
     expect(isRunning(pid)).toBe(true)
     parent.kill("SIGKILL")
-    const gone = await waitUntil(() => !isRunning(pid), 4000)
+    const gone = await waitUntil(() => !isLive(pid), 4000)
     if (!gone) process.kill(pid, "SIGKILL")
     expect(gone).toBe(true)
   })

@@ -19,7 +19,7 @@ import {
   startKernel,
   startWithPrelude
 } from "../runner/harness.ts"
-import { isRunning, waitUntil } from "../support/process.ts"
+import { isLive, isRunning, waitUntil } from "../support/process.ts"
 import { titled } from "../support/skip.ts"
 
 const runner = rubyRunner()
@@ -338,7 +338,7 @@ describe.skipIf(runner === undefined)(titled("Ruby runner", runner === undefined
         const pid = await new Promise<number>((resolve) => parent.stdout!.once("data", (chunk) => resolve(Number(String(chunk).trim()))))
         expect(isRunning(pid)).toBe(true)
         parent.kill("SIGKILL")
-        const gone = await waitUntil(() => !isRunning(pid), 10_000)
+        const gone = await waitUntil(() => !isLive(pid), 10_000)
         if (!gone) process.kill(pid, "SIGKILL")
         expect(gone).toBe(true)
       } finally {

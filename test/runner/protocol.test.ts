@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { isRunning, waitUntil } from "../support/process.ts"
+import { isLive, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { type Kernel, killAll, plainResult, RUNNER_PATH, startKernel, STATUS_MIME } from "./harness.ts"
 import { integrationOff, titled } from "../support/skip.ts"
@@ -295,7 +295,7 @@ describe.skipIf(!integrationEnabled())(titled("runner process lifetime", integra
       "import os; os._exit(0)"
     ].join("\n")
     const pid = Number(execFileSync(python, ["-c", script], { encoding: "utf8" }).trim())
-    const stillAlive = !(await waitUntil(() => !isRunning(pid), 10_000))
+    const stillAlive = !(await waitUntil(() => !isLive(pid), 10_000))
     if (stillAlive) process.kill(pid, "SIGKILL")
     expect(stillAlive).toBe(false)
   })
