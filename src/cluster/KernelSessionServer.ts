@@ -17,7 +17,6 @@ import { type ExecuteEvent, KernelSession, type SessionCallError, SessionLedgerU
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { CellHandOff } from "./CellHandOff.ts"
-import { inflightElsewhere } from "./LedgerDecision.ts"
 import { answersAt } from "./OwnerProbe.ts"
 import { RunnerWorkspace } from "./RunnerWorkspace.ts"
 import { MAX_KEPT_RESULT_CHARS, SessionLedger } from "./SessionLedger.ts"
@@ -87,29 +86,34 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     )
 
   /**
-   * While the runner that had this very call in flight still answers (a shard moving on a
-   * rebalance or a hand-off), wait for it to finish or let go, so its result is replayed
-   * instead of calling the cell lost: only a runner that stopped loses a cell. Bounded by
-   * the cell's own timeout plus a margin.
+   * The ledger's word on the call. While the runner that had this very call in flight still
+   * answers (a shard moving on a rebalance or a hand-off), it is waited for until it finishes
+   * or lets go, so its result is replayed instead of the cell called lost: only a runner that
+   * stopped loses a cell. Bounded by the cell's own timeout plus a margin.
    */
-  const awaitHandOff = Effect.fnUntraced(function*(callId: string, params: unknown) {
+  const decide = Effect.fnUntraced(function*(callId: string, params: unknown) {
     const checked = checkParams(params, settings)
     const deadline = Date.now() + (Result.isSuccess(checked) ? checked.success.timeoutSeconds * 1000 : 0) + HAND_OFF_MARGIN_MS
-    while (Date.now() < deadline) {
-      const owner = inflightElsewhere(yield* ledger.row(sessionId), ledger.incarnation, callId)
-      if (owner === undefined || !(yield* answersAt(owner, 1000))) return
-      yield* Effect.sleep(Duration.millis(250))
+    let awaitOwner = true
+    while (true) {
+      const step = yield* ledger.beginExecute(sessionId, callId, awaitOwner && Date.now() < deadline)
+      if (step._tag !== "InflightElsewhere") return step
+      if (yield* answersAt(step.address, 1000)) yield* Effect.sleep(Duration.millis(250))
+      else awaitOwner = false
     }
   })
 
   const runCell = Effect.fnUntraced(function*(params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) {
     const events = yield* Queue.unbounded<ExecuteEvent, SessionCallError | Cause.Done>()
+    // The cell's `Done` leaves with its result, in one message.
+    let done: ExecuteEvent | undefined
     const work = tool.run(params, {
       sessionId,
       cwd,
       signal: cell.controller.signal,
       onEvent: (output) => {
-        Queue.offerUnsafe(events, { _tag: "Output", output })
+        if (output._tag === "Done") done = { _tag: "Output", output }
+        else Queue.offerUnsafe(events, { _tag: "Output", output })
       }
     }).pipe(
       Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
@@ -117,12 +121,16 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       Effect.onExit((exit) =>
         Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause) ? Effect.void : finish(cell.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
       Effect.matchCauseEffect({
-        onSuccess: (result) => Effect.andThen(Queue.offer(events, { _tag: "Result", result }), Queue.end(events)),
+        onSuccess: (result) =>
+          Effect.andThen(Queue.offerAll(events, done === undefined ? [{ _tag: "Result", result }] : [done, { _tag: "Result", result }]), Queue.end(events)),
         onFailure: (cause) =>
-          Option.match(Cause.findErrorOption(cause), {
-            onSome: (error) => Queue.fail(events, error),
-            onNone: () => Queue.failCause(events, cause as Cause.Cause<never>)
-          })
+          Effect.andThen(
+            done === undefined ? Effect.void : Queue.offer(events, done),
+            Option.match(Cause.findErrorOption(cause), {
+              onSome: (error) => Queue.fail(events, error),
+              onNone: () => Queue.failCause(events, cause as Cause.Cause<never>)
+            })
+          )
       }),
       Effect.ensuring(Effect.sync(() => {
         if (running === cell) running = undefined
@@ -135,8 +143,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
 
   /** After the cwd was decided: the ledger's word on the call, then the cell (or its answer without running). */
   const startCell = (callId: string, params: unknown, cwd: string, cell: RunningCell, release: Effect.Effect<void>) =>
-    awaitHandOff(callId, params).pipe(
-      Effect.andThen(ledger.beginExecute(sessionId, callId)),
+    decide(callId, params).pipe(
       Effect.tapCause(() => release),
       Effect.mapError(ledgerFailure),
       Effect.flatMap((decision) =>

@@ -5,13 +5,24 @@
  * runner died is answered with a notice instead of running twice, and the first cell on
  * a re-homed session says its variables are gone. The table is created at layer start,
  * under the schema lock every store of the cluster takes (`ensureSchema`).
+ *
+ * What to do is decided by the pure `LedgerDecision` functions over the session's row; a
+ * step is one statement on the warm path. The runner remembers the row of each session it
+ * owns as it last wrote it (`LedgerCache`) with the row's `version`, decides from that, and
+ * writes the next row only if the version is still the one it wrote (`UPDATE ... WHERE
+ * version = ...`); a brand-new session's first step is an `INSERT` that does nothing when
+ * a row exists. When that write finds another row (another runner wrote it meanwhile, or
+ * the guess of a new session was wrong), the step reads the row under a row lock, decides
+ * and writes in one transaction, as every step did before. So a decision is always taken
+ * on the row as it stands when its write lands.
  * Every call is bounded (`LEDGER_CALL_TIMEOUT`): a stuck database makes a cell fail to
  * start with a clear error, never hang.
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
-import { decideExecute, endedRow, finishedRow, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
+import { type CachedRow, cachedRow, decidesFromCache, decisionWritesResult } from "./LedgerCache.ts"
+import { decideExecute, endedRow, finishedRow, inflightElsewhere, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
 /** A finished call's result is kept for a second delivery when its JSON is at most this long (characters). */
@@ -29,7 +40,8 @@ export interface SessionLedgerOptions {
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
   session_id text PRIMARY KEY,
   owner text,
   owner_address text,
@@ -39,8 +51,12 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
   done_call text,
   done_result text,
   ended boolean NOT NULL DEFAULT false,
+  version bigint NOT NULL DEFAULT 0,
   updated_at timestamptz NOT NULL DEFAULT now()
-)`
+)`,
+  // Tables made before rows had versions.
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`
+]
 
 interface DbRow {
   readonly session_id: string
@@ -52,6 +68,7 @@ interface DbRow {
   readonly done_call: string | null
   readonly done_result: string | null
   readonly ended: boolean
+  readonly version: number | string
 }
 
 const fromDb = (row: DbRow): LedgerRow => ({
@@ -66,12 +83,22 @@ const fromDb = (row: DbRow): LedgerRow => ({
   ended: row.ended
 })
 
+/** The call is in flight on another runner that may still be finishing it (at `address`): wait while it answers, then ask again. */
+export interface InflightElsewhere {
+  readonly _tag: "InflightElsewhere"
+  readonly address: string
+}
+
 /** The ledger as one runner incarnation sees it. */
 export interface SessionLedgerService {
   /** This runner process's random incarnation id. */
   readonly incarnation: string
-  /** Decides what to do with call `callId` on the session and records the decision, atomically. */
-  readonly beginExecute: (sessionId: string, callId: string) => Effect.Effect<LedgerDecision, SqlError>
+  /**
+   * Decides what to do with call `callId` on the session and records the decision, atomically.
+   * With `awaitOwner`, a call another live-looking runner holds in flight is not decided:
+   * the answer says where it is, and the caller waits for that runner before asking again.
+   */
+  readonly beginExecute: (sessionId: string, callId: string, awaitOwner?: boolean) => Effect.Effect<LedgerDecision | InflightElsewhere, SqlError>
   /** Records that call `callId` finished (it will not run again), keeping its result (JSON) when it is not too large. */
   readonly finishExecute: (sessionId: string, callId: string, result: string | null) => Effect.Effect<void, SqlError>
   /** Records that this runner let the session go (its kernels are gone). */
@@ -86,34 +113,33 @@ export interface SessionLedgerService {
 export class SessionLedger extends Context.Service<SessionLedger, SessionLedgerService>()("veyyon-eval/SessionLedger") {
   /** The ledger for runner incarnation `incarnation` advertised at `address`; creates the table if missing. */
   static layer(incarnation: string, address: string, options: SessionLedgerOptions = {}): Layer.Layer<SessionLedger, SqlError, SqlClient.SqlClient> {
-    return Layer.effect(SessionLedger, makeLedger(incarnation, address, options))
+    return Layer.effect(SessionLedger, SessionLedger.make(incarnation, address, options))
+  }
+
+  /** The ledger of one runner incarnation, as an effect (several incarnations may share a client). */
+  static make(incarnation: string, address: string, options: SessionLedgerOptions = {}): Effect.Effect<SessionLedgerService, SqlError, SqlClient.SqlClient> {
+    return makeLedger(incarnation, address, options)
   }
 }
+
+/** What one step does with the row it finds: the row to write (undefined: none) and the step's answer. */
+type Step<A> = (row: LedgerRow | undefined) => { readonly next: LedgerRow | undefined; readonly value: A }
 
 const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: string, options: SessionLedgerOptions) {
   const callTimeout = Duration.fromInputUnsafe(options.callTimeout ?? LEDGER_CALL_TIMEOUT)
   const sql = yield* SqlClient.SqlClient
-  yield* ensureSchema([SCHEMA])
-  const read = (sessionId: string, lock: boolean) =>
-    Effect.map(
-      lock
-        ? sql<DbRow>`SELECT * FROM ${sql(LEDGER_TABLE)} WHERE session_id = ${sessionId} FOR UPDATE`
-        : sql<DbRow>`SELECT * FROM ${sql(LEDGER_TABLE)} WHERE session_id = ${sessionId}`,
-      (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!))
-    )
-  const write = (row: LedgerRow) =>
-    sql`INSERT INTO ${sql(LEDGER_TABLE)} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, updated_at)
-      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, now())
-      ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
-        generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
-        done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended, updated_at = now()`
-  const update = <A>(sessionId: string, step: (row: LedgerRow | undefined) => { readonly next: LedgerRow | undefined; readonly value: A }) =>
-    sql.withTransaction(Effect.gen(function*() {
-      const found = yield* read(sessionId, true)
-      const { next, value } = step(found)
-      if (next !== undefined && next !== found) yield* write(next)
-      return value
-    })).pipe(
+  yield* ensureSchema(SCHEMA)
+  const table = sql(LEDGER_TABLE)
+  /** The rows of the sessions this incarnation owns, as it last wrote them. */
+  const cache = new Map<string, CachedRow>()
+  const remember = (row: LedgerRow, version: number | string) => {
+    const entry = cachedRow(row, Number(version), incarnation)
+    if (entry === undefined) cache.delete(row.sessionId)
+    else cache.set(row.sessionId, entry)
+  }
+
+  const bounded = <A>(effect: Effect.Effect<A, SqlError>) =>
+    effect.pipe(
       Effect.timeoutOrElse({
         duration: callTimeout,
         orElse: () => {
@@ -122,19 +148,103 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
         }
       })
     )
+
+
+  const upsert = (row: LedgerRow) =>
+    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at)
+      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now())
+      ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
+        generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
+        done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended,
+        version = ${table}.version + 1, updated_at = now()
+      RETURNING version`
+
+  /** Writes `row` only when the session has none yet; the new version, or undefined when it had one. */
+  const insertNew = (row: LedgerRow) =>
+    Effect.map(
+      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at)
+        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now())
+        ON CONFLICT (session_id) DO NOTHING
+        RETURNING version`,
+      (rows) => rows[0]?.version
+    )
+
+  /** Writes `next` (its kept result too when `withResult`) over the remembered row only while the stored one is still at its version; the new version, or undefined when it was not. */
+  const writeOver = (cached: CachedRow, next: LedgerRow, withResult: boolean) =>
+    Effect.map(
+      withResult
+        ? sql<{ version: string }>`UPDATE ${table} SET owner = ${next.owner}, owner_address = ${next.ownerAddress}, generation = ${next.generation},
+            inflight_call = ${next.inflightCall}, lost_call = ${next.lostCall}, done_call = ${next.doneCall}, done_result = ${next.doneResult},
+            ended = ${next.ended}, version = version + 1, updated_at = now()
+            WHERE session_id = ${next.sessionId} AND version = ${cached.version} RETURNING version`
+        : sql<{ version: string }>`UPDATE ${table} SET owner = ${next.owner}, owner_address = ${next.ownerAddress}, generation = ${next.generation},
+            inflight_call = ${next.inflightCall}, lost_call = ${next.lostCall}, done_call = ${next.doneCall},
+            ended = ${next.ended}, version = version + 1, updated_at = now()
+            WHERE session_id = ${next.sessionId} AND version = ${cached.version} RETURNING version`,
+      (rows) => rows[0]?.version
+    )
+
+  /** The step over the row as it stands: read under a row lock, decided, written, in one transaction. */
+  const locked = <A>(sessionId: string, step: Step<A>) =>
+    sql.withTransaction(Effect.gen(function*() {
+      const rows = yield* sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId} FOR UPDATE`
+      const found = rows.length === 0 ? undefined : fromDb(rows[0]!)
+      const { next, value } = step(found)
+      if (next !== undefined && next !== found) {
+        const written = yield* upsert(next)
+        remember(next, written[0]!.version)
+      } else if (found === undefined) {
+        cache.delete(sessionId)
+      } else {
+        remember(found, rows[0]!.version)
+      }
+      return value
+    }))
+
+  /**
+   * The step in one statement when it can be: over the remembered row (`guess`, or none for
+   * a session never seen) written only if still current; otherwise, or when the write finds
+   * another row, the locked step.
+   */
+  const apply = <A>(sessionId: string, guess: CachedRow | undefined, step: Step<A>, withResult: (cached: CachedRow, next: LedgerRow) => boolean) =>
+    bounded(Effect.suspend(() => {
+      const { next, value } = step(guess?.row)
+      if (next === undefined) return guess === undefined ? locked(sessionId, step) : Effect.succeed(value)
+      const write = guess === undefined ? insertNew(next) : writeOver(guess, next, withResult(guess, next))
+      return Effect.flatMap(write, (version) => {
+        if (version === undefined) {
+          cache.delete(sessionId)
+          return locked(sessionId, step)
+        }
+        remember(next, version)
+        return Effect.succeed(value)
+      })
+    }))
+
+  const beginStep = (sessionId: string, callId: string, awaitOwner: boolean): Step<LedgerDecision | InflightElsewhere> => (row) => {
+    const elsewhere = awaitOwner ? inflightElsewhere(row, incarnation, callId) : undefined
+    if (elsewhere !== undefined) return { next: undefined, value: { _tag: "InflightElsewhere", address: elsewhere } }
+    const decision = decideExecute(row, sessionId, incarnation, address, callId)
+    return { next: decision.next, value: decision }
+  }
+
   return {
     incarnation,
-    beginExecute: (sessionId, callId) =>
-      update(sessionId, (row) => {
-        const decision = decideExecute(row, sessionId, incarnation, address, callId)
-        return { next: decision.next, value: decision }
-      }),
-    finishExecute: (sessionId, callId, result) =>
-      update(sessionId, (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId, result), value: undefined })),
+    beginExecute: (sessionId, callId, awaitOwner = false) => {
+      const cached = cache.get(sessionId)
+      const step = beginStep(sessionId, callId, awaitOwner)
+      return cached === undefined || decidesFromCache(cached, callId) ? apply(sessionId, cached, step, decisionWritesResult) : bounded(locked(sessionId, step))
+    },
+    finishExecute: (sessionId, callId, result) => {
+      const step: Step<void> = (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId, result), value: undefined })
+      const cached = cache.get(sessionId)
+      return cached === undefined ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step, () => true)
+    },
     release: (sessionId) =>
-      update(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined })),
+      bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined }))),
     end: (sessionId) =>
-      update(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined })),
-    row: (sessionId) => read(sessionId, false)
+      bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined }))),
+    row: (sessionId) =>
+      bounded(Effect.map(sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId}`, (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!))))
   } satisfies SessionLedgerService
 })

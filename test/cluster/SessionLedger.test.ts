@@ -2,14 +2,19 @@
  * The session ledger against a real Postgres: a call is recorded before it runs and
  * finished after, a second runner taking the session over answers the first one's lost
  * call instead of running it, and a call on a row another transaction holds fails within
- * the ledger's bound with a clear error.
+ * the ledger's bound with a clear error. On a session its runner owns, each step is one
+ * statement, and what that path leaves out of memory (the kept result) is never lost:
+ * a finished call delivered again gets its result back, a later call's step keeps it, and
+ * a lost call's answer clears it.
  */
 import { PgClient } from "@effect/sql-pg"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { describe, expect, it } from "vitest"
 import { Deferred, Effect, Exit, Layer, ManagedRuntime, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { LOST_CELL_NOTICE } from "../../src/cluster/LedgerDecision.ts"
-import { SessionLedger, type SessionLedgerOptions } from "../../src/cluster/SessionLedger.ts"
+import { ALREADY_RAN_NOTICE, LOST_CELL_NOTICE, REHOMED_NOTICE } from "../../src/cluster/LedgerDecision.ts"
+import { TracingLive } from "../../src/layers/Tracing.ts"
+import { SessionLedger, type SessionLedgerOptions, type SessionLedgerService } from "../../src/cluster/SessionLedger.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { postgresForFile } from "./database.ts"
 import { titled } from "../support/skip.ts"
@@ -58,5 +63,49 @@ describe.skipIf(skip !== undefined)(titled("session ledger in Postgres", skip), 
     }
     const after = await bounded.runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.beginExecute("s2", "c3")))
     expect(after._tag).toBe("Run")
+  }, 120_000)
+
+  it("a step on a session its runner owns is one statement; a brand-new session's first is one too", async () => {
+    const exporter = new InMemorySpanExporter()
+    const sql = PgClient.layer({ url: Redacted.make(database.url()), maxConnections: 4 })
+    const traced = database.track(ManagedRuntime.make(
+      SessionLedger.layer("runner-d", "127.0.0.1:9").pipe(Layer.provideMerge(sql), Layer.provideMerge(TracingLive({ spanProcessor: new SimpleSpanProcessor(exporter) })))
+    ))
+    const statementsOf = async (step: (ledger: SessionLedgerService) => Effect.Effect<unknown, unknown>) => {
+      await traced.runPromise(Effect.void)
+      exporter.reset()
+      await traced.runPromise(Effect.flatMap(SessionLedger, step))
+      return exporter.getFinishedSpans().filter((span) => span.attributes["db.query.text"] !== undefined).length
+    }
+    expect(await statementsOf((ledger) => ledger.beginExecute("s3", "c1"))).toBe(1)
+    expect(await statementsOf((ledger) => ledger.finishExecute("s3", "c1", null))).toBe(1)
+    for (let call = 2; call < 5; call++) {
+      expect(await statementsOf((ledger) => ledger.beginExecute("s3", `c${call}`))).toBe(1)
+      expect(await statementsOf((ledger) => ledger.finishExecute("s3", `c${call}`, `{"n":${call}}`))).toBe(1)
+    }
+    // Another runner moved the row on: the remembered one no longer matches, so the step reads it under a lock.
+    await runner("runner-e").runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.beginExecute("s3", "c5")))
+    expect(await statementsOf((ledger) => ledger.beginExecute("s3", "c6"))).toBeGreaterThan(1)
+    expect(await statementsOf((ledger) => ledger.finishExecute("s3", "c6", null))).toBe(1)
+  }, 120_000)
+
+  it("keeps a finished call's result through the one-statement path: replayed when delivered again, kept by later calls, cleared by a lost call's answer", async () => {
+    const a = runner("runner-f")
+    const b = runner("runner-g")
+    const on = (runtime: ReturnType<typeof runner>) => <A, E>(step: (ledger: SessionLedgerService) => Effect.Effect<A, E>) =>
+      runtime.runPromise(Effect.flatMap(SessionLedger, step))
+    expect(await on(a)((ledger) => ledger.beginExecute("s4", "c1"))).toMatchObject({ _tag: "Run" })
+    await on(a)((ledger) => ledger.finishExecute("s4", "c1", `{"kept":1}`))
+    // The same call again on its owner: its kept result, though the owner does not hold it in memory.
+    expect(await on(a)((ledger) => ledger.beginExecute("s4", "c1"))).toEqual({ _tag: "Replay", result: `{"kept":1}`, next: undefined })
+    // A later call's step leaves the kept result of the call done last alone.
+    expect(await on(a)((ledger) => ledger.beginExecute("s4", "c2"))).toMatchObject({ _tag: "Run", notice: undefined })
+    expect(await on(a)((ledger) => ledger.beginExecute("s4", "c1"))).toEqual({ _tag: "Replay", result: `{"kept":1}`, next: undefined })
+    // Runner b takes the session over while c2 was in flight on a, then gets c2 itself: lost, and its
+    // answer is the done call now, without a result: delivered again, it is "already ran", not c3's result.
+    expect(await on(b)((ledger) => ledger.beginExecute("s4", "c3"))).toMatchObject({ _tag: "Run", notice: REHOMED_NOTICE })
+    await on(b)((ledger) => ledger.finishExecute("s4", "c3", `{"kept":3}`))
+    expect(await on(b)((ledger) => ledger.beginExecute("s4", "c2"))).toMatchObject({ _tag: "Answer", notice: LOST_CELL_NOTICE })
+    expect(await on(b)((ledger) => ledger.beginExecute("s4", "c2"))).toMatchObject({ _tag: "Answer", notice: ALREADY_RAN_NOTICE })
   }, 120_000)
 })
