@@ -25,7 +25,7 @@ import { makeVeyyon } from "./veyyon.ts"
 const CODE = "x = 1 + 1"
 const rounds = Number(process.argv[2] ?? 3)
 const cells = Number(process.argv[3] ?? 500)
-const warmup = 200
+const warmup = Number(process.env.CLUSTERWARM_WARMUP ?? 1000)
 const profileDir = process.env.CLUSTERWARM_PROFILE
 
 const timed = async (once: () => Promise<unknown>, count: number): Promise<Array<number>> => {

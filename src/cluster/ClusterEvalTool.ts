@@ -7,11 +7,14 @@
  * interrupting the call interrupts the cell remotely, as in-process. A call that loses its
  * runner (a dead or departing runner, a broken socket) is sent again with the same call
  * id until the lock expiry has passed: the session ledger makes sure it never runs twice.
+ * With a tracer installed, each cell is an `eval.run` span, as in-process, naming the
+ * session and the runner that answered (`eval.runner`).
  */
 import { Cause, Data, Duration, Effect, Result, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster/Sharding"
 import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
+import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
 import { KernelClosed } from "../kernel/KernelError.ts"
 import {
   checkParams,
@@ -32,6 +35,9 @@ import { makeTextWindow } from "../services/output/TextWindow.ts"
 import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
 import { LOST_CELL_NOTICE } from "./LedgerDecision.ts"
 import { withStreamedOutputs } from "./NoticeResult.ts"
+
+/** The attribute of a cell's `eval.run` span naming the runner that answered it (host:port). */
+export const RUNNER_SPAN_ATTRIBUTE = "eval.runner"
 
 /** A call that lost its runner on the way; sent again. */
 class CallInTransit extends Data.TaggedError("CallInTransit")<{ readonly reason: string }> {}
@@ -80,7 +86,7 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
   const services = yield* Effect.context<never>()
   const cwdOf = (cwd: string): string | undefined => (policy.forwardCwd === true ? cwd : undefined)
 
-  const run: EvalToolService["run"] = Effect.fnUntraced(function*(raw: unknown, context: EvalContext) {
+  const runCell = Effect.fnUntraced(function*(raw: unknown, context: EvalContext, traced: boolean) {
     const checked = checkParams(raw, settings)
     if (Result.isFailure(checked)) {
       const error = checked.failure
@@ -126,9 +132,13 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
         error._tag === "CallInTransit"
           ? new KernelClosed({ reason: `no runner of the cluster answered for session ${context.sessionId} (${error.reason})` })
           : evalErrorOf(error)
-      )
+      ),
+      Effect.tap((result) => (traced && result.runner !== undefined ? Effect.annotateCurrentSpan(RUNNER_SPAN_ATTRIBUTE, result.runner) : Effect.void))
     )
   })
+
+  const run: EvalToolService["run"] = (raw, context) =>
+    withSpanWhenTraced((traced) => runCell(raw, context, traced), "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
 
   const introspect = <A>(call: Effect.Effect<A, unknown>) =>
     withRetries(inTransit(call), policy).pipe(

@@ -3,13 +3,21 @@
  * this process, on loopback. Routing and kept state, streaming order, cancel as SIGINT,
  * "busy", `kill -9` of a runner (every call answered, the cell in flight answered with the
  * notice and run once only, moved sessions told their variables are gone, kv kept),
- * adding a runner, and a SIGTERM hand-off. Real Python kernels; liveness bounds only.
+ * adding a runner, a SIGTERM hand-off, and which runner serves a session (Status, the
+ * result, the client's span). Real Python kernels; liveness bounds only.
  */
-import { Effect, Fiber } from "effect"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Effect, Fiber, Layer, ManagedRuntime, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { RUNNER_SPAN_ATTRIBUTE } from "../../src/cluster/ClusterEvalTool.ts"
+import { resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
+import { clientShardingLayer, postgresLayer } from "../../src/cluster/ClusterTransport.ts"
+import { evalClusterLayer } from "../../src/cluster/EvalClusterLayer.ts"
+import { KernelSession } from "../../src/cluster/KernelSession.ts"
 import { LOST_CELL_NOTICE, REHOMED_NOTICE } from "../../src/cluster/LedgerDecision.ts"
+import { TracingLive } from "../../src/layers/Tracing.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { ArtifactStore } from "../../src/services/output/ArtifactStore.ts"
 import { EvalTool, type EvalResult } from "../../src/services/tool/EvalTool.ts"
@@ -61,6 +69,36 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     const owners = await cluster.owners()
     for (const sessionId of sessions) expect(runners.get(sessionId), sessionId).toBe(owners.get(sessionId))
     expect(new Set(sessions.map((sessionId) => owners.get(sessionId))).size).toBe(2)
+  }, 120_000)
+
+  it("names the runner serving a session: the entity's Status, the result's runner and the client's eval.run span all say the ledger's owner", async () => {
+    const exporter = new InMemorySpanExporter()
+    const traced = ManagedRuntime.make(Layer.merge(
+      evalClusterLayer({
+        cluster: { postgresUrl: cluster.pg.url, secret: cluster.secret, shardLockExpirationMs: LOCK_EXPIRATION_MS },
+        settings: { artifactsDir: path.join(cluster.dir, "sessions") },
+        env: false
+      }),
+      TracingLive({ spanProcessor: new SimpleSpanProcessor(exporter) })
+    ))
+    const settings = Result.getOrThrow(resolveClusterSettings({ postgresUrl: cluster.pg.url, secret: cluster.secret, shardLockExpirationMs: LOCK_EXPIRATION_MS }, {}))
+    const entities = ManagedRuntime.make(clientShardingLayer(settings).pipe(Layer.provide(postgresLayer(settings))))
+    try {
+      const result = await traced.runPromise(run("where", "print('here')"))
+      expect(result.text).toBe("here")
+      const owner = (await cluster.owners()).get("where")
+      expect(cluster.runners.map((runner) => runner.address)).toContain(owner)
+      expect(result.runner).toBe(owner)
+      const spans = exporter.getFinishedSpans().filter((span) => span.name === "eval.run")
+      expect(spans.map((span) => span.attributes[RUNNER_SPAN_ATTRIBUTE])).toEqual([owner])
+      expect(spans[0]!.attributes["eval.session"]).toBe("where")
+      const status = await entities.runPromise(Effect.flatMap(KernelSession.client, (client) => client("where").Status()))
+      expect(status).toMatchObject({ runner: owner, running: null })
+      expect(status.incarnation).toMatch(/^[0-9a-f-]{36}$/)
+    } finally {
+      await traced.dispose()
+      await entities.dispose()
+    }
   }, 120_000)
 
   it("a truncated cell's full output is an artifact the client reads from Postgres, whichever runner wrote it", async () => {
