@@ -244,7 +244,11 @@ export const sessionArtifactsDir = (root: string, sessionId: string): string => 
   return path.join(root, `${slug}-${hash}`)
 }
 
-const describeError = (error: PlatformError.PlatformError): string => error.message
+/** The system's own reason (e.g. `ENOSPC: no space left on device, write`) when it gave one, else the platform's message. */
+const describeError = (error: PlatformError.PlatformError): string => {
+  const cause = error.reason.cause
+  return cause instanceof Error && "code" in cause && cause.message !== "" ? cause.message : error.message
+}
 
 const isSystemReason = (error: PlatformError.PlatformError, reason: PlatformError.SystemErrorTag): boolean =>
   error.reason._tag === reason

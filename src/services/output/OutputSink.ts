@@ -530,6 +530,11 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       carry[stream] = ""
       yield* addText(stream, rest)
     }
+    if (droppedWriter !== undefined) {
+      const closed = yield* Effect.result(droppedWriter.close)
+      if (closed._tag === "Failure") droppedError = closed.failure.message
+      droppedWriter = undefined
+    }
     const outputs: Array<SinkOutput> = []
     let cut: Truncation | undefined
     const done = window.finish()
@@ -545,11 +550,6 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       materialize(done.rest, outputs)
     } else {
       materialize(done.entries, outputs)
-    }
-    if (droppedWriter !== undefined) {
-      const closed = yield* Effect.result(droppedWriter.close)
-      if (closed._tag === "Failure") droppedError = closed.failure.message
-      droppedWriter = undefined
     }
     result = {
       outputs,
