@@ -1,6 +1,7 @@
 /**
  * Room `output`: what a cell leaves behind: this sink bounding a cell's output (its
- * truncation a plain model in `TextWindow`), the artifact store and the session's notebook record. It uses the kernel, rendering,
+ * truncation a plain model in `TextWindow`, its images saved by `ImageSaves`), the artifact
+ * store and the session's notebook record. It uses the kernel, rendering,
  * settings, storage, isolation and the backends' notebook metadata; not the registry or
  * the tool.
  *
@@ -18,12 +19,10 @@
  * when any part of it is shown, so `shownLines + omittedLines = totalLines` exactly.
  *
  * Rich outputs keep their order; those that arrive after the head's last text
- * follow the marker. Every image is saved as an `img-…` artifact, so each is
- * readable as `artifact://<id>` (in `artifactIds`, in the order the images came);
- * images are kept in the result up to `maxImageBytes` of payload, and later ones are
- * replaced by a note in `text/plain` naming their artifact. The saves run behind the
- * cell, one at a time and at most `MAX_PENDING_SAVE_BYTES` of payload behind it, so the
- * cell's next output does not wait for the disk; `finish` and `close` wait for them. After `maxRichOutputs`
+ * follow the marker. Every image is saved as an `img-…` artifact (in `artifactIds`, in
+ * the order the images came), behind the cell; images past `maxImageBytes` of payload are
+ * replaced by a note naming their artifact (`ImageSaves`); `finish` and `close` wait for
+ * the saves. After `maxRichOutputs`
  * displays, results and status events, further ones go to an `outputs-….jsonl`
  * artifact behind one `OutputsOmitted` marker.
  * Errors are always kept. Besides images, nothing is written when nothing exceeds a budget. Watchdog
@@ -33,19 +32,15 @@
  * Writing an artifact can fail (a full disk): the result is still bounded and says
  * why the full output could not be saved.
  */
-import { Context, Data, Effect, Exit, Fiber, Layer, Schema, Scope, Semaphore, Stream } from "effect"
+import { Context, Data, Effect, Exit, Layer, Schema, Scope, Semaphore, Stream } from "effect"
 import { outputHandler, type OutputHandler } from "../../kernel/Kernel.ts"
 import { type CellOutcome, CellEventSchema, type KernelOutput } from "../../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../../render/Status.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
+import { DEFAULT_MAX_IMAGE_BYTES, hasImage, makeImageSaves } from "./ImageSaves.ts"
+import { makeOmittedOutputs } from "./OmittedOutputs.ts"
 import { isHighSurrogate, makeTextWindow, type TextCut, type TextStream, type WindowEntry } from "./TextWindow.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../config/Settings.ts"
-
-/** Image payload (base64 text as received) kept in one result: 32 MiB. */
-export const DEFAULT_MAX_IMAGE_BYTES = 32 * 1024 * 1024
-
-/** Image payload (base64 text) that may wait to be saved behind a cell; past it, the next over-budget image waits. */
-export const MAX_PENDING_SAVE_BYTES = 8 * 1024 * 1024
 
 /** Displays, results and status events kept in one result. */
 export const DEFAULT_MAX_RICH_OUTPUTS = 1000
@@ -124,17 +119,6 @@ export interface CellSink {
 
 const plural = (count: number, unit: string) => `${count} ${unit}${count === 1 ? "" : "s"}`
 
-const mebibytes = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`
-
-const IMAGE_EXTENSIONS: Readonly<Record<string, string>> = {
-  "image/png": "png",
-  "image/jpeg": "jpg",
-  "image/gif": "gif",
-  "image/webp": "webp",
-  "image/bmp": "bmp",
-  "image/svg+xml": "svg"
-}
-
 /** Fills in the budgets that are not given with the defaults. */
 export const outputLimits = (given: Partial<OutputLimits> = {}): OutputLimits => ({
   maxBytes: Math.max(1, Math.floor(given.maxBytes ?? DEFAULT_OUTPUT_MAX_BYTES)),
@@ -169,23 +153,18 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   let artifactId = ""
   let artifactError: string | undefined
 
+  const images = makeImageSaves(store, limits.maxImageBytes, artifactIds)
   let richKept = 0
-  let imageBytes = 0
-  let droppedCount = 0
-  let droppedPlaced = false
-  let droppedWriter: ArtifactWriter | undefined
-  let droppedId = ""
-  let droppedError: string | undefined
-
-  let saves: Array<{ readonly fiber: Fiber.Fiber<void>; readonly bytes: number }> = []
-  let pendingSaveBytes = 0
 
   let outcome: CellOutcome | undefined
   let result: SinkResult | undefined
 
+  /** Runs `effect` in the sink's scope, made when first needed. */
   const inScope = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
     Effect.flatMap(
-      scope === undefined ? Effect.tap(Scope.make(), (made) => Effect.sync(() => (scope = made))) : Effect.succeed(scope),
+      Effect.suspend(() =>
+        scope === undefined ? Effect.tap(Scope.make(), (made) => Effect.sync(() => (scope = made))) : Effect.succeed(scope)
+      ),
       (open) => Effect.provideService(effect, Scope.Scope, open)
     )
 
@@ -255,153 +234,21 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       return spilled ? writeFull(text) : over ? spill : Effect.void
     })
 
+  /** Takes text that `textNow` declined. */
   const pushText = (stream: TextStream, raw: string) =>
     Effect.suspend(() => {
-      if (textNow(stream, raw)) return Effect.void
       const joined = carry[stream] + raw
       const held = endsInHigh(joined)
       carry[stream] = held ? joined.slice(-1) : ""
       return addText(stream, held ? joined.slice(0, -1) : joined)
     })
 
-  /** The decoded bytes of one base64 payload, in a buffer the sink reuses (saves run one at a time). */
-  let scratch: Buffer | undefined
-  const decodeBase64 = (payload: string): Buffer => {
-    const most = Math.ceil(payload.length / 4) * 3
-    if (scratch === undefined || scratch.length < most) scratch = Buffer.allocUnsafe(most)
-    return scratch.subarray(0, scratch.write(payload, "base64"))
-  }
+  const omitted = makeOmittedOutputs(inScope(store.create("outputs", "jsonl")), (id) => artifactIds.push(id))
 
-  /** Saves one image as an `img-…` artifact, filling its reserved place in `artifactIds`; gives its size and where it went. */
-  const writeImage = Effect.fnUntraced(function*(mime: string, payload: string, slot: number) {
-    const data = mime === "image/svg+xml" ? Buffer.from(payload, "utf8") : decodeBase64(payload)
-    const saved = yield* Effect.result(Effect.scoped(
-      Effect.tap(store.create("img", IMAGE_EXTENSIONS[mime] ?? "bin"), (image) =>
-        Effect.andThen(image.append(data), image.close))
-    ))
-    if (saved._tag === "Success") artifactIds[slot] = saved.success.id
-    return { bytes: data.length, saved }
-  })
-
-  /** Saves one image past the image budget; gives the note that replaces it. */
-  const saveImage = (mime: string, payload: string, slot: number) =>
-    Effect.map(writeImage(mime, payload, slot), ({ bytes, saved }) => {
-      const why = `${mime} (${bytes} bytes) not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images`
-      return saved._tag === "Failure" ? `[${why}; it could not be saved: ${saved.failure.message}]` : `[${why}; saved to ${saved.success.uri}]`
-    })
-
-  /** Runs `save` behind the cell after the saves before it, first waiting for the oldest while too much payload waits. */
-  const startSave = Effect.fnUntraced(function*(save: Effect.Effect<void>, bytes: number) {
-    while (saves.length > 0 && pendingSaveBytes + bytes > MAX_PENDING_SAVE_BYTES) {
-      const oldest = saves.shift()!
-      pendingSaveBytes -= oldest.bytes
-      yield* Fiber.await(oldest.fiber)
-    }
-    const previous = saves.at(-1)?.fiber
-    const fiber = yield* Effect.forkDetach(previous === undefined ? save : Effect.andThen(Fiber.await(previous), save))
-    saves.push({ fiber, bytes })
-    pendingSaveBytes += bytes
-  })
-
-  /** Waits for every save under way. */
-  const awaitSaves = Effect.suspend(() => {
-    const running = saves
-    saves = []
-    pendingSaveBytes = 0
-    return Effect.forEach(running, (entry) => Fiber.await(entry.fiber), { discard: true })
-  })
-
-  /**
-   * The output without the images past the image budget. Every image is saved behind the cell
-   * as an `img-…` artifact, so each is readable as `artifact://` like the rest of the result;
-   * an image past the budget is left out, and its `text/plain` gains a note once its save is done.
-   */
-  const boundImages = (output: Extract<KernelOutput, { _tag: "Display" | "Result" }>) =>
-    Effect.suspend(() => {
-      const shown: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
-      const over: Array<{ readonly mime: string; readonly payload: string; readonly slot: number }> = []
-      for (const [mime, payload] of Object.entries(output.bundle)) {
-        if (!mime.startsWith("image/") || typeof payload !== "string") continue
-        const image = { mime, payload, slot: artifactIds.push("") - 1 }
-        if (imageBytes + payload.length <= limits.maxImageBytes) {
-          imageBytes += payload.length
-          shown.push(image)
-        } else {
-          over.push(image)
-        }
-      }
-      const saveShown = shown.length === 0
-        ? Effect.void
-        : startSave(
-          Effect.forEach(shown, ({ mime, payload, slot }) => writeImage(mime, payload, slot), { discard: true }),
-          shown.reduce((sum, { payload }) => sum + payload.length, 0)
-        )
-      if (over.length === 0) return Effect.as(saveShown, output)
-      const bundle: Record<string, unknown> = { ...output.bundle }
-      for (const { mime } of over) delete bundle[mime]
-      const plain = bundle["text/plain"]
-      const kept = typeof plain === "string" && plain.length > 0 ? [plain] : []
-      const noted = (notes: ReadonlyArray<string>) => (bundle["text/plain"] = [...kept, ...notes].join("\n"))
-      noted(over.map(({ mime }) => `[${mime} not shown: this result already holds ${mebibytes(limits.maxImageBytes)} of images; it could not be saved]`))
-      const save = Effect.flatMap(Effect.forEach(over, ({ mime, payload, slot }) => saveImage(mime, payload, slot)), (notes) => Effect.sync(() => noted(notes)))
-      const bytes = over.reduce((sum, { payload }) => sum + payload.length, 0)
-      return Effect.as(
-        Effect.andThen(saveShown, startSave(save, bytes)),
-        output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
-      )
-    })
-
-  const drop = Effect.fnUntraced(function*(output: KernelOutput) {
-    droppedCount++
-    if (!droppedPlaced) {
-      droppedPlaced = true
-      window.addEntry({ kind: "dropped" })
-      const opened = yield* Effect.result(inScope(store.create("outputs", "jsonl")))
-      if (opened._tag === "Success") {
-        droppedWriter = opened.success
-        droppedId = droppedWriter.id
-        artifactIds.push(droppedId)
-      } else {
-        droppedError = opened.failure.message
-      }
-    }
-    if (droppedWriter === undefined) return
-    let line: string
-    try {
-      line = JSON.stringify(output)
-    } catch (error) {
-      line = JSON.stringify({ _tag: output._tag, unserializable: String(error) })
-    }
-    const appended = yield* Effect.result(droppedWriter.append(`${line}\n`))
-    if (appended._tag === "Failure") {
-      droppedError = appended.failure.message
-      yield* Effect.ignore(droppedWriter.close)
-      droppedWriter = undefined
-    }
-  })
-
-  const accept = (output: KernelOutput): Effect.Effect<void> => {
-    switch (output._tag) {
-      case "Stdout":
-      case "Stderr":
-        return pushText(output._tag, output.text)
-      case "Error":
-        return Effect.sync(() => window.addEntry({ kind: "rich", item: output }))
-      case "Done":
-        return Effect.sync(() => {
-          const { _tag, ...fields } = output
-          outcome = fields
-        })
-      case "Display":
-      case "Result":
-      case "Status":
-        if (output._tag === "Status" && isWatchdogControl(output)) return Effect.void
-        if (richKept >= limits.maxRichOutputs) return drop(output)
-        richKept++
-        return output._tag === "Status"
-          ? Effect.sync(() => window.addEntry({ kind: "rich", item: output }))
-          : Effect.map(boundImages(output), (kept) => window.addEntry({ kind: "rich", item: kept }))
-    }
+  /** Saves an output past the count, its place in the result marked where the first one came. */
+  const drop = (output: KernelOutput) => {
+    if (omitted.count() === 0) window.addEntry({ kind: "dropped" })
+    return omitted.add(output)
   }
 
   const materialize = (list: ReadonlyArray<WindowEntry<SinkOutput>>, into: Array<SinkOutput>) => {
@@ -424,18 +271,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       }
       flush()
       if (entry.kind === "rich") into.push(entry.item)
-      else {
-        const uri = store.uri(droppedId)
-        const where = droppedError === undefined
-          ? `omitted outputs: ${uri}`
-          : `they could not be saved: ${droppedError}`
-        into.push(SinkOutput.OutputsOmitted({
-          text: `… [${plural(droppedCount, "more output")} omitted: a result keeps at most ` +
-            `${limits.maxRichOutputs} displays and status events; ${where}]`,
-          count: droppedCount,
-          artifactUri: droppedId === "" ? "" : uri
-        }))
-      }
+      else into.push(SinkOutput.OutputsOmitted(omitted.note(limits.maxRichOutputs)))
     }
     flush()
   }
@@ -463,10 +299,11 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   }
 
   /**
-   * Takes the output at once when nothing is waiting for the lock and taking it writes no
-   * artifact file (text that keeps within the budgets before any spill, text after the spill
-   * that the artifact writer buffers at once, errors, the outcome, status events and displays
-   * without images); answers false, changing nothing, otherwise.
+   * The one synchronous path: takes the output at once when that writes no artifact file (text
+   * that keeps within the budgets before any spill, text after the spill that the artifact
+   * writer buffers at once, errors, the outcome, status events and displays without images
+   * within the count); answers false, changing nothing, otherwise. Run only while nothing
+   * waits for the lock, or holding it, so outputs keep their order.
    */
   const acceptNow = (output: KernelOutput): boolean => {
     switch (output._tag) {
@@ -489,17 +326,41 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
         return true
       case "Display":
       case "Result": {
-        if (richKept >= limits.maxRichOutputs) return false
-        // An image is saved as an artifact (boundImages), which takes an effect.
-        for (const mime in output.bundle) {
-          if (mime.startsWith("image/") && typeof output.bundle[mime] === "string") return false
-        }
+        if (richKept >= limits.maxRichOutputs || hasImage(output.bundle)) return false
         richKept++
         window.addEntry({ kind: "rich", item: output })
         return true
       }
     }
   }
+
+  /** Takes what `acceptNow` declined: text that spills or waits for a write, an output past the count, an image to save. */
+  const acceptLater = (output: KernelOutput): Effect.Effect<void> => {
+    switch (output._tag) {
+      case "Stdout":
+      case "Stderr":
+        return pushText(output._tag, output.text)
+      case "Status":
+        return drop(output)
+      case "Display":
+      case "Result":
+        if (richKept >= limits.maxRichOutputs) return drop(output)
+        richKept++
+        return Effect.map(images.bound(output.bundle), (bundle) => {
+          const kept = bundle === output.bundle
+            ? output
+            : output._tag === "Display" ? SinkOutput.Display({ bundle }) : SinkOutput.Result({ bundle })
+          window.addEntry({ kind: "rich", item: kept })
+        })
+      case "Error":
+      case "Done":
+        return Effect.void
+    }
+  }
+
+  /** Takes the next output, at once when it can. */
+  const accept = (output: KernelOutput): Effect.Effect<void> =>
+    Effect.suspend(() => (acceptNow(output) ? Effect.void : acceptLater(output)))
 
   /** The artifacts written, in the order their outputs came (an image's place stays empty when its save failed). */
   const savedIds = () => artifactIds.filter((id) => id !== "")
@@ -514,7 +375,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
   const finishNow = (): SinkResult | undefined => {
-    if (waiting > 0 || window.spilled() || scope !== undefined || saves.length > 0 || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    if (waiting > 0 || window.spilled() || scope !== undefined || images.pending() || carry.Stdout !== "" || carry.Stderr !== "") return undefined
     const done = window.finish()
     const outputs: Array<SinkOutput> = []
     if (done._tag === "Whole") materialize(done.entries, outputs)
@@ -524,17 +385,13 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   const finishLocked = Effect.gen(function*() {
     if (result !== undefined) return result
-    yield* awaitSaves
+    yield* images.await
     for (const stream of ["Stdout", "Stderr"] as const) {
       const rest = carry[stream]
       carry[stream] = ""
       yield* addText(stream, rest)
     }
-    if (droppedWriter !== undefined) {
-      const closed = yield* Effect.result(droppedWriter.close)
-      if (closed._tag === "Failure") droppedError = closed.failure.message
-      droppedWriter = undefined
-    }
+    yield* omitted.close
     const outputs: Array<SinkOutput> = []
     let cut: Truncation | undefined
     const done = window.finish()
@@ -566,10 +423,9 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     return done === undefined ? locked(finishLocked) : Effect.succeed(done)
   })
 
-  const close = locked(Effect.andThen(awaitSaves, Effect.suspend(() => {
+  const close = locked(Effect.andThen(images.await, Effect.suspend(() => {
     if (result === undefined) result = { outputs: [], artifactIds: savedIds() }
     writer = undefined
-    droppedWriter = undefined
     return closeScope
   })))
 

@@ -6,11 +6,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { KernelOutput } from "../../../src/kernel/KernelOutput.ts"
 import { ArtifactStore, makeArtifactStore } from "../../../src/services/output/ArtifactStore.ts"
+import { DEFAULT_MAX_IMAGE_BYTES, MAX_PENDING_SAVE_BYTES } from "../../../src/services/output/ImageSaves.ts"
 import {
-  DEFAULT_MAX_IMAGE_BYTES,
   DEFAULT_MAX_RICH_OUTPUTS,
   makeCellSink,
-  MAX_PENDING_SAVE_BYTES,
   type OutputLimits,
   OutputSink,
   SinkOutput,
