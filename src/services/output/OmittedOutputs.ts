@@ -19,8 +19,6 @@ export interface OmittedNote {
 export interface OmittedOutputs {
   /** Saves one more output; the first opens the artifact. */
   readonly add: (output: KernelOutput) => Effect.Effect<void>
-  /** How many were omitted so far. */
-  readonly count: () => number
   /** Closes the artifact; a failure then shows in the note too. */
   readonly close: Effect.Effect<void>
   /** The note that stands in the result where they were, for a result keeping at most `kept`. */
@@ -80,5 +78,5 @@ export const makeOmittedOutputs = (
     }
   }
 
-  return { add, count: () => count, close, note }
+  return { add, close, note }
 }

@@ -37,8 +37,8 @@ import { outputHandler, type OutputHandler } from "../../kernel/Kernel.ts"
 import { type CellOutcome, CellEventSchema, type KernelOutput } from "../../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../../render/Status.ts"
 import { ArtifactStore, type ArtifactStoreService, type ArtifactWriter } from "./ArtifactStore.ts"
-import { DEFAULT_MAX_IMAGE_BYTES, hasImage, makeImageSaves } from "./ImageSaves.ts"
-import { makeOmittedOutputs } from "./OmittedOutputs.ts"
+import { DEFAULT_MAX_IMAGE_BYTES, hasImage, type ImageSaves, makeImageSaves } from "./ImageSaves.ts"
+import { makeOmittedOutputs, type OmittedOutputs } from "./OmittedOutputs.ts"
 import { isHighSurrogate, makeTextWindow, type TextCut, type TextStream, type WindowEntry } from "./TextWindow.ts"
 import { DEFAULT_OUTPUT_MAX_BYTES, DEFAULT_OUTPUT_MAX_LINES, Settings } from "../config/Settings.ts"
 
@@ -153,7 +153,9 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
   let artifactId = ""
   let artifactError: string | undefined
 
-  const images = makeImageSaves(store, limits.maxImageBytes, artifactIds)
+  /** The image saves and the outputs past the count, each made when first needed. */
+  let images: ImageSaves | undefined
+  let omitted: OmittedOutputs | undefined
   let richKept = 0
 
   let outcome: CellOutcome | undefined
@@ -243,13 +245,16 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       return addText(stream, held ? joined.slice(0, -1) : joined)
     })
 
-  const omitted = makeOmittedOutputs(inScope(store.create("outputs", "jsonl")), (id) => artifactIds.push(id))
-
   /** Saves an output past the count, its place in the result marked where the first one came. */
   const drop = (output: KernelOutput) => {
-    if (omitted.count() === 0) window.addEntry({ kind: "dropped" })
+    if (omitted === undefined) {
+      window.addEntry({ kind: "dropped" })
+      omitted = makeOmittedOutputs(inScope(store.create("outputs", "jsonl")), (id) => artifactIds.push(id))
+    }
     return omitted.add(output)
   }
+
+  const awaitImages = Effect.suspend(() => (images === undefined ? Effect.void : images.await))
 
   const materialize = (list: ReadonlyArray<WindowEntry<SinkOutput>>, into: Array<SinkOutput>) => {
     let pending: { stream: TextStream; parts: Array<string> } | undefined
@@ -271,7 +276,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       }
       flush()
       if (entry.kind === "rich") into.push(entry.item)
-      else into.push(SinkOutput.OutputsOmitted(omitted.note(limits.maxRichOutputs)))
+      else if (omitted !== undefined) into.push(SinkOutput.OutputsOmitted(omitted.note(limits.maxRichOutputs)))
     }
     flush()
   }
@@ -346,6 +351,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
       case "Result":
         if (richKept >= limits.maxRichOutputs) return drop(output)
         richKept++
+        images ??= makeImageSaves(store, limits.maxImageBytes, artifactIds)
         return Effect.map(images.bound(output.bundle), (bundle) => {
           const kept = bundle === output.bundle
             ? output
@@ -375,7 +381,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   /** The result without any effect, when no artifact is open and no text is held back: the common cell. */
   const finishNow = (): SinkResult | undefined => {
-    if (waiting > 0 || window.spilled() || scope !== undefined || images.pending() || carry.Stdout !== "" || carry.Stderr !== "") return undefined
+    if (waiting > 0 || window.spilled() || scope !== undefined || images?.pending() === true || carry.Stdout !== "" || carry.Stderr !== "") return undefined
     const done = window.finish()
     const outputs: Array<SinkOutput> = []
     if (done._tag === "Whole") materialize(done.entries, outputs)
@@ -385,13 +391,13 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   const finishLocked = Effect.gen(function*() {
     if (result !== undefined) return result
-    yield* images.await
+    yield* awaitImages
     for (const stream of ["Stdout", "Stderr"] as const) {
       const rest = carry[stream]
       carry[stream] = ""
       yield* addText(stream, rest)
     }
-    yield* omitted.close
+    if (omitted !== undefined) yield* omitted.close
     const outputs: Array<SinkOutput> = []
     let cut: Truncation | undefined
     const done = window.finish()
@@ -423,7 +429,7 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
     return done === undefined ? locked(finishLocked) : Effect.succeed(done)
   })
 
-  const close = locked(Effect.andThen(images.await, Effect.suspend(() => {
+  const close = locked(Effect.andThen(awaitImages, Effect.suspend(() => {
     if (result === undefined) result = { outputs: [], artifactIds: savedIds() }
     writer = undefined
     return closeScope
