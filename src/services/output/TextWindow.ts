@@ -84,7 +84,7 @@ export const isHighSurrogate = (unit: number): boolean => unit >= 0xd800 && unit
 const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff
 
 /** UTF-8 length, with a lone surrogate counted as the 3 bytes of the U+FFFD it is written as. */
-export const utf8Length = (text: string): number => Buffer.byteLength(text, "utf8")
+const utf8Length = (text: string): number => Buffer.byteLength(text, "utf8")
 
 const countNewlines = (text: string): number => {
   let count = 0
