@@ -5,6 +5,8 @@
  * when given, the replacement.
  */
 const FAST_PATH = "the ASCII fast path: the general path gives the same answer, only slower"
+const NO_MAGIC_FAST_PATH = "a cell or line without the characters a magic needs skips work that would find no magic"
+const SCANNER_END = "each pass of the scanner starts with a search from pos, which finds nothing at or past the line's end and leaves the loop"
 
 export default {
   threshold: 90,
@@ -57,6 +59,65 @@ export default {
       ]
     },
     { module: "src/kernel/WatchdogBudget.ts", tests: ["test/kernel/WatchdogBudget.test.ts"] },
+    {
+      module: "runner/python/_veyyon_runner/transform.py",
+      tests: [
+        "runner/python/tests/test_transform.py",
+        "runner/python/tests/test_transform_model.py",
+        "runner/python/tests/test_transform_cases.py"
+      ],
+      equivalent: [
+        { mutator: "ConditionalExpression", original: "pos < end", replacement: "True", reason: SCANNER_END },
+        { mutator: "EqualityOperator", original: "pos < end", replacement: "pos <= end", reason: SCANNER_END },
+        {
+          mutator: "StringLiteral",
+          original: '""',
+          replacement: '"Stryker was here!"',
+          reason: "in a plain string's search set, extra characters fall to the branch that steps over one character, as text the search skips"
+        },
+        {
+          mutator: "StringLiteral",
+          original: '"c"',
+          replacement: '""',
+          reason: "a kind that is neither string, format spec nor expression is scanned as code, as \"c\" is"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: 'char == "{"',
+          replacement: "True",
+          reason: "a } in an f-string's text comes doubled in valid code, and opening a field at the first that the second closes steps the same"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: "pos + 1 >= end",
+          replacement: "True",
+          reason: "outside a string a backslash is valid only as the line's last character"
+        },
+        {
+          mutator: "EqualityOperator",
+          original: "pos - start < 2",
+          replacement: "pos - start <= 2",
+          reason: "a string prefix has at most two letters; a third letter before a quote is a keyword's or a syntax error"
+        },
+        { mutator: "StringLiteral", original: '"<field>"', replacement: '""', reason: "the file name shows only in a syntax error, which is caught" },
+        { mutator: "BooleanLiteral", original: "True", replacement: "False", reason: "transform.py has no __future__ import for compile to inherit" },
+        { mutator: "StringLiteral", original: '"="', replacement: '""', reason: NO_MAGIC_FAST_PATH },
+        { mutator: "StringLiteral", original: '"!"', replacement: '""', reason: NO_MAGIC_FAST_PATH },
+        { mutator: "StringLiteral", original: '"%"', replacement: '""', reason: NO_MAGIC_FAST_PATH },
+        { mutator: "ConditionalExpression", original: '"=" not in stripped', replacement: "False", reason: NO_MAGIC_FAST_PATH },
+        { mutator: "ConditionalExpression", original: '"!" in stripped or "%" in stripped', replacement: "True", reason: NO_MAGIC_FAST_PATH },
+        {
+          mutator: "LogicalOperator",
+          original: '"=" not in stripped or not ("!" in stripped or "%" in stripped)',
+          replacement: '"=" not in stripped and not ("!" in stripped or "%" in stripped)',
+          reason: NO_MAGIC_FAST_PATH
+        },
+        { mutator: "BlockStatement", original: "return None, 0", reason: NO_MAGIC_FAST_PATH },
+        { mutator: "ConditionalExpression", original: '"%" not in source and "!" not in source', replacement: "False", reason: NO_MAGIC_FAST_PATH },
+        { mutator: "BlockStatement", original: "return source", reason: NO_MAGIC_FAST_PATH },
+        { mutator: "BlockStatement", original: "return None", reason: "falling off the end of the function returns None too" }
+      ]
+    },
     {
       module: "src/kernel/RequestTable.ts",
       tests: ["test/kernel/RequestTable.model.test.ts"],

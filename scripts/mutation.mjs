@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * Mutation testing of the pure modules (`npm run test:mutation`): Stryker mutates each
- * module of `mutation.config.mjs` in turn and runs that module's own test files against
- * every mutant. A module passes when its score, counting survivors the config lists as
+ * TypeScript module of `mutation.config.mjs` in turn and runs that module's own test files
+ * against every mutant; `scripts/mutation_python.py` does the same for a Python runner
+ * module with its unittest files, reporting in Stryker's shape. A module passes when its score, counting survivors the config lists as
  * equivalent (with a reason) as neither killed nor survived, reaches the threshold. An
  * equivalent entry that no longer matches a survivor fails the run too, so the list
  * cannot go stale. `node scripts/mutation.mjs <module-path>...` runs only those modules.
@@ -10,6 +11,7 @@
  * Runs are incremental: each module's last report is kept in `test/mutation/` (committed),
  * and Stryker re-runs only the mutants whose code or covering tests changed since, so CI
  * checks every change without repeating the unchanged work. `--force` runs every mutant.
+ * A Python module is mutated whole each run (under a minute).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -41,8 +43,8 @@ const originalOf = (source, { start, end }) => {
   ].join("\n")
 }
 
-const runModule = (entry) => {
-  const report = path.join(work, `${path.basename(entry.module)}.json`)
+/** Runs Stryker over a TypeScript module: undefined once its report is written, else why not. */
+const strykerRun = (entry, report) => {
   const strykerConfig = path.join(work, "stryker.config.json")
   fs.writeFileSync(strykerConfig, JSON.stringify({
     testRunner: "vitest",
@@ -68,7 +70,22 @@ const runModule = (entry) => {
     stdio: ["ignore", "inherit", "inherit"],
     env: { ...process.env, VEYYON_MUTATION_TESTS: entry.tests.join(",") }
   })
-  if (run.status !== 0 || !fs.existsSync(report)) return { entry, failure: `stryker exited with ${run.status ?? run.signal}` }
+  return run.status === 0 && fs.existsSync(report) ? undefined : `stryker exited with ${run.status ?? run.signal}`
+}
+
+/** Runs our Python mutation script over a runner module (Stryker mutates only JavaScript and TypeScript). */
+const pythonRun = (entry, report) => {
+  const run = spawnSync("python3", [path.join(root, "scripts", "mutation_python.py"), entry.module, report, ...entry.tests], {
+    cwd: root,
+    stdio: ["ignore", "inherit", "inherit"]
+  })
+  return run.status === 0 && fs.existsSync(report) ? undefined : `mutation_python.py exited with ${run.status ?? run.signal}`
+}
+
+const runModule = (entry) => {
+  const report = path.join(work, `${path.basename(entry.module)}.json`)
+  const failure = (entry.module.endsWith(".py") ? pythonRun : strykerRun)(entry, report)
+  if (failure !== undefined) return { entry, failure }
   const file = JSON.parse(fs.readFileSync(report, "utf8")).files[entry.module]
   const source = fs.readFileSync(path.join(root, entry.module), "utf8")
   const equivalent = entry.equivalent ?? []

@@ -16,7 +16,6 @@ _ASSIGN_MAGIC = re.compile(
     r"((?:[^\W\d][\w.]*(?:\[[^\]]*\])*)(?:\s*,\s*[^\W\d][\w.]*(?:\[[^\]]*\])*)*)\s*=\s*([!%])(.*)\Z", re.S)
 _DOLLAR_NAME = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 _NO_EXPAND_MAGICS = frozenset({"time", "timeit"})
-_PYTHON_BODY_MAGICS = frozenset({"time", "timeit", "capture"})
 
 
 class _Scanner:
@@ -69,7 +68,7 @@ class _Scanner:
                         stack.append(["e", 0])
                         pos += 1
                 else:
-                    pos += 2 if line.startswith("}}", pos) else 1
+                    pos += 1
                 continue
             if kind == "p":
                 match = _FSPEC_SPECIAL.search(line, pos)
@@ -79,9 +78,7 @@ class _Scanner:
                 if match.group() == "{":
                     stack.append(["e", 0])
                 else:
-                    stack.pop()
-                    if stack and stack[-1][0] == "e":
-                        stack.pop()
+                    del stack[-2:]
                 continue
             pattern = _FEXPR_SPECIAL if kind == "e" else _CODE_SPECIAL
             match = pattern.search(line, pos)
@@ -120,10 +117,8 @@ class _Scanner:
                     trailing_backslash = True
                 pos += 2
         if not escaped_eol:
-            for index, entry in enumerate(stack):
-                if entry[0] == "s" and not entry[2]:
-                    del stack[index:]
-                    break
+            while any(entry[0] == "s" and not entry[2] for entry in stack):
+                stack.pop()
         self.continued = trailing_backslash and not stack
 
     @staticmethod
@@ -131,7 +126,7 @@ class _Scanner:
         start = pos
         while start > 0 and pos - start < 2 and line[start - 1] in _PREFIX_CHARS:
             start -= 1
-        if start > 0 and (line[start - 1].isalnum() or line[start - 1] == "_"):
+        if start > 0 and line[start - 1].isalnum():
             return False
         prefix = line[start:pos].lower()
         return "f" in prefix or "t" in prefix
@@ -253,7 +248,7 @@ def split_interpolation(text):
 def _interpolation_code(text):
     parts = split_interpolation(text)
     if all(isinstance(part, str) for part in parts):
-        return repr("".join(parts))
+        return repr(parts[0] if parts else "")
     items = []
     for part in parts:
         if isinstance(part, str):
