@@ -7,7 +7,7 @@
  * result, the client's span). Real Python kernels; liveness bounds only.
  */
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Effect, Fiber, Layer, ManagedRuntime, Result } from "effect"
+import { Effect, Fiber, Layer, ManagedRuntime, Result, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -97,6 +97,27 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
       expect(status.incarnation).toMatch(/^[0-9a-f-]{36}$/)
     } finally {
       await traced.dispose()
+      await entities.dispose()
+    }
+  }, 120_000)
+
+  it("a call sent again the moment its answer arrived is answered with that result, not run again; the next call runs at once", async () => {
+    const settings = Result.getOrThrow(resolveClusterSettings({ postgresUrl: cluster.pg.url, secret: cluster.secret, shardLockExpirationMs: LOCK_EXPIRATION_MS }, {}))
+    const entities = ManagedRuntime.make(clientShardingLayer(settings).pipe(Layer.provide(postgresLayer(settings))))
+    const params = { language: "py", code: "runs = globals().get('runs', 0) + 1\nprint(runs)" }
+    const execute = (callId: string) =>
+      entities.runPromise(Effect.flatMap(KernelSession.client, (client) =>
+        Stream.runCollect(client("again").Execute({ params, callId })).pipe(
+          Effect.map((events) => events.flatMap((event) => (event._tag === "Result" ? [event.result] : []))[0])
+        )))
+    try {
+      for (let round = 1; round <= 20; round++) {
+        const first = await execute(`again-${round}`)
+        const second = await execute(`again-${round}`)
+        expect(first?.text, `round ${round}`).toBe(String(round))
+        expect(second, `round ${round}`).toStrictEqual(first)
+      }
+    } finally {
       await entities.dispose()
     }
   }, 120_000)
