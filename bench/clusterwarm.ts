@@ -5,7 +5,9 @@
  * process against the cluster's own database, as a runner makes them. Two `veyyon runner`
  * processes and a PostgreSQL on loopback; the client and the in-process tool are the built
  * package (`npm run build` first). With `CLUSTERWARM_PROFILE=dir` the runners write a CPU
- * profile each into `dir` (`node --cpu-prof`) when the script stops them.
+ * profile each into `dir` (`node --cpu-prof`) when the script stops them. With
+ * `CLUSTERWARM_GAP_MS=n` each call starts n ms after the previous answer, as an agent's
+ * calls come (the answer's latency alone, not the work a runner does after it).
  * `node --import tsx bench/clusterwarm.ts [rounds] [cells]`
  */
 import { PgClient } from "@effect/sql-pg"
@@ -27,10 +29,12 @@ const rounds = Number(process.argv[2] ?? 3)
 const cells = Number(process.argv[3] ?? 500)
 const warmup = Number(process.env.CLUSTERWARM_WARMUP ?? 1000)
 const profileDir = process.env.CLUSTERWARM_PROFILE
+const gapMs = Number(process.env.CLUSTERWARM_GAP_MS ?? 0)
 
 const timed = async (once: () => Promise<unknown>, count: number): Promise<Array<number>> => {
   const samples: Array<number> = []
   for (let i = 0; i < count; i++) {
+    if (gapMs > 0) await new Promise((resolve) => setTimeout(resolve, gapMs))
     const start = performance.now()
     await once()
     samples.push((performance.now() - start) * 1000)
