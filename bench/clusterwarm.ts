@@ -7,7 +7,8 @@
  * package (`npm run build` first). With `CLUSTERWARM_PROFILE=dir` the runners write a CPU
  * profile each into `dir` (`node --cpu-prof`) when the script stops them. With
  * `CLUSTERWARM_GAP_MS=n` each call starts n ms after the previous answer, as an agent's
- * calls come (the answer's latency alone, not the work a runner does after it).
+ * calls come (the answer's latency alone, not the work a runner does after it);
+ * `CLUSTERWARM_CODE` replaces the cell (`x = 1 + 1`).
  * `node --import tsx bench/clusterwarm.ts [rounds] [cells]`
  */
 import { PgClient } from "@effect/sql-pg"
@@ -24,7 +25,7 @@ import { benchInterpreter } from "./python.ts"
 import { quantile } from "./stats.ts"
 import { makeVeyyon } from "./veyyon.ts"
 
-const CODE = "x = 1 + 1"
+const CODE = process.env.CLUSTERWARM_CODE ?? "x = 1 + 1"
 const rounds = Number(process.argv[2] ?? 3)
 const cells = Number(process.argv[3] ?? 500)
 const warmup = Number(process.env.CLUSTERWARM_WARMUP ?? 1000)

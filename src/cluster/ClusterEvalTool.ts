@@ -10,7 +10,7 @@
  * With a tracer installed, each cell is an `eval.run` span, as in-process, naming the
  * session and the runner that answered (`eval.runner`).
  */
-import { Cause, Data, Duration, Effect, Result, Schedule, Stream } from "effect"
+import { Cause, Data, Duration, Effect, Result, Schedule } from "effect"
 import type { Sharding } from "effect/cluster/Sharding"
 import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
@@ -21,7 +21,6 @@ import {
   EVAL_TOOL_NAME,
   type EvalContext,
   type EvalError,
-  type EvalResult,
   type EvalToolService,
   evalDescription,
   evalParametersSchema,
@@ -109,23 +108,28 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
         streamed.addEntry({ kind: "rich", item: output })
       }
     }
-    const once = Effect.suspend(() => {
-      let result: EvalResult | undefined
-      return session.Execute({ params: raw, cwd: cwdOf(context.cwd), callId }).pipe(
-        Stream.runForEach((event) =>
-          Effect.sync(() => {
-            if (event._tag === "Result") result = event.result
-            else {
-              keep(event.output)
-              onEvent?.(event.output)
-            }
-          })
-        ),
-        Effect.flatMap(() => (result === undefined ? Effect.fail(new CallInTransit({ reason: "the answer ended without a result" })) : Effect.succeed(result))),
-        inTransit
+    let next = 0
+    const ask = Effect.suspend(() => inTransit(session.Execute({ params: raw, cwd: cwdOf(context.cwd), callId, from: next })))
+    const answer = Effect.gen(function*() {
+      while (true) {
+        const batch = yield* withRetries(ask, policy)
+        for (const output of batch.outputs) {
+          keep(output)
+          onEvent?.(output)
+        }
+        next = batch.next
+        if (batch.result !== undefined) return batch.result
+        // Nothing yet from a runner the session's shard just left: ask the new owner.
+        if (batch.outputs.length === 0) yield* Effect.sleep(Duration.millis(policy.retryIntervalMs))
+      }
+    }).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          Effect.runForkWith(services)(Effect.ignore(withRetries(inTransit(session.Interrupt({ callId })), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
+        })
       )
-    })
-    return yield* withRetries(once, policy).pipe(
+    )
+    return yield* answer.pipe(
       Effect.map((result) => (result.notice === LOST_CELL_NOTICE && result.outputs.length === 0 ? withStreamedOutputs(result, streamed.finish()) : result)),
       Effect.ensuring(Effect.sync(() => signal?.removeEventListener("abort", onAbort))),
       Effect.mapError((error): EvalError =>

@@ -1,9 +1,12 @@
 /**
  * The `KernelSession` entity's protocol: one entity per kernel session (its id is the
- * session id), living on whichever runner owns its shard. `Execute` streams a cell's
- * outputs as they come and ends with its result; `Cancel` stops the running cell with
- * SIGINT (the result still comes, cancelled); `Reset` and `Shutdown` end the session's
- * kernels; `Status`, `Complete` and `Inspect` answer beside a running cell.
+ * session id), living on whichever runner owns its shard. `Execute` starts a cell and
+ * answers with its outputs so far, waiting for at least one, or with its result once it
+ * ended; the caller asks again from the next output number until the result comes (a cell
+ * that prints nothing is one request and one answer). `Cancel` stops the running cell with
+ * SIGINT (the result still comes, cancelled); `Interrupt` ends it without a result, as an
+ * interrupted in-process call does; `Reset` and `Shutdown` end the session's kernels;
+ * `Status`, `Complete` and `Inspect` answer beside a running cell.
  */
 import { Schema } from "effect"
 import * as Entity from "effect/cluster/Entity"
@@ -23,14 +26,21 @@ import { BackendUnavailable, type EvalError, InvalidEvalParams } from "../servic
 /** The entity type's name in the cluster. */
 export const KERNEL_SESSION_ENTITY = "KernelSession"
 
-/** One item of an `Execute` stream: an output as it happened, or the cell's result (always last). */
-export const ExecuteEvent = Schema.Union([
-  Schema.TaggedStruct("Output", { output: KernelOutputSchema }),
-  Schema.TaggedStruct("Result", { result: EvalResultSchema })
-])
+/** An output's number in its call: outputs are numbered 0, 1, 2, ... in the order they happened. */
+const OutputNumber = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
-/** One item of an `Execute` stream. */
-export type ExecuteEvent = typeof ExecuteEvent.Type
+/** What one `Execute` answers: the cell's outputs from number `from` on, and its result once it ended. */
+export const ExecuteBatch = Schema.Struct({
+  /** Outputs in the order they happened, numbered from the request's `from`. */
+  outputs: Schema.Array(KernelOutputSchema),
+  /** The number of the next output: the `from` of the next request. */
+  next: OutputNumber,
+  /** The cell's result, in the answer that ends the call. */
+  result: Schema.optional(EvalResultSchema)
+})
+
+/** What one `Execute` answers. */
+export type ExecuteBatch = typeof ExecuteBatch.Type
 
 /** The runner could not reach the session ledger, so it did not run the cell. */
 export class SessionLedgerUnavailable extends Schema.TaggedError<SessionLedgerUnavailable>()("SessionLedgerUnavailable", {
@@ -72,13 +82,15 @@ void _everyToolError
 
 /**
  * `Execute`'s params: the tool's raw params, the cwd the caller asks for (absent: the
- * session's own directory on its runner; the runner decides which it allows) and the
- * caller's id for this call (the same on every retry).
+ * session's own directory on its runner; the runner decides which it allows), the
+ * caller's id for this call (the same on every request of the call, retries included)
+ * and the number of the first output the caller has not yet received.
  */
 export const ExecutePayload = Schema.Struct({
   params: Schema.Unknown,
   cwd: Schema.optional(Schema.String),
-  callId: Schema.String
+  callId: Schema.String,
+  from: OutputNumber
 })
 
 /** Introspection params as they travel. */
@@ -104,13 +116,9 @@ export const SessionStatus = Schema.Struct({
 
 /** The `KernelSession` entity. */
 export const KernelSession = Entity.make(KERNEL_SESSION_ENTITY, [
-  Rpc.make("Execute", {
-    payload: ExecutePayload,
-    success: ExecuteEvent,
-    error: SessionCallError,
-    stream: true
-  }),
+  Rpc.make("Execute", { payload: ExecutePayload, success: ExecuteBatch, error: SessionCallError }),
   Rpc.make("Cancel", { payload: { callId: Schema.String }, success: Schema.Boolean }),
+  Rpc.make("Interrupt", { payload: { callId: Schema.String }, success: Schema.Boolean }),
   Rpc.make("Reset", { success: Schema.Void }),
   Rpc.make("Shutdown", { success: Schema.Void }),
   Rpc.make("Status", { success: SessionStatus }),

@@ -1,19 +1,23 @@
 /**
  * The runner side of `KernelSession`: each entity drives this runner's local `EvalTool`
  * with the entity id as the session id, in the cwd the runner's workspace decides (the
- * session's own directory, removed on `Shutdown`, unless the call names an allowed one). One cell at a time (a second `Execute` is
- * answered "busy"), the ledger consulted before a cell runs (no silent re-runs, a notice
- * on a re-homed session), and the session's kernels ended when the entity leaves this
- * runner (idle time, hand-off, shutdown).
+ * session's own directory, removed on `Shutdown`, unless the call names an allowed one).
+ * One cell at a time (another call's `Execute` is answered "busy"; the running call's own
+ * requests take its outputs in turn), the ledger consulted before a cell runs (no silent
+ * re-runs, a notice on a re-homed session), and the session's kernels ended when the
+ * entity leaves this runner (idle time, hand-off, shutdown). A cell outlives each request
+ * of its call; it is interrupted by `Interrupt`, or when its entity ends with the session
+ * still here, and finishes here when the session's shard moved or the runner is stopping.
  */
-import { Cause, Duration, Effect, Exit, Layer, Option, Queue, Result, Schema, type Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Layer, Result, Schema, Scope } from "effect"
 import * as Entity from "effect/cluster/Entity"
 import { Sharding } from "effect/cluster/Sharding"
 import { KernelClosed } from "../kernel/KernelError.ts"
 import { EvalResultSchema } from "../services/tool/EvalResult.ts"
 import { checkParams, EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
-import { type ExecuteEvent, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
+import type { KernelOutput } from "../kernel/KernelOutput.ts"
+import { type ExecuteBatch, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { CellHandOff } from "./CellHandOff.ts"
@@ -29,8 +33,6 @@ const HAND_OFF_MARGIN_MS = 20_000
 
 const decodeKeptResult = Schema.decodeUnknownEffect(Schema.fromJsonString(EvalResultSchema))
 
-const only = (event: ExecuteEvent): Stream.Stream<ExecuteEvent, SessionCallError> => Stream.make(event)
-
 /** A result as the ledger keeps it (JSON), or null when there is none or it is too large to keep. */
 const keptResult = (result: EvalResult | undefined): string | null => {
   if (result === undefined) return null
@@ -38,9 +40,74 @@ const keptResult = (result: EvalResult | undefined): string | null => {
   return json.length <= MAX_KEPT_RESULT_CHARS ? json : null
 }
 
-interface RunningCell {
+/** The answer of a call that ends at once, without a cell: only its result. */
+const answerOnly = (from: number, result: EvalResult): ExecuteBatch => ({ outputs: [], next: from, result })
+
+/**
+ * The session's latest call on this runner: its cell's outputs not yet acknowledged, and
+ * its end once it ended (kept until the session's next call, so an answer lost on the way
+ * can be asked for again here), with the scope its cell runs under.
+ */
+interface SessionCall {
   readonly callId: string
   readonly controller: AbortController
+  readonly scope: Scope.Closeable
+  /** Outputs numbered from `acknowledged` on. */
+  readonly outputs: Array<KernelOutput>
+  acknowledged: number
+  end: Exit.Exit<EvalResult, SessionCallError> | undefined
+  /** Completed, and replaced, whenever an output or the end arrives. */
+  changed: Deferred.Deferred<void>
+}
+
+const notify = (call: SessionCall) => {
+  const changed = call.changed
+  call.changed = Deferred.makeUnsafe<void>()
+  Deferred.doneUnsafe(changed, Exit.void)
+}
+
+const ended = (call: SessionCall, exit: Exit.Exit<EvalResult, SessionCallError>) => {
+  call.end = exit
+  notify(call)
+}
+
+/** What a waiting `Execute` watches besides its call: its runner stopping, its session's shard leaving. */
+interface Watch {
+  readonly stopping: Effect.Effect<boolean>
+  readonly whenMoved: Effect.Effect<void>
+}
+
+/**
+ * The call's outputs from number `from` on, waiting until there is one or the call ended
+ * (then with its result). A stopping runner answers only at the end, so the request it
+ * waits on keeps the entity until the result has left. When `whenMoved` completes first,
+ * an empty answer tells the caller to ask again: the session's shard left this runner and
+ * the new owner answers.
+ */
+const takeFrom = (call: SessionCall, from: number, watch: Watch): Effect.Effect<ExecuteBatch, SessionCallError> =>
+  Effect.suspend(() => {
+    const acknowledged = Math.min(Math.max(0, from - call.acknowledged), call.outputs.length)
+    if (acknowledged > 0) {
+      call.outputs.splice(0, acknowledged)
+      call.acknowledged += acknowledged
+    }
+    const end = call.end
+    const batch = { outputs: [...call.outputs], next: call.acknowledged + call.outputs.length }
+    if (end !== undefined) return Exit.isSuccess(end) ? Effect.succeed({ ...batch, result: end.value }) : Effect.failCause(end.cause)
+    const wait = Effect.raceFirst(Effect.as(Deferred.await(call.changed), false), Effect.as(watch.whenMoved, true)).pipe(
+      Effect.flatMap((moved) => (moved ? Effect.succeed(batch) : takeFrom(call, from, watch)))
+    )
+    if (batch.outputs.length === 0) return wait
+    return Effect.flatMap(watch.stopping, (stopping) => (stopping ? wait : Effect.succeed(batch)))
+  })
+
+/** How a cell's run ended, as the call's end: its result, its error, or a closed kernel for an interruption or a defect. */
+const endOf = (callId: string, exit: Exit.Exit<EvalResult, SessionCallError>): Exit.Exit<EvalResult, SessionCallError> => {
+  if (Exit.isSuccess(exit)) return exit
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "Some") return Exit.fail(error.value)
+  const reason = Cause.hasInterrupts(exit.cause) ? "was interrupted" : `failed: ${String(Cause.squash(exit.cause))}`
+  return Exit.fail(new KernelClosed({ reason: `call ${callId}'s cell ${reason} on its runner` }))
 }
 
 const ledgerFailure = (error: { readonly message: string }) => new SessionLedgerUnavailable({ reason: error.message })
@@ -48,6 +115,7 @@ const ledgerFailure = (error: { readonly message: string }) => new SessionLedger
 const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const address = yield* Entity.CurrentAddress
   const sessionId = address.entityId
+  const entityScope = yield* Effect.scope
   const tool = yield* EvalTool
   const ledger = yield* SessionLedger
   const publisher = yield* ArtifactPublisher
@@ -55,13 +123,20 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const sharding = yield* Sharding
   const settings = yield* Settings
   const handOff = yield* CellHandOff
-  // The session's shard left this runner while the runner keeps running (a rebalance, dropped locks).
-  const movedAway = Effect.map(sharding.isShutdown, (stopping) => !stopping && !sharding.hasShardId(address.shardId))
+  // The cell may finish here without its entity: the session's shard left this runner while
+  // the runner keeps running (a rebalance, dropped locks), or the runner is stopping (its
+  // stop grace bounds the wait); the call's next request goes to the new owner, which waits.
+  const mayFinishHere = Effect.map(sharding.isShutdown, (stopping) => stopping || !sharding.hasShardId(address.shardId))
+  const watch: Watch = {
+    stopping: sharding.isShutdown,
+    whenMoved: handOff.whenMovedAway(Effect.map(sharding.isShutdown, (stopping) => !stopping && !sharding.hasShardId(address.shardId)))
+  }
   /** A result as this runner answers it, saying which runner that is. */
-  const answeredHere = (event: ExecuteEvent): ExecuteEvent =>
-    event._tag === "Result" ? { _tag: "Result", result: { ...event.result, runner: advertised } } : event
+  const answeredHere = (batch: ExecuteBatch): ExecuteBatch =>
+    batch.result === undefined ? batch : { ...batch, result: { ...batch.result, runner: advertised } }
   const cwdFor = (requested: string | undefined) => workspace.cwdFor(sessionId, requested)
-  let running: RunningCell | undefined
+  let current: SessionCall | undefined
+  const runningCell = (): SessionCall | undefined => (current !== undefined && current.end === undefined ? current : undefined)
 
   yield* Effect.addFinalizer(() =>
     handOff.afterCell(
@@ -103,92 +178,107 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     }
   })
 
-  const runCell = Effect.fnUntraced(function*(params: unknown, cwd: string, cell: RunningCell, notice: string | undefined) {
-    const events = yield* Queue.unbounded<ExecuteEvent, SessionCallError | Cause.Done>()
-    // The cell's `Done` leaves with its result, in one message.
-    let done: ExecuteEvent | undefined
+  /** Starts the cell under the call's own scope (under the entity's), so it outlives each request of its call. */
+  const runCell = Effect.fnUntraced(function*(params: unknown, cwd: string, call: SessionCall, notice: string | undefined) {
+    // The cell's `Done` leaves with its result, in one answer.
+    let done: KernelOutput | undefined
     const work = tool.run(params, {
       sessionId,
       cwd,
-      signal: cell.controller.signal,
+      signal: call.controller.signal,
       onEvent: (output) => {
-        if (output._tag === "Done") done = { _tag: "Output", output }
-        else Queue.offerUnsafe(events, { _tag: "Output", output })
+        if (output._tag === "Done") done = output
+        else {
+          call.outputs.push(output)
+          notify(call)
+        }
       }
     }).pipe(
       Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
       Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
       Effect.onExit((exit) =>
-        Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause) ? Effect.void : finish(cell.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
-      Effect.matchCauseEffect({
-        onSuccess: (result) =>
-          Effect.andThen(Queue.offerAll(events, done === undefined ? [{ _tag: "Result", result }] : [done, { _tag: "Result", result }]), Queue.end(events)),
-        onFailure: (cause) =>
-          Effect.andThen(
-            done === undefined ? Effect.void : Queue.offer(events, done),
-            Option.match(Cause.findErrorOption(cause), {
-              onSome: (error) => Queue.fail(events, error),
-              onNone: () => Queue.failCause(events, cause as Cause.Cause<never>)
-            })
-          )
-      }),
-      Effect.ensuring(Effect.sync(() => {
-        if (running === cell) running = undefined
-      }))
+        Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause) ? Effect.void : finish(call.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
+      Effect.onExit((exit) =>
+        Effect.sync(() => {
+          if (done !== undefined) call.outputs.push(done)
+          ended(call, endOf(call.callId, exit))
+        })),
+      Effect.asVoid,
+      Effect.ignore
     )
-    yield* handOff.start(sessionId, cell.callId, work, movedAway)
-    // Its call ends without a result if the shard moves; the caller sends it again to the new owner.
-    return Stream.fromQueue(events).pipe(Stream.interruptWhen(handOff.whenMovedAway(movedAway)))
+    yield* Scope.provide(handOff.start(sessionId, call.callId, work, mayFinishHere), call.scope)
   })
 
-  /** After the cwd was decided: the ledger's word on the call, then the cell (or its answer without running). */
-  const startCell = (callId: string, params: unknown, cwd: string, cell: RunningCell, release: Effect.Effect<void>) =>
-    decide(callId, params).pipe(
-      Effect.tapCause(() => release),
-      Effect.mapError(ledgerFailure),
-      Effect.flatMap((decision) =>
-        decision._tag === "Answer"
-          ? Effect.as(release, only({ _tag: "Result", result: noticeResult(params, decision.notice) }))
-          : decision._tag === "Replay"
-          ? Effect.andThen(release, decodeKeptResult(decision.result)).pipe(
-            Effect.mapBoth({
-              onFailure: (error) => new KernelClosed({ reason: `the result kept for call ${callId} could not be read: ${error.message}` }),
-              onSuccess: (result) => only({ _tag: "Result", result })
-            })
-          )
-          : Effect.onInterrupt(runCell(params, cwd, cell, decision.notice), () => release)
-      )
+  /** A new call: the ledger's word on it, then its cell, or its answer without running. */
+  const startCall = Effect.fnUntraced(function*(callId: string, params: unknown, requestedCwd: string | undefined, from: number) {
+    const previous = current
+    const call: SessionCall = {
+      callId,
+      controller: new AbortController(),
+      scope: yield* Scope.fork(entityScope),
+      outputs: [],
+      acknowledged: from,
+      end: undefined,
+      changed: Deferred.makeUnsafe<void>()
+    }
+    current = call
+    if (previous !== undefined) yield* Scope.close(previous.scope, Exit.void)
+    const answer = (exit: Exit.Exit<EvalResult, SessionCallError>) => Effect.sync(() => ended(call, exit))
+    yield* Effect.gen(function*() {
+      yield* handOff.awaitCell(sessionId)
+      const cwd = yield* cwdFor(requestedCwd)
+      const decision = yield* decide(callId, params).pipe(Effect.mapError(ledgerFailure))
+      if (decision._tag === "Answer") return yield* answer(Exit.succeed(noticeResult(params, decision.notice)))
+      if (decision._tag === "Replay") {
+        const result = yield* decodeKeptResult(decision.result).pipe(
+          Effect.mapError((error) => new KernelClosed({ reason: `the result kept for call ${callId} could not be read: ${error.message}` }))
+        )
+        return yield* answer(Exit.succeed(result))
+      }
+      yield* runCell(params, cwd, call, decision.notice)
+    }).pipe(
+      // A call that could not start (the ledger unreachable, a cwd refused, its request
+      // interrupted) is answered so to whoever waits on it, and is not remembered: the
+      // caller's next try starts it afresh.
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit) ? Effect.void : Effect.andThen(answer(endOf(callId, Exit.failCause(exit.cause))), Effect.sync(() => {
+          if (current === call) current = undefined
+        }))),
+      Effect.ignore
     )
+    return yield* takeFrom(call, from, watch)
+  })
+
+  const busy = (from: number, params: unknown) => Effect.succeed(answerOnly(from, busyResult(params)))
 
   return KernelSession.of({
     Execute: (request) =>
-      Stream.map(Stream.unwrap(Effect.suspend((): Effect.Effect<Stream.Stream<ExecuteEvent, SessionCallError>, SessionCallError, Scope.Scope> => {
-        const { callId, params } = request.payload
-        if (running !== undefined) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
+      Effect.map(Effect.suspend((): Effect.Effect<ExecuteBatch, SessionCallError> => {
+        const { callId, params, from } = request.payload
+        if (current?.callId === callId) return takeFrom(current, from, watch)
+        if (runningCell() !== undefined) return busy(from, params)
         // A cell of this session still finishing here after its shard moved away and back:
         // its own call waits for it (the ledger then replays its result), another is busy.
         const finishing = handOff.runningCall(sessionId)
-        if (finishing !== undefined && finishing !== callId) return Effect.succeed(only({ _tag: "Result", result: busyResult(params) }))
-        const cell: RunningCell = { callId, controller: new AbortController() }
-        running = cell
-        const release = Effect.sync(() => {
-          if (running === cell) running = undefined
-        })
-        return handOff.awaitCell(sessionId).pipe(
-          Effect.andThen(cwdFor(request.payload.cwd)),
-          Effect.tapCause(() => release),
-          Effect.flatMap((cwd) => startCell(callId, params, cwd, cell, release))
-        )
-      })), answeredHere),
+        if (finishing !== undefined && finishing !== callId) return busy(from, params)
+        return startCall(callId, params, request.payload.cwd, from)
+      }), answeredHere),
     Cancel: (request) =>
       Effect.sync(() => {
-        if (running === undefined || running.callId !== request.payload.callId) return false
-        running.controller.abort()
+        const cell = runningCell()
+        if (cell === undefined || cell.callId !== request.payload.callId) return false
+        cell.controller.abort()
         return true
+      }),
+    Interrupt: (request) =>
+      Effect.suspend(() => {
+        const cell = runningCell()
+        if (cell === undefined || cell.callId !== request.payload.callId) return Effect.succeed(false)
+        return Effect.as(Scope.close(cell.scope, Exit.void), true)
       }),
     Reset: () => Effect.andThen(tool.endSession(sessionId), Effect.ignore(ledger.end(sessionId), { log: "Debug" })),
     Shutdown: () => Effect.andThen(tool.endSession(sessionId), Effect.andThen(Effect.ignore(ledger.end(sessionId), { log: "Debug" }), workspace.endSession(sessionId))),
-    Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: running?.callId ?? null }),
+    Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: runningCell()?.callId ?? null }),
     Complete: (request) =>
       Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
         tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd })),

@@ -3,7 +3,7 @@
  * fails with, encoded by its schema the way the cluster's RPC encodes it and decoded on the
  * other side, is an instance of its own class with the same fields and message, so a
  * client sees the runner's `PythonUnavailable` or `InvalidCwd`, not a closed kernel. The
- * stream of a cell's outputs and its result is checked by its schema the same way.
+ * answers of `Execute` (a cell's outputs, its result) are checked by their schema the same way.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
@@ -11,7 +11,7 @@ import { RuntimeUnavailable } from "../../src/backends/Backend.ts"
 import { PythonUnavailable } from "../../src/backends/python/PythonRuntime.ts"
 import { KernelDied } from "../../src/kernel/KernelError.ts"
 import { InvalidCwd } from "../../src/services/registry/KernelRegistry.ts"
-import { ExecuteEvent, isSessionCallError, SessionCallError, SessionLedgerUnavailable } from "../../src/cluster/KernelSession.ts"
+import { ExecuteBatch, isSessionCallError, SessionCallError, SessionLedgerUnavailable } from "../../src/cluster/KernelSession.ts"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 
 const acrossTheWire = (error: SessionCallError): unknown =>
@@ -45,18 +45,21 @@ describe("session call errors on the wire", () => {
   })
 })
 
-describe("Execute's stream on the wire", () => {
-  const roundTrip = (event: ExecuteEvent): unknown =>
-    Schema.decodeUnknownSync(ExecuteEvent)(JSON.parse(JSON.stringify(Schema.encodeSync(ExecuteEvent)(event))))
+describe("Execute's answers on the wire", () => {
+  const roundTrip = (batch: ExecuteBatch): unknown =>
+    Schema.decodeUnknownSync(ExecuteBatch)(JSON.parse(JSON.stringify(Schema.encodeSync(ExecuteBatch)(batch))))
 
-  it.prop("every output and result arrives as it left", [Arbitrary.schema(ExecuteEvent)], ([event]) => {
-    expect(roundTrip(event)).toStrictEqual(JSON.parse(JSON.stringify(event)))
+  it.prop("every answer, its outputs and its result, arrives as it left", [Arbitrary.schema(ExecuteBatch)], ([batch]) => {
+    expect(roundTrip(batch)).toStrictEqual(JSON.parse(JSON.stringify(batch)))
   }, { arbitrary: { runs: 100 } })
 
-  it("refuses what is not an event instead of passing it on", () => {
-    const output = { _tag: "Output", output: KernelOutput.Stdout({ text: "hi\n" }) } as const
-    expect(roundTrip(output)).toEqual({ _tag: "Output", output: { _tag: "Stdout", text: "hi\n" } })
-    expect(() => Schema.decodeUnknownSync(ExecuteEvent)({ _tag: "Output", output: { _tag: "Stdout", text: 1 } })).toThrow()
-    expect(() => Schema.decodeUnknownSync(ExecuteEvent)({ _tag: "Result", result: { status: "ok" } })).toThrow()
+  it("refuses what is not an answer instead of passing it on", () => {
+    const batch = { outputs: [KernelOutput.Stdout({ text: "hi\n" })], next: 1 }
+    expect(roundTrip(batch)).toEqual({ outputs: [{ _tag: "Stdout", text: "hi\n" }], next: 1 })
+    expect(() => Schema.decodeUnknownSync(ExecuteBatch)({ outputs: [{ _tag: "Stdout", text: 1 }], next: 1 })).toThrow()
+    expect(() => Schema.decodeUnknownSync(ExecuteBatch)({ outputs: [], next: 0, result: { status: "ok" } })).toThrow()
+    expect(() => Schema.decodeUnknownSync(ExecuteBatch)({ outputs: [] })).toThrow()
+    expect(() => Schema.decodeUnknownSync(ExecuteBatch)({ outputs: [], next: -1 })).toThrow()
+    expect(() => Schema.decodeUnknownSync(ExecuteBatch)({ outputs: [], next: 1.5 })).toThrow()
   })
 })

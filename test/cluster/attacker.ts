@@ -7,7 +7,7 @@
  * (`REPLAY_PY`).
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import { Effect, Exit, Layer, Stream } from "effect"
+import { Effect, Exit, Layer } from "effect"
 import * as MessageStorage from "effect/cluster/MessageStorage"
 import { Runner } from "effect/cluster/Runner"
 import { RunnerAddress } from "effect/cluster/RunnerAddress"
@@ -40,7 +40,7 @@ export const attackExecute = (host: string, port: number, sessionId: string, cod
   Effect.runPromiseExit(
     Effect.gen(function*() {
       const clientOf = yield* KernelSession.client
-      return yield* clientOf(sessionId).Execute({ params: { language: "py", code }, callId: `attack-${Date.now()}` }).pipe(Stream.runCollect)
+      return yield* clientOf(sessionId).Execute({ params: { language: "py", code }, callId: `attack-${Date.now()}`, from: 0 })
     }).pipe(Effect.timeout(timeoutMs), Effect.scoped, Effect.provide(attackerSharding(host, port)))
   )
 

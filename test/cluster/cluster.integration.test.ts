@@ -7,7 +7,7 @@
  * result, the client's span). Real Python kernels; liveness bounds only.
  */
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Effect, Fiber, Layer, ManagedRuntime, Result, Stream } from "effect"
+import { Effect, Fiber, Layer, ManagedRuntime, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -106,10 +106,15 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     const entities = ManagedRuntime.make(clientShardingLayer(settings).pipe(Layer.provide(postgresLayer(settings))))
     const params = { language: "py", code: "runs = globals().get('runs', 0) + 1\nprint(runs)" }
     const execute = (callId: string) =>
-      entities.runPromise(Effect.flatMap(KernelSession.client, (client) =>
-        Stream.runCollect(client("again").Execute({ params, callId })).pipe(
-          Effect.map((events) => events.flatMap((event) => (event._tag === "Result" ? [event.result] : []))[0])
-        )))
+      entities.runPromise(Effect.gen(function*() {
+        const session = (yield* KernelSession.client)("again")
+        let from = 0
+        while (true) {
+          const answer = yield* session.Execute({ params, callId, from })
+          if (answer.result !== undefined) return answer.result
+          from = answer.next
+        }
+      }))
     try {
       for (let round = 1; round <= 20; round++) {
         const first = await execute(`again-${round}`)
