@@ -29,7 +29,7 @@ import {
 import { Settings } from "../services/config/Settings.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
 import { isWatchdogControl } from "../render/Status.ts"
-import { DEFAULT_MAX_RICH_OUTPUTS } from "../services/output/OutputSink.ts"
+import { DEFAULT_MAX_RICH_OUTPUTS, type SinkOutput } from "../services/output/OutputSink.ts"
 import { makeTextWindow } from "../services/output/TextWindow.ts"
 import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
 import { LOST_CELL_NOTICE } from "./LedgerDecision.ts"
@@ -99,7 +99,7 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
     }
     signal?.addEventListener("abort", onAbort, { once: true })
     const onEvent = context.onEvent
-    const streamed = makeTextWindow<KernelOutput>(settings.output)
+    const streamed = makeTextWindow<SinkOutput>(settings.output)
     let richStreamed = 0
     const keep = (output: KernelOutput) => {
       if (output._tag === "Stdout" || output._tag === "Stderr") {

@@ -4,8 +4,8 @@
  * real result (the session was re-homed).
  */
 import { KernelOutput } from "../kernel/KernelOutput.ts"
-import { SinkOutput } from "../services/output/OutputSink.ts"
-import type { WindowEntry, WindowResult } from "../services/output/TextWindow.ts"
+import { SinkOutput, windowOutputs } from "../services/output/OutputSink.ts"
+import type { WindowResult } from "../services/output/TextWindow.ts"
 import { renderOutputsAsText } from "../render/ToolRenderer.ts"
 import type { EvalResult } from "../services/tool/EvalTool.ts"
 import type { EvalLanguage } from "../services/config/Settings.ts"
@@ -59,34 +59,23 @@ export const withNotice = (result: EvalResult, notice: string): EvalResult => ({
   text: result.text.length === 0 ? notice : `${notice}\n${result.text}`
 })
 
-const outputsOf = (entries: ReadonlyArray<WindowEntry<KernelOutput>>, into: Array<SinkOutput>) => {
-  for (const entry of entries) {
-    if (entry.kind === "rich") into.push(entry.item as SinkOutput)
-    else if (entry.kind === "text") {
-      const last = into.at(-1)
-      if (last !== undefined && last._tag === entry.stream) into[into.length - 1] = { ...last, text: last.text + entry.text }
-      else into.push(entry.stream === "Stdout" ? SinkOutput.Stdout({ text: entry.text }) : SinkOutput.Stderr({ text: entry.text }))
-    }
-  }
-}
-
 /**
  * `result` (a lost cell's answer, which has no outputs of its own) with the outputs the
  * caller saw stream before the loss, bounded like any result: past the budgets a head and
  * a tail with a marker between them, since the rest was only on the lost runner.
  */
-export const withStreamedOutputs = (result: EvalResult, streamed: WindowResult<KernelOutput>): EvalResult => {
+export const withStreamedOutputs = (result: EvalResult, streamed: WindowResult<SinkOutput>): EvalResult => {
   const outputs: Array<SinkOutput> = []
-  if (streamed._tag === "Whole") outputsOf(streamed.entries, outputs)
+  if (streamed._tag === "Whole") windowOutputs(streamed.entries, outputs)
   else {
-    outputsOf(streamed.head, outputs)
+    windowOutputs(streamed.head, outputs)
     outputs.push(SinkOutput.TextOmitted({
       text: `… [${streamed.cut.omittedBytes} bytes omitted; the full output was lost with its runner]`,
       omittedBytes: streamed.cut.omittedBytes,
       omittedLines: streamed.cut.omittedLines,
       artifactUri: ""
     }))
-    outputsOf(streamed.rest, outputs)
+    windowOutputs(streamed.rest, outputs)
   }
   if (outputs.length === 0) return result
   const all = [...outputs, ...result.outputs]

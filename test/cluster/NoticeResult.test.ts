@@ -6,13 +6,14 @@ import { describe, expect, it } from "@effect/vitest"
 import { LOST_CELL_NOTICE } from "../../src/cluster/LedgerDecision.ts"
 import { noticeResult, withStreamedOutputs } from "../../src/cluster/NoticeResult.ts"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
+import type { SinkOutput } from "../../src/services/output/OutputSink.ts"
 import { makeTextWindow } from "../../src/services/output/TextWindow.ts"
 
 const lost = () => noticeResult({ language: "py", code: "x" }, LOST_CELL_NOTICE)
 
 describe("withStreamedOutputs", () => {
   it("puts the streamed outputs, a stream's chunks joined, before the notice, in text and outputs", () => {
-    const window = makeTextWindow<KernelOutput>({ maxBytes: 1000, maxLines: 100 })
+    const window = makeTextWindow<SinkOutput>({ maxBytes: 1000, maxLines: 100 })
     window.addText("Stdout", "a\n")
     window.addText("Stdout", "b\n")
     window.addEntry({ kind: "rich", item: KernelOutput.Display({ bundle: { "text/plain": "shown" } }) })
@@ -26,7 +27,7 @@ describe("withStreamedOutputs", () => {
   })
 
   it("keeps a head and a tail with a marker past the budgets", () => {
-    const window = makeTextWindow<KernelOutput>({ maxBytes: 20, maxLines: 100 })
+    const window = makeTextWindow<SinkOutput>({ maxBytes: 20, maxLines: 100 })
     if (window.addText("Stdout", "h".repeat(50) + "t".repeat(50))) window.spill()
     const result = withStreamedOutputs(lost(), window.finish())
     expect(result.outputs).toEqual([
@@ -39,6 +40,6 @@ describe("withStreamedOutputs", () => {
 
   it("leaves an answer alone when nothing streamed", () => {
     const answer = lost()
-    expect(withStreamedOutputs(answer, makeTextWindow<KernelOutput>({ maxBytes: 10, maxLines: 10 }).finish())).toBe(answer)
+    expect(withStreamedOutputs(answer, makeTextWindow<SinkOutput>({ maxBytes: 10, maxLines: 10 }).finish())).toBe(answer)
   })
 })

@@ -70,6 +70,39 @@ export type SinkOutput = typeof SinkOutputSchema.Type
 /** Constructors and matchers of `SinkOutput`. */
 export const SinkOutput = Data.taggedEnum<SinkOutput>()
 
+/**
+ * A finished window's entries as outputs, in order: each run of one stream's text as one
+ * output, rich outputs as they are, and what `dropped` gives where outputs were dropped.
+ */
+export const windowOutputs = (
+  entries: ReadonlyArray<WindowEntry<SinkOutput>>,
+  into: Array<SinkOutput>,
+  dropped: () => SinkOutput | undefined = () => undefined
+): void => {
+  let pending: { stream: TextStream; parts: Array<string> } | undefined
+  const flush = () => {
+    if (pending !== undefined) {
+      const text = pending.parts.join("")
+      into.push(pending.stream === "Stdout" ? SinkOutput.Stdout({ text }) : SinkOutput.Stderr({ text }))
+      pending = undefined
+    }
+  }
+  for (const entry of entries) {
+    if (entry.kind === "text") {
+      if (pending?.stream !== entry.stream) {
+        flush()
+        pending = { stream: entry.stream, parts: [] }
+      }
+      pending.parts.push(entry.text)
+      continue
+    }
+    flush()
+    const output = entry.kind === "rich" ? entry.item : dropped()
+    if (output !== undefined) into.push(output)
+  }
+  flush()
+}
+
 /** How the text of a result was cut; present only when it was. */
 export const Truncation = Schema.Struct({
   totalBytes: Schema.Finite,
@@ -256,30 +289,8 @@ export const cellSink = (store: ArtifactStoreService, given: Partial<OutputLimit
 
   const awaitImages = Effect.suspend(() => (images === undefined ? Effect.void : images.await))
 
-  const materialize = (list: ReadonlyArray<WindowEntry<SinkOutput>>, into: Array<SinkOutput>) => {
-    let pending: { stream: TextStream; parts: Array<string> } | undefined
-    const flush = () => {
-      if (pending !== undefined) {
-        const text = pending.parts.join("")
-        into.push(pending.stream === "Stdout" ? SinkOutput.Stdout({ text }) : SinkOutput.Stderr({ text }))
-        pending = undefined
-      }
-    }
-    for (const entry of list) {
-      if (entry.kind === "text") {
-        if (pending?.stream !== entry.stream) {
-          flush()
-          pending = { stream: entry.stream, parts: [] }
-        }
-        pending.parts.push(entry.text)
-        continue
-      }
-      flush()
-      if (entry.kind === "rich") into.push(entry.item)
-      else if (omitted !== undefined) into.push(SinkOutput.OutputsOmitted(omitted.note(limits.maxRichOutputs)))
-    }
-    flush()
-  }
+  const materialize = (list: ReadonlyArray<WindowEntry<SinkOutput>>, into: Array<SinkOutput>) =>
+    windowOutputs(list, into, () => (omitted === undefined ? undefined : SinkOutput.OutputsOmitted(omitted.note(limits.maxRichOutputs))))
 
   const truncation = (cut: TextCut): Truncation => ({
     ...cut,
