@@ -16,16 +16,23 @@ const cellUntil = (end: Deferred.Deferred<void>, log: Array<string>, name: strin
 const step = (gate: Deferred.Deferred<void>, log: Array<string>, name: string) =>
   Effect.andThen(Deferred.await(gate), Effect.sync(() => void log.push(name)))
 
+/** A cell "call-1" of session "s" running until `end`, with "finish" deferred behind it until `finishGate`. */
+const cellWithFinish = Effect.gen(function*() {
+  const handOff = yield* CellHandOff
+  const log: Array<string> = []
+  const end = yield* Deferred.make<void>()
+  const finishGate = yield* Deferred.make<void>()
+  const scope = yield* Scope.make()
+  yield* Scope.provide(handOff.start("s", "call-1", cellUntil(end, log, "cell"), staysHere), scope)
+  expect(handOff.runningCall("s")).toBe("call-1")
+  yield* handOff.afterCell("s", step(finishGate, log, "finish"))
+  return { handOff, log, end, finishGate }
+})
+
 describe("CellHandOff", () => {
   it.effect("defers an effect until the running cell ends, and the session's next call waits for both", () =>
     Effect.gen(function*() {
-      const handOff = yield* CellHandOff
-      const log: Array<string> = []
-      const end = yield* Deferred.make<void>()
-      const finishGate = yield* Deferred.make<void>()
-      const scope = yield* Scope.make()
-      yield* Scope.provide(handOff.start("s", "call-1", cellUntil(end, log, "cell"), staysHere), scope)
-      yield* handOff.afterCell("s", step(finishGate, log, "finish"))
+      const { handOff, log, end, finishGate } = yield* cellWithFinish
       const next = yield* Effect.forkChild(Effect.andThen(handOff.awaitCell("s"), Effect.sync(() => void log.push("next"))))
       for (let i = 0; i < 10; i++) yield* Effect.yieldNow
       expect(log).toEqual([])
@@ -39,14 +46,7 @@ describe("CellHandOff", () => {
 
   it.effect("a cell no longer runs once its work ended, though what it deferred still does", () =>
     Effect.gen(function*() {
-      const handOff = yield* CellHandOff
-      const log: Array<string> = []
-      const end = yield* Deferred.make<void>()
-      const finishGate = yield* Deferred.make<void>()
-      const scope = yield* Scope.make()
-      yield* Scope.provide(handOff.start("s", "call-1", cellUntil(end, log, "cell"), staysHere), scope)
-      expect(handOff.runningCall("s")).toBe("call-1")
-      yield* handOff.afterCell("s", step(finishGate, log, "finish"))
+      const { handOff, log, end, finishGate } = yield* cellWithFinish
       yield* Deferred.succeed(end, undefined)
       while (log.length === 0) yield* Effect.yieldNow
       yield* Effect.yieldNow
