@@ -14,6 +14,15 @@ import { tempDir } from "../support/tempDirs.ts"
 
 const PATH = process.env.PATH ?? "/usr/bin:/bin"
 
+/** Whether process `pid` runs `sleep` (it has exec'd). */
+const isSleep = (pid: number): boolean => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] === "sleep"
+  } catch {
+    return false
+  }
+}
+
 /** A shell that starts a sleeper in its own group and then becomes another. */
 const sleepers = (mark: string) => ({ command: "/bin/sh", args: ["-c", `sleep ${mark} & exec sleep ${mark}`], env: { PATH } })
 
@@ -53,8 +62,9 @@ describe("Subprocess.start", () => {
       const mark = uniqueSleep()
       const scope = yield* Scope.make()
       const proc = yield* start(sleepers(mark)).pipe(Scope.provide(scope))
-      yield* eventually(() => liveWithMark(mark).length === 2, "the shell's two sleepers")
-      const members = liveWithMark(mark)
+      // Both read in one look, once each has become `sleep` (a process in the middle of its exec can read as no member).
+      let members: Array<number> = []
+      yield* eventually(() => (members = liveWithMark(mark)).length === 2 && members.every(isSleep), "the shell's two sleepers")
       expect(members.map((pid) => procStat(pid)?.pgrp)).toEqual([proc.pid, proc.pid])
       yield* Scope.close(scope, Exit.void)
       expect(proc.exitNow()).toEqual({ code: null, signal: "SIGKILL" })
