@@ -117,8 +117,8 @@ describe("runCommand", () => {
     Effect.gen(function*() {
       const mark = uniqueSleep()
       const fiber = yield* Effect.forkChild(runCommand(sleepers(mark)).pipe(Effect.timeoutOption(Duration.seconds(60))))
-      yield* eventually(() => liveWithMark(mark).length === 2, "the shell's two sleepers")
-      const members = liveWithMark(mark)
+      let members: Array<number> = []
+      yield* eventually(() => (members = liveWithMark(mark)).length === 2 && members.every(isSleep), "the shell's two sleepers")
       yield* Fiber.interrupt(fiber)
       expect(members.filter(isLive)).toEqual([])
       const late = uniqueSleep()
