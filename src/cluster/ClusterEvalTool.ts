@@ -94,9 +94,11 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
     const callId = randomBytes(16).toString("hex")
     const session = clientOf(context.sessionId)
     const signal = context.signal
-    const onAbort = () => {
-      Effect.runForkWith(services)(Effect.ignore(withRetries(inTransit(session.Cancel({ callId })), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
+    /** Sends a call about this cell without waiting for it (its retries bounded to 10 s). */
+    const sendAside = (call: Effect.Effect<boolean, unknown>) => {
+      Effect.runForkWith(services)(Effect.ignore(withRetries(inTransit(call), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
     }
+    const onAbort = () => sendAside(session.Cancel({ callId }))
     signal?.addEventListener("abort", onAbort, { once: true })
     const onEvent = context.onEvent
     const streamed = makeTextWindow<SinkOutput>(settings.output)
@@ -123,11 +125,7 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
         if (batch.outputs.length === 0) yield* Effect.sleep(Duration.millis(policy.retryIntervalMs))
       }
     }).pipe(
-      Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          Effect.runForkWith(services)(Effect.ignore(withRetries(inTransit(session.Interrupt({ callId })), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) })))
-        })
-      )
+      Effect.onInterrupt(() => Effect.sync(() => sendAside(session.Interrupt({ callId }))))
     )
     return yield* answer.pipe(
       Effect.map((result) => (result.notice === LOST_CELL_NOTICE && result.outputs.length === 0 ? withStreamedOutputs(result, streamed.finish()) : result)),
