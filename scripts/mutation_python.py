@@ -139,7 +139,7 @@ def mutants_of(text):
             for left, right in zip(node.values, node.values[1:]):
                 start, end = _gap_operator(source, source.end(left), source.start(right), text_op)
                 add_within("LogicalOperator", node, start, end, "or" if text_op == "and" else "and")
-            if not isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.comprehension)) or parent is None:
+            if not isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.comprehension)):
                 force(node)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             add_within("BooleanLiteral", node, source.start(node), source.start(node.operand), "")
