@@ -6,8 +6,9 @@
  * requests take its outputs in turn), the ledger consulted before a cell runs (no silent
  * re-runs, a notice on a re-homed session), and the session's kernels ended when the
  * entity leaves this runner (idle time, hand-off, shutdown). A cell outlives each request
- * of its call; it is interrupted by `Interrupt`, or when its entity ends with the session
- * still here, and finishes here when the session's shard moved or the runner is stopping.
+ * of its call; it is interrupted by `Interrupt`, when a request of its call is interrupted
+ * (the caller went away) or when its entity ends with the session still here, and
+ * finishes here when the session's shard moved or the runner is stopping.
  */
 import { Cause, Deferred, Duration, Effect, Exit, Layer, Result, Schema, Scope } from "effect"
 import * as Entity from "effect/cluster/Entity"
@@ -209,6 +210,12 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     yield* Scope.provide(handOff.start(sessionId, call.callId, work, mayFinishHere), call.scope)
   })
 
+  /**
+   * A request of the call waiting for its outputs; when it is interrupted (its caller went
+   * away or interrupted it) the cell is interrupted too, unless it may finish here.
+   */
+  const waitOn = (call: SessionCall, from: number) => Effect.onInterrupt(takeFrom(call, from, watch), () => Scope.close(call.scope, Exit.void))
+
   /** A new call: the ledger's word on it, then its cell, or its answer without running. */
   const startCall = Effect.fnUntraced(function*(callId: string, params: unknown, requestedCwd: string | undefined, from: number) {
     const previous = current
@@ -246,7 +253,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         }))),
       Effect.ignore
     )
-    return yield* takeFrom(call, from, watch)
+    return yield* waitOn(call, from)
   })
 
   const busy = (from: number, params: unknown) => Effect.succeed(answerOnly(from, busyResult(params)))
@@ -255,7 +262,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     Execute: (request) =>
       Effect.map(Effect.suspend((): Effect.Effect<ExecuteBatch, SessionCallError> => {
         const { callId, params, from } = request.payload
-        if (current?.callId === callId) return takeFrom(current, from, watch)
+        if (current?.callId === callId) return waitOn(current, from)
         if (runningCell() !== undefined) return busy(from, params)
         // A cell of this session still finishing here after its shard moved away and back:
         // its own call waits for it (the ledger then replays its result), another is busy.

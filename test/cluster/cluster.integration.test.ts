@@ -127,6 +127,38 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     }
   }, 120_000)
 
+  it("a caller that goes away while its cell runs leaves nothing running: the cell is interrupted, the kernel lives on", async () => {
+    const settings = Result.getOrThrow(resolveClusterSettings({ postgresUrl: cluster.pg.url, secret: cluster.secret, shardLockExpirationMs: LOCK_EXPIRATION_MS }, {}))
+    const entitiesOf = () => ManagedRuntime.make(clientShardingLayer(settings).pipe(Layer.provide(postgresLayer(settings))))
+    await runPromise("gone", "kept = 1")
+    const marker = path.join(cluster.dir, "gone-marker")
+    // The cell's own timeout (100 s) is far past the wait below: only the caller's going ends it that soon.
+    const code = `import time\nprint('go', flush=True)\ntime.sleep(90)\nkept = 2\nopen(${JSON.stringify(marker)}, 'w').close()`
+    const params = { language: "py", code, timeout: 100 }
+    const caller = entitiesOf()
+    const session = await caller.runPromise(Effect.map(KernelSession.client, (client) => client("gone")))
+    const first = await caller.runPromise(session.Execute({ params, callId: "gone-1", from: 0 }))
+    expect(first.outputs).toEqual([{ _tag: "Stdout", text: "go\n" }])
+    const waiting = caller.runPromiseExit(session.Execute({ params, callId: "gone-1", from: first.next }))
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    await caller.dispose()
+    await waiting
+    const observer = entitiesOf()
+    try {
+      const deadline = Date.now() + 30_000
+      let status = await observer.runPromise(Effect.flatMap(KernelSession.client, (client) => client("gone").Status()))
+      while (status.running !== null && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200))
+        status = await observer.runPromise(Effect.flatMap(KernelSession.client, (client) => client("gone").Status()))
+      }
+      expect(status.running).toBeNull()
+    } finally {
+      await observer.dispose()
+    }
+    expect((await runPromise("gone", "print(kept)")).text).toBe("1")
+    expect(fs.existsSync(marker)).toBe(false)
+  }, 120_000)
+
   it("a truncated cell's full output is an artifact the client reads from Postgres, whichever runner wrote it", async () => {
     const result = await runPromise("artifact", "for i in range(20000):\n    print('row', i)")
     expect(result.truncation).toBeDefined()
