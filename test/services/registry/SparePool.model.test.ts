@@ -178,6 +178,29 @@ interface Fake {
   closed: boolean
 }
 
+/** Fake runner `index` as a spawned spare: alive until killed or shut down (after `delay`), counting its shutdowns. */
+const fakeSpare = (
+  index: number,
+  fake: { alive: boolean; shutdowns: number; readonly dead: Deferred.Deferred<DeathCause> },
+  delay: Effect.Effect<void> = Effect.void
+): SparePool.SpawnedSpare<number> => ({
+  meta: index,
+  pending: {
+    pid: pidOf(index),
+    isAlive: Effect.sync(() => fake.alive),
+    dead: Deferred.await(fake.dead),
+    shutdown: Effect.andThen(
+      delay,
+      Effect.suspend(() => {
+        fake.shutdowns++
+        fake.alive = false
+        return Deferred.succeed(fake.dead, DeathCause.Shutdown())
+      })
+    ),
+    start: () => Effect.die("a spare is not started in these tests")
+  }
+})
+
 /** The implementation side: pools whose spawns are fake runners the test ends, dies and watches. */
 const makeSystem = Effect.gen(function*() {
   const fakes: Array<Fake> = []
@@ -204,20 +227,7 @@ const makeSystem = Effect.gen(function*() {
       const outcome = yield* Deferred.await(fake.outcome)
       if (outcome === "fail") return yield* Effect.fail("the runner did not start")
       if (outcome === "none") return undefined
-      return {
-        meta: index,
-        pending: {
-          pid: pidOf(index),
-          isAlive: Effect.sync(() => fake.alive),
-          dead: Deferred.await(fake.dead),
-          shutdown: Effect.suspend(() => {
-            fake.shutdowns++
-            fake.alive = false
-            return Deferred.succeed(fake.dead, DeathCause.Shutdown())
-          }),
-          start: () => Effect.die("a spare is not started in these tests")
-        }
-      }
+      return fakeSpare(index, fake)
     })
   const specs: Record<PoolId, SparePool.PoolSpec<number>> = {
     p: { id: "p", size: SIZE.p, spawn: spawn("p") },
@@ -340,23 +350,7 @@ const scriptedPool = (size: number, script: ReadonlyArray<Outcome> = [], options
       const outcome = script[index] ?? "ok"
       if (outcome === "fail") return yield* Effect.fail("the runner did not start")
       if (outcome === "none") return undefined
-      return {
-        meta: index,
-        pending: {
-          pid: pidOf(index),
-          isAlive: Effect.sync(() => fake.alive),
-          dead: Deferred.await(fake.dead),
-          shutdown: Effect.andThen(
-            options.shutdownMs === undefined ? Effect.void : Effect.sleep(options.shutdownMs),
-            Effect.suspend(() => {
-              fake.shutdowns++
-              fake.alive = false
-              return Deferred.succeed(fake.dead, DeathCause.Shutdown())
-            })
-          ),
-          start: () => Effect.die("a spare is not started in these tests")
-        }
-      }
+      return fakeSpare(index, fake, options.shutdownMs === undefined ? Effect.void : Effect.sleep(options.shutdownMs))
     })
     const spec: SparePool.PoolSpec<number> = { id: options.id ?? "p", size, spawn }
     const kill = (index: number) =>
