@@ -41,9 +41,6 @@ const keptResult = (result: EvalResult | undefined): string | null => {
   return json.length <= MAX_KEPT_RESULT_CHARS ? json : null
 }
 
-/** The answer of a call that ends at once, without a cell: only its result. */
-const answerOnly = (from: number, result: EvalResult): ExecuteBatch => ({ outputs: [], next: from, result })
-
 /**
  * The session's latest call on this runner: its cell's outputs not yet acknowledged, and
  * its end once it ended (kept until the session's next call, so an answer lost on the way
@@ -256,7 +253,8 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     return yield* waitOn(call, from)
   })
 
-  const busy = (from: number, params: unknown) => Effect.succeed(answerOnly(from, busyResult(params)))
+  /** The answer to a call that finds another cell running: its "busy" result alone. */
+  const busy = (from: number, params: unknown) => Effect.succeed<ExecuteBatch>({ outputs: [], next: from, result: busyResult(params) })
 
   return KernelSession.of({
     Execute: (request) =>
