@@ -11,6 +11,7 @@ loaded in place of the module, and writes a report shaped like Stryker's JSON re
 """
 
 import ast
+import bisect
 import io
 import json
 import os
@@ -57,7 +58,7 @@ class Source:
 
     def position(self, offset):
         """The 1-based line and column of a character offset."""
-        line = max(index for index, start in enumerate(self.starts) if start <= offset)
+        line = bisect.bisect_right(self.starts, offset) - 1
         return {"line": line + 1, "column": offset - self.starts[line] + 1}
 
     def start(self, node):
