@@ -8,7 +8,8 @@ import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
+import * as net from "node:net"
+import { answersQuery, postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
 import { titled } from "../support/skip.ts"
 
 const skip = postgresSkipReason()
@@ -40,6 +41,18 @@ describe.skipIf(skip !== undefined)(titled("test PostgreSQL", skip), () => {
       const exit = yield* Effect.exit(query(wrong, "select 1"))
       expect(exit._tag).toBe("Failure")
     }))
+
+  it("counts as ready only a server that answers a query, not a port that accepts a connection", async () => {
+    const listener = net.createServer((socket) => socket.destroy())
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve))
+    try {
+      const port = (listener.address() as net.AddressInfo).port
+      expect(await answersQuery(port, "anything")).toBe(false)
+      expect(await answersQuery(pg.port, new URL(pg.url).password)).toBe(true)
+    } finally {
+      await new Promise((resolve) => listener.close(resolve))
+    }
+  })
 
   it("stop ends the server and removes its directory", async () => {
     const other = await startPostgres()

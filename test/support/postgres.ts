@@ -38,7 +38,7 @@ const binDirs = (): ReadonlyArray<string> => {
 }
 
 const findBinDir = (): string | undefined =>
-  binDirs().find((dir) => ["initdb", "postgres"].every((name) => NodeFs.existsSync(path.join(dir, name))))
+  binDirs().find((dir) => ["initdb", "postgres", "psql"].every((name) => NodeFs.existsSync(path.join(dir, name))))
 
 const serverUser = (): { readonly uid: number; readonly gid: number } | undefined => {
   if (process.getuid?.() !== 0) return undefined
@@ -69,29 +69,37 @@ export const freePort = (): Promise<number> =>
     })
   })
 
-const canConnect = (port: number): Promise<boolean> =>
-  new Promise((resolve) => {
-    const socket = net.connect({ host: "127.0.0.1", port })
-    socket.once("connect", () => {
-      socket.destroy()
-      resolve(true)
-    })
-    socket.once("error", () => resolve(false))
-  })
-
 const exited = (child: ChildProcess): Promise<void> =>
   child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once("exit", () => resolve()))
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-const ready = async (port: number, server: ChildProcess, log: () => string): Promise<void> => {
+/**
+ * Whether the server answers a query. A TCP connect is not enough: the server listens while
+ * it is still starting up and answers every connection 57P03 ("the database system is
+ * starting up") until then.
+ */
+export const answersQuery = (port: number, password: string): Promise<boolean> =>
+  new Promise((resolve) => {
+    const bin = findBinDir()
+    if (bin === undefined) return resolve(false)
+    const psql = spawn(path.join(bin, "psql"), [
+      "-X", "-A", "-t", "-h", "127.0.0.1", "-p", String(port), "-U", "veyyon", "-d", "postgres", "-c", "select 1"
+    ], { env: { ...process.env, PGPASSWORD: password, PGCONNECT_TIMEOUT: "10" }, stdio: ["ignore", "pipe", "ignore"] })
+    let out = ""
+    psql.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
+    psql.once("error", () => resolve(false))
+    psql.once("close", (code) => resolve(code === 0 && out.trim() === "1"))
+  })
+
+const ready = async (port: number, password: string, server: ChildProcess, log: () => string): Promise<void> => {
   const deadline = Date.now() + 120_000
   while (Date.now() < deadline) {
     if (server.exitCode !== null || server.signalCode !== null) throw new Error(`the test PostgreSQL exited before it was ready:\n${log()}`)
-    if (await canConnect(port)) return
+    if (await answersQuery(port, password)) return
     await sleep(100)
   }
-  throw new Error(`the test PostgreSQL did not accept connections within 120 s:\n${log()}`)
+  throw new Error(`the test PostgreSQL did not answer a query within 120 s:\n${log()}`)
 }
 
 /** Starts a fresh server; call `stop` when done (also on failure). */
@@ -131,7 +139,7 @@ export const startPostgres = async (): Promise<TestPostgres> => {
     const kill = () => server.kill("SIGKILL")
     process.once("exit", kill)
     try {
-      await ready(port, server, () => log)
+      await ready(port, password, server, () => log)
     } catch (error) {
       server.kill("SIGKILL")
       await exited(server)
