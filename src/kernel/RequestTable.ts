@@ -232,6 +232,12 @@ export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (fr
   if (frame.type === "snapshot_chunk" || frame.type === "snapshot_done" || frame.type === "restore_done") {
     return routeTransfer(table, frame)
   }
+  if ((frame.type === "error" || frame.type === "done") && typeof frame.id === "string" && table.transfers.has(frame.id)) {
+    const transfer = table.transfers.get(frame.id)!
+    return frame.type === "done"
+      ? Effect.void
+      : Effect.sync(() => Deferred.doneUnsafe(transfer.ended, Exit.fail(`${frame.ename}: ${frame.evalue}`)))
+  }
   if (frame.type === "error" && (frame.id === undefined || frame.id === null)) {
     return Effect.logWarning(`runner reported an error outside any request: ${frame.ename}: ${frame.evalue}`)
   }

@@ -36,8 +36,8 @@ export const RESOURCES_GUIDANCE =
 export interface McpSessions {
   /** The kernel session of a client. */
   readonly sessionIdOf: (clientId: number) => string
-  /** Ends a client: interrupts its calls and shuts its kernels down. */
-  readonly end: (clientId: number) => Effect.Effect<void>
+  /** Ends a client: interrupts its calls and shuts its kernels down; `forget` also forgets its saved state (an explicit delete). */
+  readonly end: (clientId: number, options?: { readonly forget?: boolean }) => Effect.Effect<void>
 }
 
 /** How the server runs. */
@@ -47,6 +47,8 @@ export interface McpServeOptions {
   readonly progressIntervalMs: number
   /** Each session's cells run in its own directory here (removed when it ends); without it, in the server's directory. */
   readonly sessionDirs?: SessionWorkspace | undefined
+  /** The session id of every client (the stdio door's one client, named so a restarted server restores it); without it, a random id per client. */
+  readonly sessionId?: string | undefined
 }
 
 const toolTotalSeconds = (payload: unknown): number =>
@@ -113,7 +115,7 @@ export const serveMcp = <E, R>(
     const sessionIdOf = (clientId: number) => {
       let id = ids.get(clientId)
       if (id === undefined) {
-        id = `mcp-${randomBytes(16).toString("hex")}`
+        id = options.sessionId ?? `mcp-${randomBytes(16).toString("hex")}`
         ids.set(clientId, id)
       }
       return id
@@ -178,7 +180,8 @@ export const serveMcp = <E, R>(
     })
     const sessions: McpSessions = {
       sessionIdOf,
-      end: (clientId) => Effect.andThen(door.disconnect(clientId), Effect.andThen(tool.endSession(sessionIdOf(clientId)), forget(clientId)))
+      end: (clientId, endOptions) =>
+        Effect.andThen(door.disconnect(clientId), Effect.andThen(tool.endSession(sessionIdOf(clientId), endOptions), forget(clientId)))
     }
 
     yield* server.addTool({

@@ -104,20 +104,20 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
     const open = new Map<string, Session>()
     let nextClientId = 1
 
-    const endSession = (session: Session) =>
+    const endSession = (session: Session, options?: { readonly forget?: boolean }) =>
       Effect.suspend(() => {
         if (!open.delete(session.id)) return Effect.void
-        return sessions.end(session.clientId)
+        return sessions.end(session.clientId, options)
       })
 
     const sweep = Effect.suspend(() => {
       const now = Date.now()
       const idle = [...open.values()].filter((session) => session.running === 0 && now - session.lastSeen > options.idleTtlMs)
-      return Effect.forEach(idle, endSession, { discard: true })
+      return Effect.forEach(idle, (session) => endSession(session), { discard: true })
     })
     const sweepEvery = Duration.millis(Math.max(1_000, Math.min(60_000, Math.floor(options.idleTtlMs / 2))))
     yield* Effect.forkScoped(Effect.repeat(Effect.delay(sweep, sweepEvery), Schedule.spaced(sweepEvery)))
-    yield* Effect.addFinalizer(() => Effect.forEach([...open.values()], endSession, { discard: true }))
+    yield* Effect.addFinalizer(() => Effect.forEach([...open.values()], (session) => endSession(session), { discard: true }))
 
     const guard = (request: HttpServerRequest.HttpServerRequest): Option.Option<HttpServerResponse.HttpServerResponse> => {
       if (!originAllowed(request.headers["origin"], options.host)) {
@@ -241,7 +241,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       if (Option.isSome(refused)) return refused.value
       const session = open.get(request.headers[SESSION_HEADER] ?? "")
       if (session === undefined) return httpError(404, ErrorCode.InvalidRequest, "Session not found: nothing to end.")
-      yield* endSession(session)
+      yield* endSession(session, { forget: true })
       return HttpServerResponse.empty({ status: 204 })
     })
 
