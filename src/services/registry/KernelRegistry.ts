@@ -186,9 +186,9 @@ export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
   })
 
 /** The notice of a cell that ran twice because its kernel died during the first attempt. */
-export const retriedNotice = (died: KernelDied): string =>
+export const retriedNotice = (died: KernelDied, snapshots = false): string =>
   `the kernel died during this cell (${describeExit(died.exit)}) and the cell ran again in a fresh kernel: ` +
-  `its side effects (files written, requests sent) may have happened twice, and earlier state is gone. ` +
+  `its side effects (files written, requests sent) may have happened twice, and ${snapshots ? "earlier state is what the session's snapshot restored" : "earlier state is gone"}. ` +
   `Output before the kernel-restart line is from the first attempt.`
 
 const joinNotices = (first: string, second: string | undefined): string =>
@@ -590,7 +590,7 @@ const makeRegistry = Effect.gen(function*() {
           fields: { reason: first.message, exit: describeExit(first.exit) }
         }))),
         Effect.andThen(watchLimits(run, replace, onOutput)),
-        Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first), outcome.notice) })),
+        Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first, snapshots !== undefined), outcome.notice) })),
         Effect.catchTag("KernelDied", (second) => {
           const limit = breachOfDeath(second.stderr, settings.limits)
           return Effect.andThen(
