@@ -17,7 +17,14 @@ import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { evalLayer } from "../../layers/EvalLive.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
-import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import { bearerMatches, makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import type { CellObserver } from "../../mcp/CellObserver.ts"
+import { makeSessionWatch } from "../../mcp/viewer/SessionWatch.ts"
+import { SOLE_TOKEN } from "../../mcp/viewer/ViewerAccess.ts"
+import { makeViewerAuth } from "../../mcp/viewer/ViewerAuth.ts"
+import { VIEWER_PATH } from "../../mcp/viewer/ViewerHtml.ts"
+import { linkUrl, makeViewer, viewerOrigin } from "../../mcp/viewer/ViewerRoutes.ts"
+import { SessionRecord } from "../../services/output/SessionRecord.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/storage/SessionWorkspace.ts"
@@ -62,6 +69,9 @@ export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
 /** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
+/** The environment variable that turns the viewer page on, as `--viewer` does. */
+export const MCP_VIEWER_ENV = "VEYYON_MCP_VIEWER"
+
 /** What `veyyon mcp` reads from its variables. */
 export interface McpVariables {
   /** The interval of a long call's progress notifications (`VEYYON_MCP_PROGRESS_INTERVAL_MS`, kept within bounds). */
@@ -72,23 +82,27 @@ export interface McpVariables {
   readonly workspace: string | undefined
   /** Whether to serve as a cluster client (`VEYYON_CLUSTER`, a boolean). */
   readonly cluster: boolean
+  /** Whether the HTTP door also serves the viewer page (`VEYYON_MCP_VIEWER`, a boolean). */
+  readonly viewer: boolean
 }
 
 const mcpConfig: Config.Config<McpVariables> = Config.all({
   progressIntervalMs: Config.map(optionalSetting(TrimmedText, MCP_PROGRESS_INTERVAL_ENV), progressIntervalMs),
   token: optionalSetting(TrimmedText, MCP_TOKEN_ENV),
   workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
-  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false))
+  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false)),
+  viewer: setting(FlagText, MCP_VIEWER_ENV).pipe(Config.withDefault(false))
 })
 
 /** The variables of `veyyon mcp` from `env` (the process's by default); an unreadable one fails naming it. */
 export const readMcpVariables = (env?: EnvRecord): Result.Result<McpVariables, InvalidSettings> =>
   readConfig(mcpConfig, fromVariables(env))
 
-const serveOptions = (variables: McpVariables, sessionDirs?: SessionWorkspace) => ({
+const serveOptions = (variables: McpVariables, sessionDirs?: SessionWorkspace, observer?: CellObserver) => ({
   version: VERSION,
   progressIntervalMs: variables.progressIntervalMs,
-  sessionDirs
+  sessionDirs,
+  observer
 })
 
 /** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
@@ -138,19 +152,40 @@ const tokenOf = (given: string | undefined): { readonly token: string; readonly 
 const nodeHttpServer = (host: string, port: number) =>
   Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
-const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables) =>
+const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables, withViewer: boolean) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf(variables.token)
     const settings = yield* Settings
+    const records = yield* Effect.serviceOption(SessionRecord)
+    const watch = withViewer && Option.isSome(records) ? makeSessionWatch() : undefined
     yield* prepareSpares
-    yield* serveMcp(serveOptions(variables, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined), (door, sessions) =>
+    yield* serveMcp(serveOptions(variables, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined, watch?.observer), (door, sessions) =>
       Effect.gen(function*() {
-        const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
+        const origin = server.address._tag === "UnixPathAddress" ? undefined : viewerOrigin(host, server.address.port)
+        const auth = makeViewerAuth()
+        const viewer = watch === undefined || origin === undefined || Option.isNone(records) ? undefined : makeViewer({
+          origin,
+          watch,
+          auth,
+          authenticate: (header) => (bearerMatches(header, token) ? SOLE_TOKEN : undefined),
+          notebook: (sessionId) => records.value.notebook(sessionId)
+        })
+        const router = yield* makeHttpDoor(door, sessions, {
+          token,
+          host,
+          idleTtlMs: settings.kernel.idleTtlMs,
+          ...(viewer === undefined ? {} : { beside: { prefix: VIEWER_PATH, app: viewer } })
+        })
         yield* server.serve(router)
         const address = server.address._tag === "UnixPathAddress" ? MCP_PATH : `${HttpServer.formatAddress(server.address)}${MCP_PATH}`
         process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
         if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
+        if (viewer !== undefined && origin !== undefined) {
+          process.stderr.write(
+            `veyyon mcp: viewer page (this link works for 10 minutes; POST ${VIEWER_PATH}/link with the bearer token for a fresh one): ${linkUrl(origin, auth.mint(SOLE_TOKEN).code)}\n`
+          )
+        }
         return yield* Effect.never
       }).pipe(Effect.scoped))
   }).pipe(
@@ -185,6 +220,10 @@ const host = Flag.String("host").pipe(
   Flag.withDescription(`With --http: the address to listen on (default ${DEFAULT_MCP_HOST}).`),
   Flag.withDefault(DEFAULT_MCP_HOST)
 )
+const viewer = Flag.Boolean("viewer").pipe(
+  Flag.withDescription(`With --http: also serve a live page of the sessions at /viewer/ for the people behind the agents (also ${MCP_VIEWER_ENV}=1; a sign-in link is printed at start).`),
+  Flag.withDefault(false)
+)
 const port = Flag.Int("port").pipe(
   Flag.withMetavar("PORT"),
   Flag.withDescription(`With --http: the TCP port (default ${DEFAULT_MCP_PORT}; 0 picks a free one).`),
@@ -192,7 +231,7 @@ const port = Flag.Int("port").pipe(
 )
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth }, (options) => {
+export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth, viewer }, (options) => {
   if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
@@ -201,8 +240,13 @@ export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insec
   if (Result.isFailure(variables)) return Effect.fail(failureOf(variables.failure))
   const asClient = options.cluster || variables.success.cluster
   if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
+  const withViewer = options.viewer || variables.success.viewer
+  if (withViewer && !options.http) return Effect.fail(usageError("--viewer applies only with --http (the page is served beside /mcp)"))
+  if (withViewer && asClient) {
+    return Effect.fail(usageError("--viewer is not available with --cluster yet: the cells' records and live output live on the runners, not in this process"))
+  }
   const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
-  return serve(options.http ? httpServer(options.host, options.port, placement, variables.success) : stdioServer(placement, variables.success))
+  return serve(options.http ? httpServer(options.host, options.port, placement, variables.success, withViewer) : stdioServer(placement, variables.success))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )
