@@ -15,7 +15,7 @@ export const VIEWER_CSS = `
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--ink); font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; }
 a { color: var(--run); }
-header.top { display: flex; flex-wrap: wrap; align-items: baseline; gap: .4rem 1rem; padding: .8rem 1.2rem; background: var(--card); border-bottom: 1px solid var(--line); }
+header.top { position: sticky; top: 0; z-index: 1; display: flex; flex-wrap: wrap; align-items: baseline; gap: .4rem 1rem; padding: .8rem 1.2rem; background: var(--card); border-bottom: 1px solid var(--line); }
 header.top h1 { font-size: 1.15rem; margin: 0; }
 header.top .export { margin-left: auto; }
 main { max-width: 1100px; margin: 0 auto; padding: 1rem 1.2rem 3rem; }
@@ -47,7 +47,7 @@ pre.code { background: var(--code); }
 .outputs .rich { padding: .4rem .8rem; }
 .outputs .error pre { color: var(--err); background: var(--errbg); }
 img.figure { display: block; max-width: 100%; height: auto; background: #fff; border-radius: 4px; }
-iframe.html { display: block; width: 100%; height: 260px; border: 1px solid var(--line); border-radius: 4px; background: #fff; resize: vertical; }
+iframe.html { display: block; width: 100%; border: 1px solid var(--line); border-radius: 4px; background: #fff; resize: vertical; }
 .notice { margin: 0; padding: .5rem .8rem; color: var(--warn); border-top: 1px solid var(--line); font-size: .9rem; }
 #live { font-size: .85rem; }
 @media (max-width: 640px) {
@@ -61,6 +61,19 @@ iframe.html { display: block; width: 100%; height: 260px; border: 1px solid var(
   table.sessions td { border: 0; padding: .1rem .75rem; }
   pre { font-size: 12px; padding: .45rem .6rem; }
 }
+`
+
+/** The stylesheet of a sandboxed HTML output (its own inline styles are refused by the page's policy, which it inherits). */
+export const FRAME_CSS = `
+:root { color-scheme: light; }
+body { margin: 6px; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1c2024; background: #fff; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: 4px 10px; text-align: right; border: 0; border-bottom: 1px solid #e4e7eb; }
+thead th { border-bottom: 1px solid #9aa3ad; }
+tbody tr:nth-child(odd) { background: #f6f7f9; }
+tbody th { font-weight: 600; }
+pre, code { font: 13px ui-monospace, SFMono-Regular, Menlo, monospace; }
+img, svg { max-width: 100%; height: auto; }
 `
 
 /** The script. */

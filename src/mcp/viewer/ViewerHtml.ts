@@ -12,6 +12,9 @@ import type { WatchedCell, WatchedSession } from "./SessionWatch.ts"
 /** The path the viewer is served under. */
 export const VIEWER_PATH = "/viewer"
 
+/** What a sandboxed HTML output starts with: the viewer's stylesheet for outputs. */
+const FRAME_HEAD = `<!doctype html><meta charset="utf-8"><link rel="stylesheet" href="${VIEWER_PATH}/frame.css">`
+
 /** The URL of a session's page. */
 export const sessionPath = (id: string): string => `${VIEWER_PATH}/s/${encodeURIComponent(id)}`
 
@@ -35,6 +38,15 @@ const pre = (className: string, text: string) => `<pre class="${className}">${es
 
 const image = (mime: string, base64: string, alt: string) => `<img class="figure" alt="${escape(alt)}" src="data:${mime};base64,${base64.replace(/\s/g, "")}">`
 
+const LINE_TAGS = /<(tr|p|br|li|h[1-6]|div)\b/gi
+
+/** A sandboxed frame cannot size itself (no scripts): its height in pixels is guessed from the lines its HTML would take, within bounds (a person can drag it taller). */
+export const frameHeight = (html: string): number => {
+  const head = html.slice(0, 200_000)
+  const lines = head.match(LINE_TAGS)?.length ?? head.split("\n").length
+  return Math.min(480, Math.max(60, 32 + 26 * lines))
+}
+
 /** One rich bundle as HTML: the richest representation the page shows safely. */
 const bundleHtml = (data: Readonly<Record<string, unknown>>): string => {
   for (const mime of ["image/png", "image/jpeg"]) {
@@ -44,7 +56,10 @@ const bundleHtml = (data: Readonly<Record<string, unknown>>): string => {
   const svg = data["image/svg+xml"]
   if (svg !== undefined) return image("image/svg+xml", Buffer.from(textOf(svg), "utf8").toString("base64"), "SVG figure")
   const html = data["text/html"]
-  if (html !== undefined) return `<iframe class="html" sandbox="" referrerpolicy="no-referrer" title="HTML output" srcdoc="${escape(textOf(html))}"></iframe>`
+  if (html !== undefined) {
+    const source = textOf(html)
+    return `<iframe class="html" sandbox="" referrerpolicy="no-referrer" title="HTML output" height="${frameHeight(source)}" srcdoc="${escape(FRAME_HEAD + source)}"></iframe>`
+  }
   for (const mime of ["text/markdown", "text/latex", "text/plain"]) {
     if (data[mime] !== undefined) return pre("plain", textOf(data[mime]))
   }

@@ -14,7 +14,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import stripAnsi from "strip-ansi"
 import { notebookOutputs, type NotebookOutput } from "../../services/output/SessionRecord.ts"
 import { mayView, type TokenIdentity } from "./ViewerAccess.ts"
-import { VIEWER_CSS, VIEWER_JS } from "./ViewerAssets.ts"
+import { FRAME_CSS, VIEWER_CSS, VIEWER_JS } from "./ViewerAssets.ts"
 import type { ViewerAuth } from "./ViewerAuth.ts"
 import { cellHtml, messagePage, outputHtml, sessionPage, sessionPath, sessionsPage, sessionsTable, VIEWER_PATH } from "./ViewerHtml.ts"
 import type { CellEvent, SessionWatch, WatchedCell, WatchEvent } from "./SessionWatch.ts"
@@ -50,7 +50,7 @@ const SECURITY_HEADERS = {
   "content-security-policy": VIEWER_CSP,
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
-  "referrer-policy": "no-referrer",
+  "referrer-policy": "same-origin",
   "cache-control": "no-store"
 }
 
@@ -225,6 +225,9 @@ export const makeViewer = (options: ViewerOptions) => {
     if (path === "") return HttpServerResponse.redirect(`${VIEWER_PATH}/${url.search}`, { status: 308, headers: SECURITY_HEADERS })
     if (request.method === "GET" && path === "/app.css") {
       return HttpServerResponse.text(VIEWER_CSS, { contentType: "text/css; charset=utf-8", headers: SECURITY_HEADERS })
+    }
+    if (request.method === "GET" && path === "/frame.css") {
+      return HttpServerResponse.text(FRAME_CSS, { contentType: "text/css; charset=utf-8", headers: SECURITY_HEADERS })
     }
     if (request.method === "GET" && path === "/app.js") {
       return HttpServerResponse.text(VIEWER_JS, { contentType: "text/javascript; charset=utf-8", headers: SECURITY_HEADERS })

@@ -154,7 +154,8 @@ describe("viewer routes", () => {
     const frame = /<iframe[^>]*>/.exec(html)![0]
     expect(frame).toContain(`sandbox=""`)
     expect(frame).not.toMatch(/allow-/)
-    expect(frame).toContain("srcdoc=\"&lt;img src=x onerror=&quot;fetch(&apos;/x&apos;)&quot;&gt;&lt;script&gt;")
+    expect(frame).toContain(`srcdoc="&lt;!doctype html&gt;`)
+    expect(frame).toContain("&lt;img src=x onerror=&quot;fetch(&apos;/x&apos;)&quot;&gt;&lt;script&gt;")
     expect(html).toMatch(/<img class="figure" alt="SVG figure" src="data:image\/svg\+xml;base64,[A-Za-z0-9+/=]+">/)
     expect(html).not.toContain("image/png")
     expect(html).toContain("ValueError: &lt;bad&gt;")
