@@ -22,6 +22,9 @@ export const MAX_CELLS = 200
 /** The most output bytes (as JSON) kept per session, running cells' events included. */
 export const MAX_SESSION_BYTES = 32 * 1024 * 1024
 
+/** The most output bytes (as JSON) of one running cell held and streamed to its pages; the rest shows when it ends. */
+export const MAX_LIVE_CELL_BYTES = 4 * 1024 * 1024
+
 /** How a watched cell stands. */
 export type CellState = "running" | "ok" | "error" | "cancelled" | "interrupted" | "timed out" | "killed" | "failed"
 
@@ -50,6 +53,7 @@ export interface WatchedCell {
 export type WatchEvent =
   | { readonly _tag: "CellStarted"; readonly cell: WatchedCell }
   | { readonly _tag: "CellEvent"; readonly cell: WatchedCell; readonly event: CellEvent }
+  | { readonly _tag: "CellOverflowed"; readonly cell: WatchedCell }
   | { readonly _tag: "CellEnded"; readonly cell: WatchedCell }
   | { readonly _tag: "SessionEnded" }
 
@@ -163,13 +167,16 @@ export const makeSessionWatch = (options: { readonly now?: () => number; readonl
       onEvent: (output: KernelOutput) => {
         if (output._tag === "Done") return
         const event: CellEvent = output
-        const size = sizeOf(event)
-        if (session.bytes + size <= MAX_SESSION_BYTES) {
-          watched.events.push(event)
-          watched.bytes += size
-          session.bytes += size
-        } else watched.dropped = true
         session.lastActivity = now()
+        if (watched.dropped) return
+        const size = sizeOf(event)
+        if (session.bytes + size > MAX_SESSION_BYTES || watched.bytes + size > MAX_LIVE_CELL_BYTES) {
+          watched.dropped = true
+          return tell(session, { _tag: "CellOverflowed", cell: watched })
+        }
+        watched.events.push(event)
+        watched.bytes += size
+        session.bytes += size
         tell(session, { _tag: "CellEvent", cell: watched, event })
       },
       finished: (ending) => {
@@ -177,6 +184,7 @@ export const makeSessionWatch = (options: { readonly now?: () => number; readonl
         session.lastActivity = watched.endedAt
         session.bytes -= watched.bytes
         watched.events = []
+        watched.dropped = false
         if ("result" in ending) {
           const result = ending.result
           watched.state = stateOf(result, controller.signal.aborted)

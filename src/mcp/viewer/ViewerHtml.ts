@@ -118,7 +118,9 @@ export const cellHtml = (sessionId: string, cell: WatchedCell, now: number, runn
     `</header>`,
     pre("code", cell.code),
     `<div class="outputs">${outputs.map(outputHtml).join("")}</div>`,
-    cell.dropped ? `<p class="muted">Some of this cell's output is no longer held here; the .ipynb export has it.</p>` : "",
+    !cell.dropped ? "" : running
+      ? `<p class="muted">More output follows; it shows here when the cell ends.</p>`
+      : `<p class="muted">Some of this cell's output is no longer held here; the .ipynb export has it.</p>`,
     cell.notice === undefined ? "" : `<p class="notice">${escape(cell.notice)}</p>`,
     `</section>`
   ].join("")

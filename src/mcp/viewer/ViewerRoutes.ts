@@ -73,6 +73,8 @@ export const viewerOrigin = (host: string, port: number): string => {
 /** A server-sent event. */
 const sse = (event: string, data: unknown): Uint8Array => new TextEncoder().encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
 
+const OVERFLOW_HTML = `<p class="muted">More output follows; it shows here when the cell ends.</p>`
+
 /** A running cell's events so far as notebook outputs. */
 const runningOutputs = (cell: WatchedCell): ReadonlyArray<NotebookOutput> => (cell.state === "running" ? notebookOutputs(cell.events, null) : [])
 
@@ -154,6 +156,8 @@ export const makeViewer = (options: ViewerOptions) => {
                 return send(sse("cell", { n: event.cell.n, html: cellHtml(id, event.cell, now(), runningOutputs(event.cell)) }))
               case "CellEvent":
                 return send(liveEvent(event.cell, event.event))
+              case "CellOverflowed":
+                return send(sse("output", { n: event.cell.n, html: OVERFLOW_HTML }))
               case "SessionEnded":
                 send(sse("ended", {}))
                 return Queue.endUnsafe(queue)

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest"
 import { KernelOutput } from "../../../src/kernel/KernelOutput.ts"
 import type { EvalResult } from "../../../src/services/tool/EvalTool.ts"
-import { MAX_CELLS, MAX_SESSION_BYTES, makeSessionWatch, type WatchEvent } from "../../../src/mcp/viewer/SessionWatch.ts"
+import { MAX_CELLS, MAX_LIVE_CELL_BYTES, MAX_SESSION_BYTES, makeSessionWatch, type WatchEvent } from "../../../src/mcp/viewer/SessionWatch.ts"
 
 const result = (extra: Partial<EvalResult> = {}): EvalResult => ({
   language: "py",
@@ -69,6 +69,23 @@ describe("session watch", () => {
     const cell = watch.observer.cell("s1", { language: "jl", code: "1" })
     cell.finished({ failure: "the jl eval backend is not available" })
     expect(watch.session("s1")!.cells[0]).toMatchObject({ state: "failed", notice: "the jl eval backend is not available" })
+  })
+
+  it("holds and streams a running cell's output up to its live budget, says once that more follows, and shows the result when it ends", () => {
+    const watch = makeSessionWatch()
+    const heard: Array<WatchEvent["_tag"]> = []
+    watch.observer.opened("s1", "agent")
+    watch.listen("s1", (event) => heard.push(event._tag))
+    const cell = watch.observer.cell("s1", { language: "py", code: "while True: print('x' * 100000)" })
+    const chunk = "x".repeat(100_000)
+    for (let i = 0; i < 2 * MAX_LIVE_CELL_BYTES / chunk.length; i++) cell.onEvent(KernelOutput.Stdout({ text: chunk }))
+    const held = watch.session("s1")!.cells[0]!
+    expect(held.bytes).toBeLessThanOrEqual(MAX_LIVE_CELL_BYTES)
+    expect(held.dropped).toBe(true)
+    expect(heard.filter((tag) => tag === "CellOverflowed")).toHaveLength(1)
+    expect(heard.filter((tag) => tag === "CellEvent").length).toBe(held.events.length)
+    cell.finished({ result: result() })
+    expect(held).toMatchObject({ dropped: false, events: [], outputs: [{ output_type: "stream", name: "stdout", text: "a\nb\n" }] })
   })
 
   it("keeps the newest cells and lets the oldest outputs go past the session's budget", () => {
