@@ -158,7 +158,8 @@ export const sessionsTable = (sessions: ReadonlyArray<WatchedSession>, now: numb
 export const sessionsPage = (sessions: ReadonlyArray<WatchedSession>, now: number): string =>
   page(
     "veyyon sessions",
-    `<header class="top"><h1>veyyon</h1><span class="muted">sessions of this server</span></header><main><div id="sessions" data-refresh="${VIEWER_PATH}/list">${sessionsTable(sessions, now)}</div></main>`
+    `<header class="top"><h1>veyyon</h1><span class="muted">sessions of this server</span></header><main><div id="sessions" data-refresh="${VIEWER_PATH}/list">${sessionsTable(sessions, now)}</div></main>`,
+    ` data-now="${now}"`
   )
 
 /** One session: its cells in order, streaming while they run. */

@@ -9,7 +9,7 @@
  * cookie every page and event stream answers 401; the interrupt action is refused from
  * another origin, another localhost port included, and from a page served there.
  *
- * The run also takes the docs' screenshots (`docs/viewer.png`, `docs/viewer-phone.png`)
+ * The run also takes the docs' screenshots (`docs/viewer.png`, `docs/viewer-sessions.png`, `docs/viewer-phone.png`)
  * when `VEYYON_DOCS_SCREENSHOTS=1`; otherwise they go to a temporary directory.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -176,6 +176,15 @@ describe.skipIf(skip !== undefined)(titled("viewer page in a real browser", skip
     await page.locator("#cells .cell").nth(1).evaluate((cell: any) => window.scrollTo(0, cell.offsetTop - 66))
     await page.screenshot({ path: path.join(shots, "viewer.png") })
     await page.setViewportSize({ width: 1280, height: 860 })
+    const list = await context.newPage()
+    try {
+      await list.setViewportSize({ width: 1280, height: 300 })
+      await list.goto(`${origin}/viewer/`)
+      await expect.poll(() => list.locator("table.sessions").textContent(), { timeout: 30_000 }).toContain(`running #${n}`)
+      await list.screenshot({ path: path.join(shots, "viewer-sessions.png") })
+    } finally {
+      await list.close()
+    }
     const started = Date.now()
     await page.locator(`#cell-${n} form.interrupt button`).click()
     const result = await running
