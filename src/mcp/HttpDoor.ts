@@ -10,7 +10,9 @@
  * starts one and returns its `Mcp-Session-Id`; every later request must carry it (404
  * for an unknown or ended one, so the client starts again), and an `MCP-Protocol-Version`
  * header, when sent, must name a version the server speaks (400 otherwise). A session idle for longer
- * than `idleTtlMs` with nothing running is ended like a DELETE. Any other path is 404.
+ * than `idleTtlMs` with nothing running is ended like a DELETE. A path under the prefix of
+ * an app served `beside` the door (the viewer page) goes to that app, which authenticates
+ * its own requests; any other path is 404.
  */
 import { ByteSize, Duration, Effect, Option, Queue, Schedule, type Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"

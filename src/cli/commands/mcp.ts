@@ -7,7 +7,8 @@
  * generated and printed once on stderr), one kernel session per MCP session.
  * On stdio cells run in the directory the server started in; over HTTP each session runs
  * in its own private directory (under `VEYYON_MCP_WORKSPACE`), removed when it ends.
- * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
+ * Session ids carry 128 random bits. With `--viewer` (HTTP only) the door also serves a live
+ * page of its sessions at `/viewer/` and prints its sign-in link. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
 import { Cause, Config, Effect, Exit, Fiber, Layer, Option, Result, Stdio } from "effect"

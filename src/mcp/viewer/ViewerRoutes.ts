@@ -199,8 +199,14 @@ export const makeViewer = (options: ViewerOptions) => {
     return HttpServerResponse.redirect(sessionPath(id), { status: 303, headers: SECURITY_HEADERS })
   }
 
-  /** Routes that need a viewer session. */
-  const signedIn = (request: HttpServerRequest.HttpServerRequest, path: string, viewer: TokenIdentity) => {
+  /** Routes that need a viewer session; all but the export answer at once. */
+  const signedIn = (request: HttpServerRequest.HttpServerRequest, path: string, viewer: TokenIdentity): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    const match = /^\/s\/([A-Za-z0-9_-]{1,128})\/notebook\.ipynb$/.exec(path)
+    return match !== null && request.method === "GET" ? exportNotebook(viewer, match[1]!) : Effect.succeed(answerNow(request, path, viewer))
+  }
+
+  /** The routes that need a viewer session and answer at once. */
+  const answerNow = (request: HttpServerRequest.HttpServerRequest, path: string, viewer: TokenIdentity) => {
     const method = request.method
     if (method === "GET" && path === "/") {
       return htmlResponse(200, sessionsPage(watch.sessions().filter((session) => mayView(viewer, session.owner)), now()))
@@ -208,7 +214,7 @@ export const makeViewer = (options: ViewerOptions) => {
     if (method === "GET" && path === "/list") {
       return htmlResponse(200, sessionsTable(watch.sessions().filter((session) => mayView(viewer, session.owner)), now()))
     }
-    const match = /^\/s\/([A-Za-z0-9_-]{1,128})(\/events|\/notebook\.ipynb|\/interrupt\/(\d{1,9}))?$/.exec(path)
+    const match = /^\/s\/([A-Za-z0-9_-]{1,128})(\/events|\/interrupt\/(\d{1,9}))?$/.exec(path)
     if (match === null) return htmlResponse(404, messagePage("Not found", "The viewer has no such page."))
     const id = match[1]!
     const rest = match[2]
@@ -217,7 +223,6 @@ export const makeViewer = (options: ViewerOptions) => {
       return session === undefined ? noSession() : htmlResponse(200, sessionPage(session, now(), runningOutputs))
     }
     if (rest === "/events" && method === "GET") return events(viewer, id)
-    if (rest === "/notebook.ipynb" && method === "GET") return exportNotebook(viewer, id)
     if (match[3] !== undefined && method === "POST") return interrupt(request, viewer, id, Number(match[3]))
     return htmlResponse(405, messagePage("Not allowed", `${method.slice(0, 16)} is not answered here.`))
   }
@@ -241,7 +246,6 @@ export const makeViewer = (options: ViewerOptions) => {
     if (request.method === "GET" && path === "/" && code !== null) return yield* redeem(code)
     const viewer = viewerOf(request)
     if (viewer === undefined) return unauthorized()
-    const answer = signedIn(request, path, viewer)
-    return Effect.isEffect(answer) ? yield* answer : answer
+    return yield* signedIn(request, path, viewer)
   })
 }
