@@ -29,7 +29,8 @@ import { SessionRecord } from "../../services/output/SessionRecord.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/storage/SessionWorkspace.ts"
-import { KernelRegistry } from "../../services/registry/KernelRegistry.ts"
+import { KernelRegistry, type KernelRegistryService } from "../../services/registry/KernelRegistry.ts"
+import { treeResidentBytes } from "../../process/ProcessMemory.ts"
 import { doorSandboxDefaults } from "../../services/isolation/SandboxSettings.ts"
 import { fromVariables, type InvalidSettings, optionalSetting, readConfig, setting } from "../../services/config/ConfigSources.ts"
 import { Settings, type SettingsInput } from "../../services/config/Settings.ts"
@@ -146,6 +147,13 @@ const stdioServer = (cluster: Placement, variables: McpVariables) =>
     Effect.provide(toolLayer("stdio", cluster))
   )
 
+/** What a session's kernels hold in memory now (their process trees' resident sets), when any can be measured. */
+const kernelMemory = (registry: KernelRegistryService) => (sessionId: string) =>
+  Effect.map(registry.sessionPids(sessionId), (kernels) => {
+    const measured = kernels.map((kernel) => treeResidentBytes(kernel.pid)).filter((bytes): bytes is number => bytes !== undefined)
+    return measured.length === 0 ? undefined : measured.reduce((sum, bytes) => sum + bytes, 0)
+  })
+
 const tokenOf = (given: string | undefined): { readonly token: string; readonly generated: boolean } =>
   given !== undefined ? { token: given, generated: false } : { token: randomBytes(32).toString("base64url"), generated: true }
 
@@ -158,6 +166,7 @@ const httpServer = (host: string, port: number, cluster: Placement, variables: M
     const { token, generated } = tokenOf(variables.token)
     const settings = yield* Settings
     const records = yield* Effect.serviceOption(SessionRecord)
+    const registry = yield* Effect.serviceOption(KernelRegistry)
     const watch = withViewer && Option.isSome(records) ? makeSessionWatch() : undefined
     yield* prepareSpares
     yield* serveMcp(serveOptions(variables, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined, watch?.observer), (door, sessions) =>
@@ -170,7 +179,8 @@ const httpServer = (host: string, port: number, cluster: Placement, variables: M
           watch,
           auth,
           authenticate: (header) => (bearerMatches(header, token) ? SOLE_TOKEN : undefined),
-          notebook: (sessionId) => records.value.notebook(sessionId)
+          notebook: (sessionId) => records.value.notebook(sessionId),
+          ...(Option.isNone(registry) ? {} : { memoryOf: kernelMemory(registry.value) })
         })
         const router = yield* makeHttpDoor(door, sessions, {
           token,

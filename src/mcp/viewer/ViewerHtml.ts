@@ -29,6 +29,13 @@ export const duration = (ms: number): string => {
   return `${Math.floor(seconds / 3600)} h ${String(Math.floor(seconds / 60) % 60).padStart(2, "0")} min`
 }
 
+/** A size as a person reads it: `812 KiB`, `143 MiB`, `2.1 GiB`. */
+export const size = (bytes: number): string => {
+  if (bytes < 1024 * 1024) return `${Math.max(0, Math.round(bytes / 1024))} KiB`
+  if (bytes < 1024 ** 3) return `${Math.round(bytes / 1024 / 1024)} MiB`
+  return `${(bytes / 1024 ** 3).toFixed(1)} GiB`
+}
+
 const ago = (ms: number): string => (ms < 1000 ? "just now" : `${duration(ms)} ago`)
 
 const textOf = (value: unknown): string =>
@@ -143,33 +150,42 @@ export const sessionState = (session: WatchedSession, now: number): string => {
   return running.map((cell) => `running #${cell.n} for <span class="elapsed" data-started="${cell.startedAt}">${duration(now - cell.startedAt)}</span>`).join(", ")
 }
 
+const memoryText = (bytes: number | undefined): string => (bytes === undefined ? `<span class="muted">–</span>` : size(bytes))
+
 /** The table of sessions (the list page's body, refreshed by the script). */
-export const sessionsTable = (sessions: ReadonlyArray<WatchedSession>, now: number): string => {
+export const sessionsTable = (sessions: ReadonlyArray<WatchedSession>, now: number, memory: ReadonlyMap<string, number> = new Map()): string => {
   if (sessions.length === 0) return `<p class="muted">No sessions are open. An MCP client's session appears here once it connects.</p>`
   const rows = sessions.map((session) =>
     `<tr><td><a href="${escape(sessionPath(session.id))}">${escape(session.client)}</a><div class="id">${escape(session.id)}</div></td>` +
     `<td>${escape([...session.languages].join(", ") || "none yet")}</td><td>${sessionState(session, now)}</td>` +
-    `<td>${session.cells.length}</td><td>${ago(now - session.lastActivity)}</td></tr>`
+    `<td>${session.cells.length}</td><td>${memoryText(memory.get(session.id))}</td><td>${ago(now - session.lastActivity)}</td></tr>`
   )
-  return `<table class="sessions"><thead><tr><th>Session</th><th>Languages</th><th>State</th><th>Cells</th><th>Last activity</th></tr></thead><tbody>${rows.join("")}</tbody></table>`
+  return `<table class="sessions"><thead><tr><th>Session</th><th>Languages</th><th>State</th><th>Cells</th><th>Kernel memory</th><th>Last activity</th></tr></thead><tbody>${rows.join("")}</tbody></table>`
 }
 
 /** The list of sessions. */
-export const sessionsPage = (sessions: ReadonlyArray<WatchedSession>, now: number): string =>
+export const sessionsPage = (sessions: ReadonlyArray<WatchedSession>, now: number, memory: ReadonlyMap<string, number> = new Map()): string =>
   page(
     "veyyon sessions",
-    `<header class="top"><h1>veyyon</h1><span class="muted">sessions of this server</span></header><main><div id="sessions" data-refresh="${VIEWER_PATH}/list">${sessionsTable(sessions, now)}</div></main>`,
+    `<header class="top"><h1>veyyon</h1><span class="muted">sessions of this server</span></header><main><div id="sessions" data-refresh="${VIEWER_PATH}/list">${sessionsTable(sessions, now, memory)}</div></main>`,
     ` data-now="${now}"`
   )
 
 /** One session: its cells in order, streaming while they run. */
-export const sessionPage = (session: WatchedSession, now: number, runningOutputs: (cell: WatchedCell) => ReadonlyArray<NotebookOutput>): string => {
+export const sessionPage = (
+  session: WatchedSession,
+  now: number,
+  runningOutputs: (cell: WatchedCell) => ReadonlyArray<NotebookOutput>,
+  memory?: number
+): string => {
   const base = sessionPath(session.id)
   const cells = session.cells.map((cell) => cellHtml(session.id, cell, now, runningOutputs(cell))).join("")
   return page(
     `${session.client} · veyyon`,
     `<header class="top"><a href="${VIEWER_PATH}/">← sessions</a><h1>${escape(session.client)}</h1>` +
-      `<span class="muted id">${escape(session.id)}</span><a class="export" href="${escape(base)}/notebook.ipynb" download>Download .ipynb</a></header>` +
+      `<span class="muted id">${escape(session.id)}</span>` +
+      (memory === undefined ? "" : `<span class="muted">kernel memory ${size(memory)}</span>`) +
+      `<a class="export" href="${escape(base)}/notebook.ipynb" download>Download .ipynb</a></header>` +
       `<main><div id="cells">${cells.length > 0 ? cells : `<p class="muted empty">No cells yet.</p>`}</div>` +
       `<p id="live" class="muted">connecting…</p></main>`,
     ` data-events="${escape(base)}/events" data-now="${now}"`

@@ -17,7 +17,7 @@ import { mayView, type TokenIdentity } from "./ViewerAccess.ts"
 import { FRAME_CSS, VIEWER_CSS, VIEWER_JS } from "./ViewerAssets.ts"
 import type { ViewerAuth } from "./ViewerAuth.ts"
 import { cellHtml, messagePage, outputHtml, sessionPage, sessionPath, sessionsPage, sessionsTable, VIEWER_PATH } from "./ViewerHtml.ts"
-import type { CellEvent, SessionWatch, WatchedCell, WatchEvent } from "./SessionWatch.ts"
+import type { CellEvent, SessionWatch, WatchedCell, WatchedSession, WatchEvent } from "./SessionWatch.ts"
 
 /** The cookie holding a browser's viewer session. */
 export const VIEWER_COOKIE = "veyyon_viewer"
@@ -41,6 +41,8 @@ export interface ViewerOptions {
   readonly auth: ViewerAuth
   /** The token identity an `Authorization` header proves, if any. */
   readonly authenticate: (authorization: string | undefined) => TokenIdentity | undefined
+  /** The memory a session's kernels hold now, in bytes, when it can be measured. */
+  readonly memoryOf?: (sessionId: string) => Effect.Effect<number | undefined>
   /** A session as an nbformat 4 notebook. */
   readonly notebook: (sessionId: string) => Effect.Effect<Record<string, unknown>, { readonly message: string }>
   readonly now?: () => number
@@ -199,29 +201,38 @@ export const makeViewer = (options: ViewerOptions) => {
     return HttpServerResponse.redirect(sessionPath(id), { status: 303, headers: SECURITY_HEADERS })
   }
 
-  /** Routes that need a viewer session; all but the export answer at once. */
+  const memoryOf = options.memoryOf ?? (() => Effect.succeed(undefined))
+  /** The memory of each of `sessions`, by id (measured ones only). */
+  const memories = (sessions: ReadonlyArray<WatchedSession>) =>
+    Effect.map(Effect.forEach(sessions, (session) => Effect.map(memoryOf(session.id), (bytes) => [session.id, bytes] as const)), (pairs) =>
+      new Map(pairs.filter((pair): pair is readonly [string, number] => pair[1] !== undefined)))
+  const visibleSessions = (viewer: TokenIdentity) => watch.sessions().filter((session) => mayView(viewer, session.owner))
+
+  /** Routes that need a viewer session: the lists and a session's page measure memory, the export reads the record; the rest answer at once. */
   const signedIn = (request: HttpServerRequest.HttpServerRequest, path: string, viewer: TokenIdentity): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-    const match = /^\/s\/([A-Za-z0-9_-]{1,128})\/notebook\.ipynb$/.exec(path)
-    return match !== null && request.method === "GET" ? exportNotebook(viewer, match[1]!) : Effect.succeed(answerNow(request, path, viewer))
+    if (request.method !== "GET") return Effect.succeed(answerNow(request, path, viewer))
+    if (path === "/" || path === "/list") {
+      const sessions = visibleSessions(viewer)
+      return Effect.map(memories(sessions), (memory) =>
+        htmlResponse(200, path === "/" ? sessionsPage(sessions, now(), memory) : sessionsTable(sessions, now(), memory)))
+    }
+    const page = /^\/s\/([A-Za-z0-9_-]{1,128})$/.exec(path)
+    const session = page === null ? undefined : visible(viewer, page[1]!)
+    if (session !== undefined) {
+      return Effect.map(memoryOf(session.id), (bytes) => htmlResponse(200, sessionPage(session, now(), runningOutputs, bytes)))
+    }
+    const notebook = /^\/s\/([A-Za-z0-9_-]{1,128})\/notebook\.ipynb$/.exec(path)
+    return notebook !== null ? exportNotebook(viewer, notebook[1]!) : Effect.succeed(answerNow(request, path, viewer))
   }
 
   /** The routes that need a viewer session and answer at once. */
   const answerNow = (request: HttpServerRequest.HttpServerRequest, path: string, viewer: TokenIdentity) => {
     const method = request.method
-    if (method === "GET" && path === "/") {
-      return htmlResponse(200, sessionsPage(watch.sessions().filter((session) => mayView(viewer, session.owner)), now()))
-    }
-    if (method === "GET" && path === "/list") {
-      return htmlResponse(200, sessionsTable(watch.sessions().filter((session) => mayView(viewer, session.owner)), now()))
-    }
     const match = /^\/s\/([A-Za-z0-9_-]{1,128})(\/events|\/interrupt\/(\d{1,9}))?$/.exec(path)
     if (match === null) return htmlResponse(404, messagePage("Not found", "The viewer has no such page."))
     const id = match[1]!
     const rest = match[2]
-    if (rest === undefined && method === "GET") {
-      const session = visible(viewer, id)
-      return session === undefined ? noSession() : htmlResponse(200, sessionPage(session, now(), runningOutputs))
-    }
+    if (rest === undefined && method === "GET") return noSession()
     if (rest === "/events" && method === "GET") return events(viewer, id)
     if (match[3] !== undefined && method === "POST") return interrupt(request, viewer, id, Number(match[3]))
     return htmlResponse(405, messagePage("Not allowed", `${method.slice(0, 16)} is not answered here.`))

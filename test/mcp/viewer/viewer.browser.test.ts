@@ -1,7 +1,7 @@
 /**
  * `veyyon mcp --http --viewer` in a real browser (Debian's chromium, headless, driven by
  * playwright-core), beside an agent on the official MCP SDK client: the printed one-time
- * link opens the session list; a cell printing a line every 200 ms shows each line while
+ * link opens the session list (with the kernel's memory); a cell printing a line every 200 ms shows each line while
  * it runs; a matplotlib figure shows as an image; an HTML output holding a `<script>` and
  * an `onerror` handler runs neither (no marker on the page, no request in the log of the
  * server they call); the page's interrupt button stops a `time.sleep(60)` cell, the
@@ -181,6 +181,9 @@ describe.skipIf(skip !== undefined)(titled("viewer page in a real browser", skip
       await list.setViewportSize({ width: 1280, height: 300 })
       await list.goto(`${origin}/viewer/`)
       await expect.poll(() => list.locator("table.sessions").textContent(), { timeout: 30_000 }).toContain(`running #${n}`)
+      // The kernel (pandas loaded) holds tens of megabytes: measured from its own process tree.
+      const memory = Number(/(\d+) MiB/.exec((await list.locator("table.sessions tbody tr").first().textContent())!)?.[1])
+      expect(memory).toBeGreaterThan(20)
       await list.screenshot({ path: path.join(shots, "viewer-sessions.png") })
     } finally {
       await list.close()

@@ -33,7 +33,7 @@ const result = (outputs: EvalResult["outputs"], extra: Partial<EvalResult> = {})
   ...extra
 })
 
-const setUp = (ownerOf?: (id: string) => string) => {
+const setUp = (ownerOf?: (id: string) => string, memoryOf?: (id: string) => number | undefined) => {
   let now = 1_000_000
   const clock = { now: () => now, advance: (ms: number) => void (now += ms) }
   const watch = makeSessionWatch({ now: clock.now, ...(ownerOf === undefined ? {} : { ownerOf }) })
@@ -44,6 +44,7 @@ const setUp = (ownerOf?: (id: string) => string) => {
     auth,
     authenticate: (header) => (header === `Bearer ${TOKEN}` ? SOLE_TOKEN : undefined),
     notebook: (id) => Effect.succeed({ nbformat: 4, cells: [], id }),
+    ...(memoryOf === undefined ? {} : { memoryOf: (id: string) => Effect.sync(() => memoryOf(id)) }),
     now: clock.now
   })
   const handler = HttpEffect.toWebHandler(app)
@@ -203,6 +204,19 @@ describe("viewer routes", () => {
     watch.observer.ended(SESSION)
     await until("event: ended")
     expect((await reader.read()).done).toBe(true)
+  })
+
+  it("shows each session's kernel memory where it is measured, a dash where not", async () => {
+    const { watch, request, signIn } = setUp(undefined, (id) => (id === SESSION ? 143 * 1024 * 1024 : undefined))
+    const cookie = await signIn()
+    watch.observer.opened(SESSION, "measured-agent")
+    watch.observer.opened("mcp-unmeasured", "other-agent")
+    const list = await (await request("/viewer/list", { headers: { cookie } })).text()
+    expect(list).toContain("<th>Kernel memory</th>")
+    expect(list).toMatch(/measured-agent.*<td>143 MiB<\/td>/)
+    expect(list).toMatch(/other-agent.*<td><span class="muted">–<\/span><\/td>/)
+    expect(await (await request(`/viewer/s/${SESSION}`, { headers: { cookie } })).text()).toContain("kernel memory 143 MiB")
+    expect(await (await request("/viewer/s/mcp-unmeasured", { headers: { cookie } })).text()).not.toContain("kernel memory")
   })
 
   it("serves a session's notebook as a download", async () => {
