@@ -88,12 +88,13 @@ export const VIEWER_JS = `"use strict";
     if (s < 3600) return Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s";
     return Math.floor(s / 3600) + " h " + String(Math.floor(s / 60) % 60).padStart(2, "0") + " min";
   }
-  setInterval(function () {
+  function tick() {
     var now = Date.now() - offset;
     document.querySelectorAll(".elapsed[data-started]").forEach(function (el) {
       el.textContent = format(now - Number(el.getAttribute("data-started")));
     });
-  }, 500);
+  }
+  setInterval(tick, 500);
 
   var list = document.getElementById("sessions");
   if (list) {
@@ -122,6 +123,7 @@ export const VIEWER_JS = `"use strict";
       if (empty) empty.remove();
       cells.appendChild(node);
     }
+    tick();
     follow(stick);
   }
   var source = new EventSource(events);

@@ -279,6 +279,8 @@ describe.skipIf(skip !== undefined)(titled("viewer page in a real browser", skip
     } finally {
       await attacker.close()
     }
+    // Every refusal came while the cell ran, and none stopped it.
+    expect(await page.locator(`#cell-${n}`).getAttribute("data-state")).toBe("running")
     const result = await running
     expect(result.isError).toBe(false)
     expect(textOf(result)).toContain("finished")
