@@ -22,7 +22,7 @@ import { bearerMatches, makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
 import type { CellObserver } from "../../mcp/CellObserver.ts"
 import { makeSessionWatch } from "../../mcp/viewer/SessionWatch.ts"
 import { SOLE_TOKEN } from "../../mcp/viewer/ViewerAccess.ts"
-import { makeViewerAuth } from "../../mcp/viewer/ViewerAuth.ts"
+import { LINK_LIFETIME_TEXT, makeViewerAuth } from "../../mcp/viewer/ViewerAuth.ts"
 import { VIEWER_PATH } from "../../mcp/viewer/ViewerHtml.ts"
 import { linkUrl, makeViewer, viewerOrigin } from "../../mcp/viewer/ViewerRoutes.ts"
 import { SessionRecord } from "../../services/output/SessionRecord.ts"
@@ -194,7 +194,7 @@ const httpServer = (host: string, port: number, cluster: Placement, variables: M
         if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
         if (viewer !== undefined && origin !== undefined) {
           process.stderr.write(
-            `veyyon mcp: viewer page (this link works for 10 minutes; POST ${VIEWER_PATH}/link with the bearer token for a fresh one): ${linkUrl(origin, auth.mint(SOLE_TOKEN).code)}\n`
+            `veyyon mcp: viewer page (this link works for ${LINK_LIFETIME_TEXT}; POST ${VIEWER_PATH}/link with the bearer token for a fresh one): ${linkUrl(origin, auth.mint(SOLE_TOKEN).code)}\n`
           )
         }
         return yield* Effect.never

@@ -11,6 +11,9 @@ import type { TokenIdentity } from "./ViewerAccess.ts"
 /** How long a viewer link stays valid by default: 10 minutes. */
 export const LINK_LIFETIME_MS = 10 * 60 * 1000
 
+/** How long a link works, in words (`10 minutes`). */
+export const LINK_LIFETIME_TEXT = `${LINK_LIFETIME_MS / 60_000} minutes`
+
 /** How long a viewer session lasts after its last request by default: 12 hours. */
 export const SESSION_IDLE_MS = 12 * 60 * 60 * 1000
 

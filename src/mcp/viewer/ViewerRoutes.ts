@@ -15,7 +15,7 @@ import stripAnsi from "strip-ansi"
 import { notebookOutputs, type NotebookOutput } from "../../services/output/SessionRecord.ts"
 import { mayView, type TokenIdentity } from "./ViewerAccess.ts"
 import { FRAME_CSS, VIEWER_CSS, VIEWER_JS } from "./ViewerAssets.ts"
-import type { ViewerAuth } from "./ViewerAuth.ts"
+import { LINK_LIFETIME_TEXT, type ViewerAuth } from "./ViewerAuth.ts"
 import { cellHtml, messagePage, outputHtml, sessionPage, sessionPath, sessionsPage, sessionsTable, VIEWER_PATH } from "./ViewerHtml.ts"
 import type { CellEvent, SessionWatch, WatchedCell, WatchedSession, WatchEvent } from "./SessionWatch.ts"
 
@@ -110,7 +110,7 @@ export const makeViewer = (options: ViewerOptions) => {
   const redeem = (code: string) => {
     const id = auth.redeem(code)
     if (id === undefined) {
-      return Effect.succeed(htmlResponse(401, messagePage("Link expired", `This viewer link has expired or is not valid (a link works for 10 minutes). ${GET_IN}`)))
+      return Effect.succeed(htmlResponse(401, messagePage("Link expired", `This viewer link has expired or is not valid (a link works for ${LINK_LIFETIME_TEXT}). ${GET_IN}`)))
     }
     // A page of our own moves the browser on, so the SameSite=Strict cookie goes with it even when the link was opened from another site.
     const body = messagePage("Signed in", "Opening the sessions…").replace(
