@@ -10,9 +10,11 @@
  * starts one and returns its `Mcp-Session-Id`; every later request must carry it (404
  * for an unknown or ended one, so the client starts again), and an `MCP-Protocol-Version`
  * header, when sent, must name a version the server speaks (400 otherwise). A session idle for longer
- * than `idleTtlMs` with nothing running is ended like a DELETE. Any other path is 404.
+ * than `idleTtlMs` with nothing running is ended like a DELETE. A path under the prefix of
+ * an app served `beside` the door (the viewer page) goes to that app, which authenticates
+ * its own requests; any other path is 404.
  */
-import { ByteSize, Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
+import { ByteSize, Duration, Effect, Option, Queue, Schedule, type Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import {
@@ -46,6 +48,8 @@ export interface HttpDoorOptions {
   /** A session with nothing running ends after this long without a request. */
   readonly idleTtlMs: number
   readonly maxMessageBytes?: number
+  /** Another app served beside the door under its own path prefix (the viewer page); it does its own authentication. */
+  readonly beside?: { readonly prefix: string; readonly app: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | Scope.Scope> }
 }
 
 const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "[::1]", "::1"])
@@ -255,7 +259,10 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
     const notFound = HttpServerResponse.empty({ status: 404 })
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      if (new URL(request.url, "http://door").pathname !== MCP_PATH) return notFound
+      const pathname = new URL(request.url, "http://door").pathname
+      const beside = options.beside
+      if (beside !== undefined && (pathname === beside.prefix || pathname.startsWith(`${beside.prefix}/`))) return yield* beside.app
+      if (pathname !== MCP_PATH) return notFound
       switch (request.method) {
         case "POST":
           return yield* post

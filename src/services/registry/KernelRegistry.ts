@@ -151,6 +151,8 @@ export interface KernelRegistryService {
   readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
   /** The process ids of the spare kernels ready now (no session's; for diagnostics and tests). */
   readonly sparePids: Effect.Effect<ReadonlyArray<number>>
+  /** The process ids of a session's started kernels, with their languages (for diagnostics: the viewer's memory figure). */
+  readonly sessionPids: (sessionId: string) => Effect.Effect<ReadonlyArray<{ readonly language: BackendId; readonly pid: number }>>
   /**
    * Starts filling the spare pool a new session at `place` would take from, so even the
    * first session's first cell finds a spare; returns at once. Nothing happens when that
@@ -668,6 +670,12 @@ const makeRegistry = Effect.gen(function*() {
     shutdownAll,
     keys: kernelKeys,
     sparePids: spares.pids,
+    sessionPids: (sessionId) =>
+      Effect.map(kernelKeys, (keys) =>
+        keys.flatMap((key) => {
+          const kernel = key.sessionId === sessionId ? startedKernels.get(key) : undefined
+          return kernel === undefined ? [] : [{ language: key.language, pid: kernel.pid }]
+        })),
     prepareSpares
   } satisfies KernelRegistryService
 })

@@ -133,7 +133,7 @@ describe("SessionSnapshots", () => {
       const { store, rows } = memoryStore()
       const payload = new TextEncoder().encode("theirs")
       const meta = {
-        format: SNAPSHOT_FORMAT, sessionId: "other", language: "py", asOfCell: 1, cellTitle: "", digest: payloadDigest(payload),
+        format: SNAPSHOT_FORMAT as typeof SNAPSHOT_FORMAT, sessionId: "other", language: "py", asOfCell: 1, cellTitle: "", digest: payloadDigest(payload),
         bytes: payload.length, names: ["x"], skipped: [], savedAt: 0
       }
       rows.set("s/py", { sealed: sealMeta(store.key, meta), payload })
