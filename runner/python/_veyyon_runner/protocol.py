@@ -387,6 +387,55 @@ class Request:
         self.env = env
 
 
+class SnapshotRequest:
+    """A snapshot request (PROTOCOL.md, Snapshots and restores)."""
+
+    __slots__ = ("id", "budget", "value_budget", "known")
+
+    def __init__(self, request_id, budget, value_budget, known=None):
+        self.id = request_id
+        self.budget = budget
+        self.value_budget = value_budget
+        self.known = known
+
+
+class RestorePiece:
+    """One piece of a restore request's payload (PROTOCOL.md, Snapshots and restores)."""
+
+    __slots__ = ("id", "data", "more", "execution_count")
+
+    def __init__(self, request_id, data, more, execution_count=None):
+        self.id = request_id
+        self.data = data
+        self.more = more
+        self.execution_count = execution_count
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _parse_state_request(message):
+    """("snapshot", SnapshotRequest) | ("restore", RestorePiece) | ("invalid", (id, why))."""
+    kind = message["type"]
+    request_id = message.get("id")
+    if not isinstance(request_id, str):
+        return ("invalid", (None, "%s request id must be a string" % kind))
+    if kind == "snapshot":
+        budget, value_budget, known = message.get("budget"), message.get("valueBudget"), message.get("known")
+        if not _is_number(budget) or not _is_number(value_budget) or budget < 0 or value_budget < 0:
+            return ("invalid", (request_id, "snapshot %r: budget and valueBudget must be numbers of bytes" % request_id))
+        if known is not None and not isinstance(known, str):
+            return ("invalid", (request_id, "snapshot %r: known must be a string" % request_id))
+        return ("snapshot", SnapshotRequest(request_id, budget, value_budget, known))
+    data, more, count = message.get("data"), message.get("more"), message.get("executionCount")
+    if not isinstance(data, str) or not isinstance(more, bool):
+        return ("invalid", (request_id, "restore %r: data must be a string and more a boolean" % request_id))
+    if count is not None and not _is_number(count):
+        return ("invalid", (request_id, "restore %r: executionCount must be a number" % request_id))
+    return ("restore", RestorePiece(request_id, data, more, None if count is None else int(count)))
+
+
 def _parse_request(message):
     request_id = message.get("id")
     if not isinstance(request_id, str):
@@ -414,7 +463,8 @@ def _parse_request(message):
 
 
 def classify_line(line):
-    """Decode one host line: ("execute", Request) | ("exit", None) | ("bridge_result", dict) | ("invalid", (id, why))."""
+    """Decode one host line: ("execute", Request) | ("exit", None) | ("bridge_result", dict) |
+    ("snapshot", SnapshotRequest) | ("restore", RestorePiece) | ("invalid", (id, why))."""
     try:
         message = json.loads(line)
     except Exception as exc:
@@ -431,6 +481,8 @@ def classify_line(line):
         return ("bridge_result", message)
     if kind in ("complete", "inspect"):
         return _parse_introspect(message)
+    if kind in ("snapshot", "restore"):
+        return _parse_state_request(message)
     if kind not in (None, "execute"):
         request_id = message.get("id") if isinstance(message.get("id"), str) else None
         return ("invalid", (request_id, "unknown message type %r" % (kind,)))

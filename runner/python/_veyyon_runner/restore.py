@@ -1,0 +1,268 @@
+"""Restoring a snapshot's payload for a ``restore`` request (PROTOCOL.md, Snapshots and restores).
+
+The payload is the one ``snapshot`` makes (its docstring has the layout). A payload that is not
+of this format and version, or whose sections do not add up, is refused as a whole
+(PayloadError, answered with ``restore_done.error``). Otherwise, in order: the working
+directory, the environment and the ``sys.path`` additions (so the imports below find what they
+found before), the modules (re-imported by name), the definitions (their source replayed),
+the values (one unpickler, so shared objects come back shared), the definitions that needed a
+value, then the random states. Each name that cannot come back is named with why; the rest of
+the restore goes on.
+"""
+
+import json
+import os
+import struct
+import sys
+
+from . import definitions
+from .snapshot import FORMAT, MAGIC
+
+
+class PayloadError(Exception):
+    """The payload cannot be read at all."""
+
+
+class _Pieces:
+    """The base64 pieces of restore requests, by id, until the last one."""
+
+    def __init__(self):
+        self.pending = {}
+
+    def add(self, piece):
+        """The whole payload (bytearray) when piece is the last of its restore, else None. Raises PayloadError
+        when a piece is not base64."""
+        import base64
+        import binascii
+
+        parts = self.pending.setdefault(piece.id, [])
+        try:
+            parts.append(base64.b64decode(piece.data, validate=True))
+        except (binascii.Error, ValueError) as exc:
+            self.pending.pop(piece.id, None)
+            raise PayloadError("a piece of the payload is not base64: %s" % exc)
+        if piece.more:
+            return None
+        del self.pending[piece.id]
+        return bytearray(b"".join(parts))
+
+
+pieces = _Pieces()
+
+
+def read_payload(data):
+    """(header, pickle stream view, [buffers]) of a payload, or PayloadError."""
+    view = memoryview(data)
+    if bytes(view[:len(MAGIC)]) != MAGIC:
+        raise PayloadError("the payload is not a Python runner snapshot")
+    offset = len(MAGIC)
+    try:
+        (header_size,) = struct.unpack(">Q", view[offset:offset + 8])
+        offset += 8
+        header = json.loads(bytes(view[offset:offset + header_size]).decode("utf-8"))
+        offset += header_size
+        (stream_size,) = struct.unpack(">Q", view[offset:offset + 8])
+        offset += 8
+    except (struct.error, ValueError) as exc:
+        raise PayloadError("the payload's header cannot be read: %s" % exc)
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise PayloadError("the payload is of format %r; this runner reads format %d"
+                           % (header.get("format") if isinstance(header, dict) else None, FORMAT))
+    import pickle
+
+    if not isinstance(header.get("pickleProtocol"), int) or header["pickleProtocol"] > pickle.HIGHEST_PROTOCOL:
+        raise PayloadError("the payload uses pickle protocol %r; this Python reads up to %d"
+                           % (header.get("pickleProtocol"), pickle.HIGHEST_PROTOCOL))
+    try:
+        stream = view[offset:offset + stream_size]
+        offset += stream_size
+        buffers = []
+        for size in header["buffers"]:
+            buffers.append(view[offset:offset + size])
+            offset += size
+        values = header["values"]
+        for _name, start, end, first, count in values:
+            if not (0 <= start <= end <= stream_size and 0 <= first and first + count <= len(buffers)):
+                raise PayloadError("a value's segment lies outside the payload")
+        for _name, _module, _subs in header["modules"]:
+            pass
+        for _name, _filename, _start, _source in header["definitions"]:
+            pass
+        if not isinstance(header["state"], dict):
+            raise ValueError("state is not an object")
+    except PayloadError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PayloadError("the payload's header is malformed: %s: %s" % (type(exc).__name__, exc))
+    if offset != len(view) or len(stream) != stream_size or any(len(b) != s for b, s in zip(buffers, header["buffers"])):
+        raise PayloadError("the payload is %d bytes where its header accounts for %d" % (len(view), offset))
+    return header, stream, buffers
+
+
+def _reason(exc):
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return "%s: %s" % (type(exc).__name__, text) if text else type(exc).__name__
+
+
+def _apply_paths(state, skipped):
+    cwd = state.get("cwd")
+    if isinstance(cwd, str):
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            skipped.append({"name": "cwd", "reason": "the working directory %s cannot be entered: %s"
+                            % (cwd, exc.strerror or exc)})
+    env = state.get("env") or {}
+    for key, value in env.items():
+        try:
+            os.environ[key] = value
+        except (ValueError, TypeError, OSError) as exc:
+            skipped.append({"name": "env %s" % key, "reason": _reason(exc)})
+    for key in state.get("envUnset") or ():
+        os.environ.pop(key, None)
+    path = state.get("sysPath") or {}
+    for entry in reversed(path.get("front") or []):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    for entry in path.get("back") or []:
+        if entry not in sys.path:
+            sys.path.append(entry)
+
+
+def _ints_from_base64(text):
+    import array
+    import base64
+
+    typecode = "I" if array.array("I").itemsize == 4 else "L"
+    packed = array.array(typecode)
+    packed.frombytes(base64.b64decode(text))
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tolist()
+
+
+def _apply_random(state, skipped):
+    saved = state.get("random")
+    if saved:
+        try:
+            import random
+
+            random.setstate((saved["version"], tuple(_ints_from_base64(saved["state"])), saved["gauss"]))
+        except Exception as exc:
+            skipped.append({"name": "random state", "reason": _reason(exc)})
+    saved = state.get("numpyRandom")
+    if saved:
+        try:
+            import numpy
+
+            keys = numpy.array(_ints_from_base64(saved["keys"]), dtype=numpy.uint32)
+            numpy.random.set_state(("MT19937", keys, saved["pos"], saved["hasGauss"], saved["gauss"]))
+        except Exception as exc:
+            skipped.append({"name": "numpy random state", "reason": _reason(exc)})
+
+
+def _import_modules(entries, namespace, restored, skipped):
+    import importlib
+
+    for name, module_name, subs in entries:
+        try:
+            module = importlib.import_module(module_name)
+        except BaseException as exc:
+            skipped.append({"name": name, "reason": "module %s cannot be imported: %s" % (module_name, _reason(exc))})
+            continue
+        for sub in subs:
+            if sub not in sys.modules:
+                try:
+                    importlib.import_module(sub)
+                except BaseException:
+                    pass
+        namespace[name] = module
+        restored.append(name)
+
+
+def _load_values(stream, buffers, segments, namespace, restored, skipped):
+    """Unpickle each value's segment with one unpickler (one memo); after a failure, go on from the next
+    segment with a new unpickler holding the memo so far."""
+    import io
+    import pickle
+
+    file = io.BytesIO(stream)
+
+    def unpickler(first):
+        copies = (bytearray(buffer) for buffer in buffers[first:])
+        return pickle.Unpickler(file, buffers=copies)
+
+    current = None
+    memo = None
+    failed_any = False
+    for name, start, end, first, _count in segments:
+        if current is None:
+            file.seek(start)
+            fresh = unpickler(first)
+            if memo is not None:
+                fresh.memo = memo
+            current = fresh
+        try:
+            value = current.load()
+            if file.tell() != end:
+                raise pickle.UnpicklingError("the value's segment did not end where the header says")
+        except BaseException as exc:
+            failed_any = True
+            reason = _reason(exc)
+            if isinstance(exc, KeyError) or "Memo value not found" in str(exc):
+                reason = "it shares an object with a name that could not be restored"
+            skipped.append({"name": name, "reason": "it cannot be restored: %s" % reason})
+            memo = current.memo
+            current = None
+            continue
+        namespace[name] = value
+        restored.append(name)
+    return failed_any
+
+
+def restore(data, namespace, kernel_state, execution_count=None):
+    """Restore a payload (bytes-like) into namespace: (restored names, skipped [{name, reason}]); PayloadError
+    when it cannot be read at all."""
+    header, stream, buffers = read_payload(data)
+    restored, skipped = [], []
+    state = header["state"]
+    _apply_paths(state, skipped)
+    if state.get("previousDir") is not None:
+        kernel_state.previous_dir = state["previousDir"]
+    if state.get("dirStack"):
+        kernel_state.dir_stack = list(state["dirStack"])
+    _import_modules(header["modules"], namespace, restored, skipped)
+    entries = [tuple(entry) for entry in header["definitions"]]
+    done, failed = definitions.replay(entries, namespace)
+    restored.extend(done)
+    _load_values(stream, buffers, header["values"], namespace, restored, skipped)
+    if failed:
+        retried = [entry for entry in entries if entry[0] in failed and isinstance(failed[entry[0]], NameError)]
+        again, still = definitions.replay(retried, namespace)
+        restored.extend(again)
+        for name in again:
+            failed.pop(name, None)
+        failed.update(still)
+    for name, exc in failed.items():
+        skipped.append({"name": name, "reason": "its definition failed: %s" % _reason(exc)})
+    _apply_random(state, skipped)
+    if execution_count is not None:
+        kernel_state.execution_count = int(execution_count)
+    return restored, skipped
+
+
+def serve(piece, namespace, kernel_state, send):
+    """Take one restore piece; after the last, restore and answer restore_done."""
+    try:
+        data = pieces.add(piece)
+        if data is None:
+            return
+        restored, skipped = restore(data, namespace, kernel_state, piece.execution_count)
+    except PayloadError as exc:
+        return send({"type": "restore_done", "id": piece.id, "restored": [], "skipped": [], "error": str(exc)}, None)
+    except BaseException as exc:
+        return send({"type": "restore_done", "id": piece.id, "restored": [], "skipped": [],
+                     "error": "the restore failed: %s" % _reason(exc)}, None)
+    send({"type": "restore_done", "id": piece.id, "restored": restored, "skipped": skipped}, None)

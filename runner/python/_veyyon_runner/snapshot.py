@@ -1,0 +1,485 @@
+"""Saving the session's user state for a ``snapshot`` request (PROTOCOL.md, Snapshots and restores).
+
+What is saved: every user name (not the runtime's, not the prelude's, whose values the silent
+requests left in ``_state.protected``): modules by their import name, the functions and classes
+cells defined by their source (``definitions``), every other value through ONE pickler (one
+memo, so ``b = a`` comes back as one object; the highest protocol, large contiguous buffers
+such as numpy arrays' out of band); beside them the kernel state: the working directory (and
+``%cd -``'s), the environment variables that differ from the environment the host set, the
+``sys.path`` additions, ``random``'s state and numpy's legacy global RNG state when loaded.
+
+Each value is first pickled alone to a counting sink: a value that cannot be pickled, or is over
+the per-value budget, is named with a reason and left out before anything of it reaches the
+shared pickler, so no memo entry of a discarded partial dump can be referred to later. Sizes
+are written in binary units (``human_size``: ``830 B``, ``12 KiB``, ``1.2 GiB``, ``256 MiB``).
+
+The work yields to a cell: ``should_yield`` (the request reader's "an execute request is
+queued") is asked between values, on each 64 KiB frame the pickler writes (so inside a big
+value too), and between chunks, at most every ``YIELD_CHECK_SECONDS``.
+
+Payload (format ``FORMAT``): ``MAGIC``, an 8-byte big-endian header length, the header (UTF-8
+JSON: format, interpreter, pickle protocol, modules, definitions, value segments, buffer
+lengths, kernel state), the pickle stream (one ``dump`` per value, offsets in the header),
+then the out-of-band buffers, back to back.
+"""
+
+import os
+import re
+import struct
+import sys
+import time
+import types
+
+from .execution import _BASE_NAMES
+from . import definitions
+
+
+MAGIC = b"VEYYON-PYTHON-SNAPSHOT\n"
+FORMAT = 1
+CHUNK_BYTES = 4 * 1024 * 1024
+# A buffer at least this big goes out of band (kept as it is, not copied into the pickle stream).
+OUT_OF_BAND_BYTES = 64 * 1024
+YIELD_CHECK_SECONDS = 0.002
+# Runtime-set names that are not the user's values: the last result and the last shell status.
+_RUNTIME_NAMES = frozenset(["_", "__", "___", "_exit_code"])
+
+
+class Yielded(BaseException):
+    """A cell is waiting: stop saving now."""
+
+
+class _TooBig(Exception):
+    def __init__(self, size):
+        Exception.__init__(self, size)
+        self.size = size
+
+
+# ---------------------------------------------------------------------------
+# What the host set, so a snapshot saves only what the user changed
+
+
+class _Baseline:
+    def __init__(self):
+        self.env = None
+        self.path = set()
+
+    def capture(self):
+        """The environment and sys.path as the runner starts (before any request)."""
+        self.env = dict(os.environ)
+        self.path = set(sys.path)
+
+    def host_applied(self, env, path_entry):
+        """An execute request's env and cwd came from the host: they are part of the baseline."""
+        if self.env is None:
+            return
+        for key, value in (env or {}).items():
+            if value is None:
+                self.env.pop(key, None)
+            else:
+                self.env[key] = value
+        if path_entry is not None:
+            self.path.add(path_entry)
+
+
+baseline = _Baseline()
+
+
+# ---------------------------------------------------------------------------
+# Names
+
+
+def user_state_names(namespace, protected):
+    """The names a snapshot saves, in the namespace's order: not the runtime's, not the prelude's."""
+    names = []
+    for name, value in namespace.items():
+        if name in _BASE_NAMES or name in _RUNTIME_NAMES or (name.startswith("__") and name.endswith("__")):
+            continue
+        if name in protected and protected[name] is value:
+            continue
+        names.append(name)
+    return names
+
+
+def human_size(count):
+    """count bytes in binary units: 830 B, 12 KiB, 1.2 GiB, 2 MiB (one decimal below 10, none when it is 0)."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024.0
+    if unit == "B":
+        return "%d B" % count
+    text = "%.1f" % size if size < 10 else "%.0f" % size
+    return "%s %s" % (text[:-2] if text.endswith(".0") else text, unit)
+
+
+_CANNOT_PICKLE = re.compile(r"cannot pickle '([^']+)' object")
+_FRIENDLY_KINDS = {
+    "_io.TextIOWrapper": "open file", "_io.BufferedReader": "open file", "_io.BufferedWriter": "open file",
+    "_io.BufferedRandom": "open file", "_io.FileIO": "open file", "_thread.lock": "lock", "_thread.RLock": "lock",
+    "_thread._local": "thread-local", "sqlite3.Connection": "sqlite3 connection", "sqlite3.Cursor": "sqlite3 cursor",
+}
+
+
+def unpicklable_reason(value, exc):
+    """Why value cannot be saved, in words a person can act on."""
+    text = str(exc)
+    match = _CANNOT_PICKLE.search(text)
+    if match:
+        kind = match.group(1)
+        friendly = _FRIENDLY_KINDS.get(kind, kind)
+        cls = type(value)
+        if kind in (cls.__name__, "%s.%s" % (cls.__module__, cls.__qualname__)):
+            return "%s objects cannot be saved" % friendly
+        return "it holds a %s object, which cannot be saved" % friendly
+    if "<lambda>" in text:
+        return "lambda functions cannot be saved (define it with def)"
+    if "local object" in text or "<locals>" in text:
+        return "functions and classes defined inside a function cannot be saved"
+    match = re.search(r"it's not the same object as __main__\.(\w+)", text)
+    if match:
+        return "its class or function %s was redefined or deleted after it was made" % match.group(1)
+    match = re.search(r"attribute lookup (\S+) on __main__ failed", text)
+    if match:
+        return "it refers to %s, which is no longer defined" % match.group(1)
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply to save"
+    text = " ".join(text.split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return "it cannot be saved: %s: %s" % (type(exc).__name__, text) if text else \
+        "it cannot be saved: %s" % type(exc).__name__
+
+
+# ---------------------------------------------------------------------------
+# Pickling
+
+
+class _Checker:
+    """Calls should_yield at most every YIELD_CHECK_SECONDS; raises Yielded when it says so."""
+
+    def __init__(self, should_yield):
+        self.should_yield = should_yield
+        self.last = time.monotonic()
+
+    def __call__(self):
+        if self.should_yield is None:
+            return
+        now = time.monotonic()
+        if now - self.last >= YIELD_CHECK_SECONDS:
+            self.last = now
+            if self.should_yield():
+                raise Yielded()
+
+
+class _CountingSink:
+    """A file the trial pickler writes to: counts bytes, stops past limit, checks for a waiting cell."""
+
+    def __init__(self, limit, check):
+        self.count = 0
+        self.limit = limit
+        self.check = check
+
+    def add(self, size):
+        self.count += size
+        if self.count > self.limit:
+            raise _TooBig(self.count)
+
+    def write(self, data):
+        self.add(data.nbytes if isinstance(data, memoryview) else len(data))
+        self.check()
+        return len(data)
+
+
+class _Sink:
+    """A file the shared pickler writes to: keeps the pieces."""
+
+    def __init__(self, check):
+        self.parts = []
+        self.count = 0
+        self.check = check
+
+    def write(self, data):
+        if type(data) is not bytes:
+            data = bytes(data)
+        self.parts.append(data)
+        self.count += len(data)
+        self.check()
+        return len(data)
+
+
+def _buffer_bytes(buffer):
+    with buffer.raw() as view:
+        return view.nbytes
+
+
+def trial_size(value, limit, check, protocol):
+    """The pickled size of value alone (its out-of-band buffers included); _TooBig past limit."""
+    import pickle
+
+    sink = _CountingSink(limit, check)
+
+    def callback(buffer):
+        size = _buffer_bytes(buffer)
+        if size < OUT_OF_BAND_BYTES:
+            return True
+        sink.add(size)
+        return False
+
+    pickler = pickle.Pickler(sink, protocol, buffer_callback=callback) if protocol >= 5 else \
+        pickle.Pickler(sink, protocol)
+    pickler.dump(value)
+    return sink.count
+
+
+class _Retry(Exception):
+    def __init__(self, name, exc):
+        Exception.__init__(self, name)
+        self.name = name
+        self.exc = exc
+
+
+def dump_values(items, check, protocol):
+    """Pickle (name, value) items through one pickler: (stream parts, [(name, start, end, first buffer,
+    buffer count)], [buffers]). A value that fails now (after its trial passed) raises _Retry."""
+    import pickle
+
+    sink = _Sink(check)
+    buffers = []
+
+    def callback(buffer):
+        if _buffer_bytes(buffer) < OUT_OF_BAND_BYTES:
+            return True
+        buffers.append(buffer)
+        return False
+
+    pickler = pickle.Pickler(sink, protocol, buffer_callback=callback) if protocol >= 5 else \
+        pickle.Pickler(sink, protocol)
+    segments = []
+    for name, value in items:
+        start, first = sink.count, len(buffers)
+        try:
+            pickler.dump(value)
+        except Yielded:
+            raise
+        except BaseException as exc:
+            raise _Retry(name, exc)
+        segments.append([name, start, sink.count, first, len(buffers) - first])
+        check()
+    return sink.parts, segments, buffers
+
+
+# ---------------------------------------------------------------------------
+# Kernel state
+
+
+def _ints_to_base64(ints):
+    import array
+    import base64
+
+    typecode = "I" if array.array("I").itemsize == 4 else "L"
+    packed = array.array(typecode, ints)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
+
+
+def capture_state(kernel_state):
+    """The kernel state a snapshot carries beside the names (JSON-ready)."""
+    state = {}
+    try:
+        state["cwd"] = os.getcwd()
+    except OSError:
+        pass
+    state["previousDir"] = kernel_state.previous_dir
+    state["dirStack"] = list(kernel_state.dir_stack)
+    if baseline.env is not None:
+        state["env"] = {k: v for k, v in os.environ.items() if baseline.env.get(k) != v}
+        state["envUnset"] = sorted(k for k in baseline.env if k not in os.environ)
+    front, back = [], []
+    seen_base = False
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            continue
+        if entry in baseline.path:
+            seen_base = True
+        elif entry not in front and entry not in back:
+            (back if seen_base else front).append(entry)
+    state["sysPath"] = {"front": front, "back": back}
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        try:
+            version, internal, gauss = rnd.getstate()
+            state["random"] = {"version": version, "state": _ints_to_base64(internal), "gauss": gauss}
+        except Exception:
+            pass
+    nprandom = sys.modules.get("numpy.random")
+    if nprandom is not None:
+        try:
+            kind, keys, pos, has_gauss, cached = nprandom.get_state()
+            if kind == "MT19937":
+                state["numpyRandom"] = {"keys": _ints_to_base64(keys.tolist()), "pos": int(pos),
+                                        "hasGauss": int(has_gauss), "gauss": float(cached)}
+        except Exception:
+            pass
+    return state
+
+
+# ---------------------------------------------------------------------------
+# The snapshot
+
+
+class Snapshot:
+    """The outcome of build(): status "saved" with parts, or "failed" with error; names and skipped either way."""
+
+    def __init__(self):
+        self.status = "saved"
+        self.parts = []
+        self.names = []
+        self.skipped = []
+        self.error = None
+        self.size = 0
+
+    def digest(self):
+        import hashlib
+
+        sha = hashlib.sha256()
+        for part in self.parts:
+            sha.update(part)
+        return sha.hexdigest()
+
+
+def _module_entry(name, module):
+    """[name, import name, loaded submodules] for a module bound to name, or a reason it cannot come back."""
+    module_name = getattr(module, "__name__", None)
+    if not isinstance(module_name, str) or sys.modules.get(module_name) is not module:
+        return None, "module %s was not imported by name, so it cannot be imported again" % (module_name or name)
+    prefix = module_name + "."
+    subs = sorted(m for m in list(sys.modules) if m.startswith(prefix) and sys.modules.get(m) is not None)
+    return [name, module_name, subs[:500]], None
+
+
+def build(namespace, protected, kernel_state, budget, value_budget, should_yield=None):
+    """Save the user state of namespace; raises Yielded when should_yield says a cell waits."""
+    import json
+    import pickle
+
+    check = _Checker(should_yield)
+    protocol = pickle.HIGHEST_PROTOCOL
+    result = Snapshot()
+    names = user_state_names(namespace, protected)
+    recorded = definitions.current(namespace)
+    modules, defs, candidates = [], [], []
+    for name in names:
+        value = namespace[name]
+        if isinstance(value, types.ModuleType):
+            entry, reason = _module_entry(name, value)
+            if entry is None:
+                result.skipped.append({"name": name, "reason": reason})
+            else:
+                modules.append(entry)
+        elif name in recorded:
+            filename, start, source = recorded[name]
+            defs.append([name, filename, start, source])
+        else:
+            candidates.append(name)
+    used = sum(len(entry[3]) for entry in defs)
+    accepted = []
+    for name in candidates:
+        check()
+        value = namespace[name]
+        limit = min(value_budget, budget)
+        try:
+            size = trial_size(value, limit, check, protocol)
+        except Yielded:
+            raise
+        except _TooBig as big:
+            which = "per-value" if value_budget <= budget else "snapshot"
+            result.skipped.append({"name": name, "reason": "at least %s, over the %s %s budget" % (
+                human_size(big.size), human_size(limit), which)})
+            continue
+        except BaseException as exc:
+            result.skipped.append({"name": name, "reason": unpicklable_reason(value, exc)})
+            continue
+        if used + size > budget:
+            result.skipped.append({"name": name, "reason": "%s would take the snapshot over its %s budget" % (
+                human_size(size), human_size(budget))})
+            continue
+        used += size
+        accepted.append(name)
+    while True:
+        try:
+            parts, segments, buffers = dump_values([(n, namespace[n]) for n in accepted], check, protocol)
+            break
+        except _Retry as retry:
+            accepted.remove(retry.name)
+            result.skipped.append({"name": retry.name, "reason": unpicklable_reason(namespace[retry.name], retry.exc)})
+    check()
+    raws = [buffer.raw() for buffer in buffers]
+    header = {
+        "format": FORMAT,
+        "python": list(sys.version_info[:3]),
+        "implementation": sys.implementation.name,
+        "pickleProtocol": protocol,
+        "modules": modules,
+        "definitions": defs,
+        "values": segments,
+        "buffers": [raw.nbytes for raw in raws],
+        "state": capture_state(kernel_state),
+    }
+    data = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    stream = b"".join(parts)
+    result.parts = [MAGIC, struct.pack(">Q", len(data)), data, struct.pack(">Q", len(stream)), stream] + raws
+    result.size = sum(len(part) if not isinstance(part, memoryview) else part.nbytes for part in result.parts)
+    result.names = [entry[0] for entry in modules] + [entry[0] for entry in defs] + accepted
+    return result
+
+
+def chunks(parts, size=CHUNK_BYTES):
+    """The bytes of parts (bytes or memoryviews), regrouped into pieces of at most size bytes."""
+    pending, pending_size = [], 0
+    for part in parts:
+        view = memoryview(part).cast("B") if not isinstance(part, bytes) else memoryview(part)
+        offset = 0
+        while offset < len(view):
+            take = min(size - pending_size, len(view) - offset)
+            pending.append(view[offset:offset + take])
+            pending_size += take
+            offset += take
+            if pending_size == size:
+                yield b"".join(pending)
+                pending, pending_size = [], 0
+    if pending:
+        yield b"".join(pending)
+
+
+def serve(request, namespace, protected, kernel_state, should_yield, send):
+    """Answer a snapshot request: chunks then snapshot_done, or only snapshot_done (unchanged, yielded,
+    failed). send(frame, line) writes a frame (or an encoded line)."""
+    import base64
+    import json
+
+    def done(status, **fields):
+        frame = {"type": "snapshot_done", "id": request.id, "status": status, "names": [], "skipped": []}
+        frame.update(fields)
+        send(frame, None)
+
+    try:
+        snap = build(namespace, protected, kernel_state, request.budget, request.value_budget, should_yield)
+        digest = snap.digest()
+    except Yielded:
+        return done("yielded")
+    except BaseException as exc:
+        return done("failed", error="the snapshot could not be made: %s: %s" % (type(exc).__name__, exc))
+    fields = {"digest": digest, "bytes": snap.size, "names": snap.names, "skipped": snap.skipped}
+    if request.known is not None and request.known == digest:
+        return done("unchanged", **fields)
+    prefix = ('{"type":"snapshot_chunk","id":%s,"data":"' % json.dumps(request.id)).encode("utf-8")
+    check = _Checker(should_yield)
+    try:
+        for chunk in chunks(snap.parts):
+            check()
+            send(None, prefix + base64.b64encode(chunk) + b'"}\n')
+    except Yielded:
+        return done("yielded")
+    done("saved", **fields)
