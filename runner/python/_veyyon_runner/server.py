@@ -101,7 +101,7 @@ class _RequestReader:
         self.fd = fd
         self.requests = queue.SimpleQueue()
         self.lock = threading.Lock()
-        self.pending = b""
+        self.pending = []
         self.eof = False
         self.wanted = threading.Event()
         # Execute requests routed and taken: more routed than taken means one waits (a snapshot yields to it).
@@ -120,11 +120,16 @@ class _RequestReader:
                 except BlockingIOError:
                     return
                 if data:
-                    lines = (self.pending + data).split(b"\n")
-                    self.pending = lines.pop()
+                    # A long line (a restore piece) comes in many reads: its parts are joined once, at its end.
+                    self.pending.append(data)
+                    if b"\n" not in data:
+                        continue
+                    lines = b"".join(self.pending).split(b"\n")
+                    tail = lines.pop()
+                    self.pending = [tail] if tail else []
                 else:
                     self.eof = True
-                    lines, self.pending = [self.pending], b""
+                    lines, self.pending = [b"".join(self.pending)], []
                 for line in lines:
                     if line.strip():
                         try:

@@ -366,6 +366,54 @@ class YieldTest(SnapshotTestCase):
         self.assertEqual([frame["status"] for frame in sent], ["unchanged"])
 
 
+class LongLineTest(unittest.TestCase):
+    def test_a_long_restore_line_keeps_its_data_out_of_the_json_parser(self):
+        import base64
+        import json
+
+        protocol = R.module("protocol")
+        data = base64.b64encode(os.urandom(300000))
+        line = b'{"type":"restore","id":"r1","more":true,"data":"' + data + b'","executionCount":4}'
+        kind, piece = protocol.classify_line(line)
+        self.assertEqual(kind, "restore")
+        self.assertEqual((piece.id, piece.more, piece.execution_count, bytes(piece.data)), ("r1", True, 4, data))
+        code = "x = 1  # " + "y" * 100000
+        line = json.dumps({"id": "c1", "code": code, "env": {"data": "kept"}}).encode()
+        kind, request = protocol.classify_line(line)
+        self.assertEqual((kind, request.code, request.env), ("execute", code, {"data": "kept"}))
+
+    def test_pieces_are_joined_in_order(self):
+        import base64
+
+        protocol = R.module("protocol")
+        payload = os.urandom(10000)
+        pieces = [payload[:3000], payload[3000:3001], payload[3001:]]
+        out = None
+        for index, part in enumerate(pieces):
+            out = restore.pieces.add(protocol.RestorePiece("p", base64.b64encode(part).decode(), index < 2))
+        self.assertEqual(bytes(out), payload)
+
+
+class NumpyTest(SnapshotTestCase):
+    def test_arrays_come_back_equal_and_writable(self):
+        try:
+            import numpy
+        except ImportError:
+            self.skipTest("numpy is not importable")
+        kernel = Kernel()
+        kernel.ns.update(np=numpy, a=numpy.arange(100000, dtype=numpy.float64), f=numpy.ones((300, 400), order="F"),
+                         small=numpy.arange(3))
+        kernel.ns["same"] = kernel.ns["a"]
+        fresh, restored, skipped = restore_into(kernel.snap())
+        self.assertEqual(skipped, [])
+        ns = fresh.ns
+        self.assertTrue(numpy.array_equal(ns["a"], kernel.ns["a"]))
+        self.assertTrue(ns["f"].flags.f_contiguous and numpy.array_equal(ns["f"], kernel.ns["f"]))
+        self.assertIs(ns["same"], ns["a"])
+        ns["a"][0] = 5.0
+        self.assertTrue(ns["a"].flags.writeable)
+
+
 class BadPayloadTest(SnapshotTestCase):
     def payload(self):
         kernel = Kernel()
