@@ -85,6 +85,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
       "        return self.balance",
       "def greet(name):",
       "    return 'hello ' + name",
+      "twice = lambda v: v * 2",
       "data = {'xs': [1, 2, 3], 'label': 'é'}",
       "alias = data",
       "acct = Account('ann', 10)",
@@ -114,7 +115,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
 
     const probe = [
       "import os",
-      "print(alias is data, data['label'], acct.deposit(5), type(acct).__name__, greet('bo'))",
+      "print(alias is data, data['label'], acct.deposit(5), type(acct).__name__, greet('bo'), twice(4))",
       "print(os.getcwd(), os.environ.get('SNAPSHOT_TEST_VAR'), random.random())",
       withNumpy ? "print(np.__name__, arr.sum(), np.random.randint(1000))" : ""
     ].join("\n")
@@ -129,7 +130,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     const again = await second.execute(probe)
     expect(again.error).toBeUndefined()
     expect(again.stdout).toBe(expected.stdout)
-    expect(again.stdout).toContain(`True é 15 Account hello bo\n${workdir} kept `)
+    expect(again.stdout).toContain(`True é 15 Account hello bo 8\n${workdir} kept `)
     expect(again.done.executionCount).toBe(count + 1)
     expect(first.badLines).toEqual([])
     expect(second.badLines).toEqual([])
@@ -157,6 +158,17 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     // The cell waited for at most a little of the snapshot, not for all of it.
     expect(cellMs, `cell ${cellMs} ms, whole snapshot ${fullMs} ms`).toBeLessThan(fullMs / 2)
     expect(kernel.badLines).toEqual([])
+  })
+
+  it("runs a snapshot sent during a cell after that cell, as of its end", async () => {
+    const kernel = await start()
+    const cell = kernel.request("import time\ntime.sleep(0.3)\nlate = 'set at the end'")
+    await kernel.waitFor((f) => f.type === "started" && f.id === cell)
+    const saved = await takeSnapshot(kernel)
+    expect(saved.done).toMatchObject({ status: "saved", names: ["time", "late"] })
+    const done = kernel.frames.findIndex((f) => f.type === "done" && f.id === cell)
+    expect(done).toBeGreaterThan(-1)
+    expect(done).toBeLessThan(kernel.frames.indexOf(saved.done))
   })
 
   it("refuses a corrupt payload and keeps serving", async () => {

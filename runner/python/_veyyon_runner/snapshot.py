@@ -8,6 +8,9 @@ such as numpy arrays' out of band); beside them the kernel state: the working di
 ``%cd -``'s), the environment variables that differ from the environment the host set, the
 ``sys.path`` additions, ``random``'s state and numpy's legacy global RNG state when loaded.
 
+A function cells made without a def statement (a lambda, no closure) travels as its marshalled
+code, which only the same CPython loads (its bytecode magic is checked); elsewhere it is named.
+
 Each value is first pickled alone to a counting sink: a value that cannot be pickled, or is over
 the per-value budget, is named with a reason and left out before anything of it reaches the
 shared pickler, so no memo entry of a discarded partial dump can be referred to later. Sizes
@@ -149,6 +152,52 @@ def unpicklable_reason(value, exc):
         text = text[:197] + "..."
     return "it cannot be saved: %s: %s" % (type(exc).__name__, text) if text else \
         "it cannot be saved: %s" % type(exc).__name__
+
+
+# ---------------------------------------------------------------------------
+# Functions without a recorded definition (lambdas): their code, for the same CPython only
+
+
+def _code_magic():
+    try:
+        from importlib.util import MAGIC_NUMBER
+    except ImportError:
+        return None
+    return "%s:%s" % (sys.implementation.name, MAGIC_NUMBER.hex())
+
+
+def function_from_code(magic, code, name, qualname, defaults, kwdefaults, doc):
+    """A function of module __main__ from its marshalled code (what a pickled _CodeFunction calls)."""
+    import marshal
+
+    if magic is None or magic != _code_magic():
+        raise ValueError("it was saved by another Python version, whose code cannot be loaded here")
+    function = types.FunctionType(marshal.loads(code), sys.modules["__main__"].__dict__, name, defaults)
+    function.__kwdefaults__ = kwdefaults
+    function.__qualname__ = qualname
+    function.__doc__ = doc
+    return function
+
+
+class _CodeFunction:
+    """Stands for a function of __main__ that pickle cannot find by name (a lambda): pickled as its code."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __reduce__(self):
+        import marshal
+
+        f = self.function
+        return (function_from_code, (_code_magic(), marshal.dumps(f.__code__), f.__name__, f.__qualname__,
+                                     f.__defaults__, f.__kwdefaults__, f.__doc__))
+
+
+def _by_code(value, namespace):
+    """Whether value is a function of the cells that pickle could not find by its name (a lambda) and
+    that can travel as its code (no closure)."""
+    return (type(value) is types.FunctionType and value.__module__ == "__main__" and value.__closure__ is None
+            and namespace.get(value.__qualname__) is not value)
 
 
 # ---------------------------------------------------------------------------
@@ -385,9 +434,13 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
             candidates.append(name)
     used = sum(len(entry[3]) for entry in defs)
     accepted = []
+    coded, wrappers = {}, {}
     for name in candidates:
         check()
         value = namespace[name]
+        if _by_code(value, namespace):
+            # One wrapper per function, so two names of one lambda come back as one function.
+            value = coded[name] = wrappers.setdefault(id(value), _CodeFunction(value))
         limit = min(value_budget, budget)
         try:
             size = trial_size(value, limit, check, protocol)
@@ -409,7 +462,8 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         accepted.append(name)
     while True:
         try:
-            parts, segments, buffers = dump_values([(n, namespace[n]) for n in accepted], check, protocol)
+            parts, segments, buffers = dump_values([(n, coded.get(n, namespace[n])) for n in accepted], check,
+                                                   protocol)
             break
         except _Retry as retry:
             accepted.remove(retry.name)

@@ -242,6 +242,24 @@ class SkippedTest(SnapshotTestCase):
         self.assertEqual(snap.names, ["A"])
 
 
+class LambdaTest(SnapshotTestCase):
+    def test_a_lambda_travels_as_its_code(self):
+        kernel = Kernel()
+        with kernel.active():
+            kernel.run("scale = 3\nby = lambda x, k=2: x * k * scale\nsame = by\n")
+        snap = kernel.snap()
+        self.assertEqual(snap.skipped, [])
+        fresh, restored, skipped = restore_into(snap)
+        self.assertEqual(skipped, [])
+        with fresh.active():
+            self.assertEqual(fresh.ns["by"](5), 30)
+        self.assertIs(fresh.ns["same"], fresh.ns["by"])
+
+    def test_another_python_cannot_load_it(self):
+        with self.assertRaisesRegex(ValueError, "another Python version"):
+            snapshot.function_from_code("cpython:00000000", b"", "f", "f", None, None, None)
+
+
 class DefinitionsTest(SnapshotTestCase):
     def test_latest_definition_wins_and_replay_keeps_order(self):
         kernel = Kernel()
