@@ -61,6 +61,17 @@ class _TooBig(Exception):
 # What the host set, so a snapshot saves only what the user changed
 
 
+def _raw_environ():
+    """The environment as the OS holds it: os.environ's own dict of encoded names and values where there is one
+    (comparing it costs a few microseconds; going through os.environ decodes every entry)."""
+    data = getattr(os.environ, "_data", None)
+    return data if isinstance(data, dict) else dict(os.environ)
+
+
+def _decoder(name):
+    return getattr(os.environ, name, None) if isinstance(getattr(os.environ, "_data", None), dict) else None
+
+
 class _Baseline:
     def __init__(self):
         self.env = None
@@ -68,20 +79,40 @@ class _Baseline:
 
     def capture(self):
         """The environment and sys.path as the runner starts (before any request)."""
-        self.env = dict(os.environ)
+        self.env = dict(_raw_environ())
         self.path = set(sys.path)
 
     def host_applied(self, env, path_entry):
-        """An execute request's env and cwd came from the host: they are part of the baseline."""
+        """An execute request's env and cwd came from the host (already applied): they are part of the baseline."""
         if self.env is None:
             return
-        for key, value in (env or {}).items():
-            if value is None:
-                self.env.pop(key, None)
+        raw = _raw_environ()
+        encode = _decoder("encodekey") or (lambda key: key)
+        for key in env or ():
+            try:
+                encoded = encode(key)
+            except Exception:
+                continue
+            if encoded in raw:
+                self.env[encoded] = raw[encoded]
             else:
-                self.env[key] = value
+                self.env.pop(encoded, None)
         if path_entry is not None:
             self.path.add(path_entry)
+
+    def env_changes(self):
+        """({name: value} the user set or changed, [names the user unset]) since the baseline."""
+        if self.env is None:
+            return {}, []
+        raw = _raw_environ()
+        if raw == self.env:
+            return {}, []
+        key_of = _decoder("decodekey") or (lambda key: key)
+        value_of = _decoder("decodevalue") or (lambda value: value)
+        base = self.env
+        changed = {key_of(k): value_of(v) for k, v in raw.items() if base.get(k) != v}
+        unset = sorted(key_of(k) for k in base if k not in raw)
+        return changed, unset
 
 
 baseline = _Baseline()
@@ -342,9 +373,7 @@ def capture_state(kernel_state):
         pass
     state["previousDir"] = kernel_state.previous_dir
     state["dirStack"] = list(kernel_state.dir_stack)
-    if baseline.env is not None:
-        state["env"] = {k: v for k, v in os.environ.items() if baseline.env.get(k) != v}
-        state["envUnset"] = sorted(k for k in baseline.env if k not in os.environ)
+    state["env"], state["envUnset"] = baseline.env_changes()
     front, back = [], []
     seen_base = False
     for entry in sys.path:
@@ -398,14 +427,33 @@ class Snapshot:
         return sha.hexdigest()
 
 
+_MAX_SUBMODULES = 200
+# module name -> (len(sys.modules) when computed, its loaded public submodules)
+_submodules = {}
+
+
+def _loaded_submodules(module_name):
+    """The public submodules of module_name loaded now (``import xml.etree.ElementTree`` binds only ``xml``): a
+    restore imports those the package does not import itself. Recomputed only when sys.modules grew."""
+    count = len(sys.modules)
+    cached = _submodules.get(module_name)
+    if cached is not None and cached[0] == count:
+        return cached[1]
+    prefix = module_name + "."
+    subs = sorted(m for m in list(sys.modules)
+                  if m.startswith(prefix) and sys.modules.get(m) is not None
+                  and not any(part.startswith("_") or part in ("tests", "testing") for part in m[len(prefix):].split(".")))
+    subs = subs[:_MAX_SUBMODULES]
+    _submodules[module_name] = (count, subs)
+    return subs
+
+
 def _module_entry(name, module):
     """[name, import name, loaded submodules] for a module bound to name, or a reason it cannot come back."""
     module_name = getattr(module, "__name__", None)
     if not isinstance(module_name, str) or sys.modules.get(module_name) is not module:
         return None, "module %s was not imported by name, so it cannot be imported again" % (module_name or name)
-    prefix = module_name + "."
-    subs = sorted(m for m in list(sys.modules) if m.startswith(prefix) and sys.modules.get(m) is not None)
-    return [name, module_name, subs[:500]], None
+    return [name, module_name, _loaded_submodules(module_name)], None
 
 
 def build(namespace, protected, kernel_state, budget, value_budget, should_yield=None):

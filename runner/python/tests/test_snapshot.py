@@ -187,10 +187,14 @@ class RoundTripTest(SnapshotTestCase):
             os.rmdir(target)
 
     def test_host_set_environment_is_not_saved(self):
-        snapshot.baseline.host_applied({"VEYYON_HOST_SET": "1"}, None)
+        os.environ["VEYYON_BASE_VAR"] = "0"
+        snapshot.baseline.capture()
+        del os.environ["VEYYON_BASE_VAR"]
         os.environ["VEYYON_HOST_SET"] = "1"
+        os.environ["VEYYON_USER_SET"] = "2"
+        snapshot.baseline.host_applied({"VEYYON_HOST_SET": "1"}, None)
         state = snapshot.capture_state(state_module._KernelState())
-        self.assertNotIn("VEYYON_HOST_SET", state["env"])
+        self.assertEqual((state["env"], state["envUnset"]), ({"VEYYON_USER_SET": "2"}, ["VEYYON_BASE_VAR"]))
 
 
 class SkippedTest(SnapshotTestCase):
