@@ -30,20 +30,22 @@ class _Pieces:
         self.pending = {}
 
     def add(self, piece):
-        """The whole payload (bytearray) when piece is the last of its restore, else None. Raises PayloadError
-        when a piece is not base64."""
+        """The whole payload (bytearray) when piece is the last of its restore, else None. Raises PayloadError at
+        the last piece when one of them was not base64 (so a restore is answered once)."""
         import binascii
 
         # Decoded into one growing bytearray: each piece's memory is touched once (fresh memory is slow to touch).
         data = self.pending.setdefault(piece.id, bytearray())
-        try:
-            data += binascii.a2b_base64(piece.data)
-        except (binascii.Error, ValueError) as exc:
-            self.pending.pop(piece.id, None)
-            raise PayloadError("a piece of the payload is not base64: %s" % exc)
+        if not isinstance(data, PayloadError):
+            try:
+                data += binascii.a2b_base64(piece.data)
+            except (binascii.Error, ValueError) as exc:
+                data = self.pending[piece.id] = PayloadError("a piece of the payload is not base64: %s" % exc)
         if piece.more:
             return None
         del self.pending[piece.id]
+        if isinstance(data, PayloadError):
+            raise data
         return data
 
 

@@ -416,6 +416,15 @@ class LongLineTest(unittest.TestCase):
         self.assertEqual(bytes(out), payload)
 
 
+    def test_a_bad_piece_fails_the_restore_once_at_its_end(self):
+        protocol = R.module("protocol")
+        self.assertIsNone(restore.pieces.add(protocol.RestorePiece("q", "not base64!", True)))
+        self.assertIsNone(restore.pieces.add(protocol.RestorePiece("q", "QUJD", True)))
+        with self.assertRaisesRegex(restore.PayloadError, "not base64"):
+            restore.pieces.add(protocol.RestorePiece("q", "QUJD", False))
+        self.assertEqual(restore.pieces.pending, {})
+
+
 class NumpyTest(SnapshotTestCase):
     def test_arrays_come_back_equal_and_writable(self):
         try:
