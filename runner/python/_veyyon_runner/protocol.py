@@ -134,6 +134,29 @@ def _send(frame, data=None):
         os._exit(0)
 
 
+def _send_parts(parts):
+    """Write one frame given as byte strings back to back, with writev: a snapshot chunk's base64 is not copied
+    into a line first (copying a few MB per chunk cost as much as encoding it)."""
+    global _started_line
+    if _out.parts:
+        _out.flush()
+    try:
+        with _frame_lock:
+            if _started_line is not None:
+                parts = [_started_line] + list(parts)
+                _started_line = None
+            views = [memoryview(part) for part in parts]
+            while views:
+                written = os.writev(_frame_fd, views)
+                while views and written >= len(views[0]):
+                    written -= len(views[0])
+                    views.pop(0)
+                if views and written:
+                    views[0] = views[0][written:]
+    except BrokenPipeError:
+        os._exit(0)
+
+
 def _send_with_started(frame, data=None):
     """Send frame (or its encoded line, data); while the cell's started frame is still queued, queue it
     behind that instead, so both leave with the next write (a quick cell's started, result and done frames

@@ -375,7 +375,8 @@ def _serve(reader):
                 _send({"type": "done", "id": request_id, "status": "error",
                        "executionCount": _state.execution_count, "cancelled": False})
             elif isinstance(item, SnapshotRequest):
-                snapshot.serve(item, _state.namespace, _state.protected, _state, reader.execute_waiting, _send)
+                snapshot.serve(item, _state.namespace, _state.protected, _state, reader.execute_waiting, _send,
+                               protocol._send_parts)
             elif isinstance(item, RestorePiece):
                 restore.serve(item, _state.namespace, _state, _send)
             else:

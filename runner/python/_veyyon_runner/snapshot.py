@@ -555,11 +555,14 @@ def chunks(parts, size=CHUNK_BYTES):
         yield b"".join(pending)
 
 
-def serve(request, namespace, protected, kernel_state, should_yield, send):
+def serve(request, namespace, protected, kernel_state, should_yield, send, send_parts=None):
     """Answer a snapshot request: chunks then snapshot_done, or only snapshot_done (unchanged, yielded,
-    failed). send(frame, line) writes a frame (or an encoded line)."""
-    import base64
+    failed). send(frame, line) writes a frame (or an encoded line); send_parts(parts) one line given in parts."""
+    import binascii
     import json
+
+    if send_parts is None:
+        send_parts = lambda parts: send(None, b"".join(parts))  # noqa: E731
 
     def done(status, **fields):
         frame = {"type": "snapshot_done", "id": request.id, "status": status, "names": [], "skipped": []}
@@ -581,7 +584,7 @@ def serve(request, namespace, protected, kernel_state, should_yield, send):
     try:
         for chunk in chunks(snap.parts):
             check()
-            send(None, prefix + base64.b64encode(chunk) + b'"}\n')
+            send_parts((prefix, binascii.b2a_base64(chunk, newline=False), b'"}\n'))
     except Yielded:
         return done("yielded")
     done("saved", **fields)
