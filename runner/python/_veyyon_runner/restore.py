@@ -34,19 +34,61 @@ class _Pieces:
         the last piece when one of them was not base64 (so a restore is answered once)."""
         import binascii
 
-        # Decoded into one growing bytearray: each piece's memory is touched once (fresh memory is slow to touch).
-        data = self.pending.setdefault(piece.id, bytearray())
-        if not isinstance(data, PayloadError):
+        entry = self.pending.get(piece.id)
+        if not isinstance(entry, PayloadError):
             try:
-                data += binascii.a2b_base64(piece.data)
+                decoded = binascii.a2b_base64(piece.data)
             except (binascii.Error, ValueError) as exc:
-                data = self.pending[piece.id] = PayloadError("a piece of the payload is not base64: %s" % exc)
+                entry = self.pending[piece.id] = PayloadError("a piece of the payload is not base64: %s" % exc)
+            else:
+                entry = self.pending[piece.id] = _append(entry, decoded)
         if piece.more:
             return None
         del self.pending[piece.id]
-        if isinstance(data, PayloadError):
-            raise data
+        if isinstance(entry, PayloadError):
+            raise entry
+        data, size = entry
+        if len(data) != size:
+            del data[size:]
         return data
+
+
+def _announced_size(data):
+    """The payload's whole size as its header gives it, when data (its start) holds that much; else None."""
+    offset = len(MAGIC)
+    if bytes(data[:offset]) != MAGIC or len(data) < offset + 8:
+        return None
+    (header_size,) = struct.unpack(">Q", bytes(data[offset:offset + 8]))
+    end = offset + 8 + header_size
+    if len(data) < end + 8 or header_size > (64 << 20):
+        return None
+    try:
+        header = json.loads(bytes(data[offset + 8:end]).decode("utf-8"))
+        (stream_size,) = struct.unpack(">Q", bytes(data[end:end + 8]))
+        total = end + 8 + stream_size + sum(int(size) for size in header["buffers"])
+    except Exception:
+        return None
+    return total if total <= (1 << 40) else None
+
+
+def _append(entry, decoded):
+    """(buffer, bytes used) after appending decoded. The first piece's header announces the whole size: the buffer
+    is made that big once (growing it piece by piece copied it again and again), else it grows."""
+    if entry is None:
+        total = _announced_size(decoded)
+        if total is None or total < len(decoded):
+            return bytearray(decoded), len(decoded)
+        data = bytearray(total)
+        data[:len(decoded)] = decoded
+        return data, len(decoded)
+    data, size = entry
+    end = size + len(decoded)
+    if end <= len(data):
+        data[size:end] = decoded
+    else:
+        del data[size:]
+        data += decoded
+    return data, end
 
 
 pieces = _Pieces()

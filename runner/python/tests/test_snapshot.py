@@ -416,6 +416,21 @@ class LongLineTest(unittest.TestCase):
         self.assertEqual(bytes(out), payload)
 
 
+    def test_a_payload_in_pieces_is_put_together_in_the_size_its_header_announces(self):
+        import base64
+
+        protocol = R.module("protocol")
+        kernel = Kernel()
+        kernel.ns.update(blob=bytearray(os.urandom(300000)), text="x" * 1000)
+        payload = bytes(payload_of(kernel.snap()))
+        out = None
+        cuts = [0, 20000, 20001, 200000, len(payload)]
+        self.assertEqual(restore._announced_size(payload[:20000]), len(payload))
+        for index in range(len(cuts) - 1):
+            part = payload[cuts[index]:cuts[index + 1]]
+            out = restore.pieces.add(protocol.RestorePiece("h", base64.b64encode(part).decode(), index < len(cuts) - 2))
+        self.assertEqual(bytes(out), payload)
+
     def test_a_bad_piece_fails_the_restore_once_at_its_end(self):
         protocol = R.module("protocol")
         self.assertIsNone(restore.pieces.add(protocol.RestorePiece("q", "not base64!", True)))
