@@ -57,6 +57,8 @@ const restorePayload = async (kernel: Kernel, payload: Buffer, executionCount?: 
   return kernel.waitFor((f) => f.type === "restore_done" && f.id === id, 120_000, from)
 }
 
+const plainResultOf = (cell: { results: ReadonlyArray<Record<string, unknown>> }): unknown => cell.results[0]?.["text/plain"]
+
 const start = (): Promise<Kernel> => startWithPrelude(pythonRunner(python)!)
 
 describe.skipIf(!integrationEnabled() || python === undefined)(titled("python runner snapshots", integrationOff()), () => {
@@ -157,6 +159,16 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     expect(kernel.frames.indexOf(done!)).toBeLessThan(kernel.frames.findIndex((f) => f.id === cell.id))
     // The cell waited for at most a little of the snapshot, not for all of it.
     expect(cellMs, `cell ${cellMs} ms, whole snapshot ${fullMs} ms`).toBeLessThan(fullMs / 2)
+
+    // SIGINT during a snapshot is ignored, as between cells.
+    const interrupted = `snap${++seq}`
+    const from = kernel.frames.length
+    kernel.send({ type: "snapshot", id: interrupted, budget: 256 * MiB, valueBudget: 256 * MiB })
+    await sleep(Math.min(50, fullMs / 4))
+    kernel.interrupt()
+    const after = await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === interrupted, 120_000, from)
+    expect(after).toMatchObject({ status: "saved", digest: full.done.digest })
+    expect(plainResultOf(await kernel.execute("len(v0)"))).toBe("10000")
     expect(kernel.badLines).toEqual([])
   })
 
