@@ -11,10 +11,13 @@ such as numpy arrays' out of band); beside them the kernel state: the working di
 A function cells made without a def statement (a lambda, no closure) travels as its marshalled
 code, which only the same CPython loads (its bytecode magic is checked); elsewhere it is named.
 
-Each value is first pickled alone to a counting sink: a value that cannot be pickled, or is over
-the per-value budget, is named with a reason and left out before anything of it reaches the
-shared pickler, so no memo entry of a discarded partial dump can be referred to later. Sizes
-are written in binary units (``human_size``: ``830 B``, ``12 KiB``, ``1.2 GiB``, ``256 MiB``).
+Each value is first pickled alone to a counting sink, up to ``TRIAL_BYTES``: a value that cannot
+be pickled, or is over a budget, is named with a reason and left out before anything of it reaches
+the shared pickler, so no memo entry of a discarded partial dump can be referred to later. A value
+bigger than that is pickled once, in the shared pass, after all the others, within the room left;
+should it fail there, it is dropped (when it is the last) or the shared pass starts again without it.
+Sizes are written in binary units (``human_size``: ``830 B``, ``12 KiB``, ``1.2 GiB``, ``256 MiB``); a
+size found by stopping a pickle is a lower bound (``at least 3 MiB, over the 2 MiB per-value budget``).
 
 The work yields to a cell: ``should_yield`` (the request reader's "an execute request is
 queued") is asked between values, on each 64 KiB frame the pickler writes (so inside a big
@@ -22,8 +25,9 @@ value too), and between chunks, at most every ``YIELD_CHECK_SECONDS``.
 
 Payload (format ``FORMAT``): ``MAGIC``, an 8-byte big-endian header length, the header (UTF-8
 JSON: format, interpreter, pickle protocol, modules, definitions, value segments, buffer
-lengths, kernel state), the pickle stream (one ``dump`` per value, offsets in the header),
-then the out-of-band buffers, back to back.
+lengths, kernel state), an 8-byte big-endian stream length, the pickle stream (one ``dump`` per
+value, offsets in the header), then the out-of-band buffers, back to back. A restore takes a
+payload of this format only (``restore.read_payload``).
 """
 
 import os
@@ -43,6 +47,9 @@ CHUNK_BYTES = 4 * 1024 * 1024
 # A buffer at least this big goes out of band (kept as it is, not copied into the pickle stream).
 OUT_OF_BAND_BYTES = 64 * 1024
 YIELD_CHECK_SECONDS = 0.002
+# A value is first pickled alone up to this many bytes: a smaller one is then known to pickle, and its size; a
+# bigger one is pickled once, in the shared pass (pickling it twice would double a big namespace's cost).
+TRIAL_BYTES = 1 << 20
 # Runtime-set names that are not the user's values: the last result and the last shell status.
 _RUNTIME_NAMES = frozenset(["_", "__", "___", "_exit_code"])
 
@@ -235,6 +242,24 @@ def _by_code(value, namespace):
 # Pickling
 
 
+def _over_value_budget(size, value_budget):
+    return "at least %s, over the %s per-value budget" % (human_size(size), human_size(value_budget))
+
+
+def _over_budget(size, budget, at_least):
+    return "%s%s would take the snapshot over its %s budget" % (
+        "at least " if at_least else "", human_size(size), human_size(budget))
+
+
+def _failure_reason(value, exc, value_budget, budget):
+    """Why a value failed in the shared pass: over a budget, or it cannot be pickled."""
+    if isinstance(exc, _TooBig):
+        if exc.size > value_budget:
+            return _over_value_budget(exc.size, value_budget)
+        return _over_budget(exc.size, budget, True)
+    return unpicklable_reason(value, exc)
+
+
 class _Checker:
     """Calls should_yield at most every YIELD_CHECK_SECONDS; raises Yielded when it says so."""
 
@@ -319,34 +344,57 @@ class _Retry(Exception):
         self.exc = exc
 
 
-def dump_values(items, check, protocol):
-    """Pickle (name, value) items through one pickler: (stream parts, [(name, start, end, first buffer,
-    buffer count)], [buffers]). A value that fails now (after its trial passed) raises _Retry."""
+def dump_values(items, check, protocol, room):
+    """Pickle items (name, value, size bound or None) through one pickler, in order: (stream parts, segments
+    [name, start, end, first buffer, buffer count], buffers, failures [(name, exception)]). A value of unknown
+    size (None: its trial stopped at TRIAL_BYTES) may take at most room(bytes used so far) bytes. A value that
+    fails raises _Retry (its partial dump left memo entries that later values could refer to), unless it is the
+    last: then its bytes are dropped and it is returned among the failures."""
     import pickle
 
     sink = _Sink(check)
     buffers = []
+    state = {"extra": 0, "limit": None}
 
     def callback(buffer):
-        if _buffer_bytes(buffer) < OUT_OF_BAND_BYTES:
+        size = _buffer_bytes(buffer)
+        if size < OUT_OF_BAND_BYTES:
             return True
         buffers.append(buffer)
+        state["extra"] += size
+        if state["limit"] is not None and sink.count + state["extra"] > state["limit"]:
+            raise _TooBig(sink.count + state["extra"] - state["base"])
         return False
 
-    pickler = pickle.Pickler(sink, protocol, buffer_callback=callback) if protocol >= 5 else \
-        pickle.Pickler(sink, protocol)
-    segments = []
-    for name, value in items:
-        start, first = sink.count, len(buffers)
+    def write(data):
+        _Sink.write(sink, data)
+        if state["limit"] is not None and sink.count + state["extra"] > state["limit"]:
+            raise _TooBig(sink.count + state["extra"] - state["base"])
+
+    sink_file = types.SimpleNamespace(write=write)
+    pickler = pickle.Pickler(sink_file, protocol, buffer_callback=callback) if protocol >= 5 else \
+        pickle.Pickler(sink_file, protocol)
+    segments, failures = [], []
+    for index, (name, value, bound) in enumerate(items):
+        start, first, part = sink.count, len(buffers), len(sink.parts)
+        state["base"] = sink.count + state["extra"]
+        state["limit"] = None if bound is not None else state["base"] + room(state["base"])
         try:
             pickler.dump(value)
         except Yielded:
             raise
         except BaseException as exc:
-            raise _Retry(name, exc)
+            if index < len(items) - 1:
+                raise _Retry(name, exc)
+            del sink.parts[part:]
+            sink.count = start
+            state["extra"] -= sum(_buffer_bytes(buffer) for buffer in buffers[first:])
+            del buffers[first:]
+            failures.append((name, exc))
+            break
         segments.append([name, start, sink.count, first, len(buffers) - first])
         check()
-    return sink.parts, segments, buffers
+    return sink.parts, segments, buffers, failures
 
 
 # ---------------------------------------------------------------------------
@@ -481,7 +529,7 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         else:
             candidates.append(name)
     used = sum(len(entry[3]) for entry in defs)
-    accepted = []
+    small, large, bounds = [], [], {}
     coded, wrappers = {}, {}
     for name in candidates:
         check()
@@ -489,33 +537,41 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         if _by_code(value, namespace):
             # One wrapper per function, so two names of one lambda come back as one function.
             value = coded[name] = wrappers.setdefault(id(value), _CodeFunction(value))
-        limit = min(value_budget, budget)
         try:
-            size = trial_size(value, limit, check, protocol)
+            size = trial_size(value, min(value_budget, budget - used, TRIAL_BYTES), check, protocol)
         except Yielded:
             raise
         except _TooBig as big:
-            which = "per-value" if value_budget <= budget else "snapshot"
-            result.skipped.append({"name": name, "reason": "at least %s, over the %s %s budget" % (
-                human_size(big.size), human_size(limit), which)})
+            if big.size > value_budget:
+                result.skipped.append({"name": name, "reason": _over_value_budget(big.size, value_budget)})
+            elif big.size > budget - used:
+                result.skipped.append({"name": name, "reason": _over_budget(big.size, budget, True)})
+            else:
+                # Bigger than a trial goes: pickled once, in the shared pass, within the room left then.
+                large.append(name)
             continue
         except BaseException as exc:
             result.skipped.append({"name": name, "reason": unpicklable_reason(value, exc)})
             continue
-        if used + size > budget:
-            result.skipped.append({"name": name, "reason": "%s would take the snapshot over its %s budget" % (
-                human_size(size), human_size(budget))})
-            continue
         used += size
-        accepted.append(name)
+        bounds[name] = size
+        small.append(name)
+    defs_size = sum(len(entry[3]) for entry in defs)
+    # The large values go last: one that fails or is over a budget when it is the last one is only dropped.
+    accepted = small + large
     while True:
         try:
-            parts, segments, buffers = dump_values([(n, coded.get(n, namespace[n])) for n in accepted], check,
-                                                   protocol)
+            parts, segments, buffers, failures = dump_values(
+                [(n, coded.get(n, namespace[n]), bounds.get(n)) for n in accepted], check, protocol,
+                lambda so_far: min(value_budget, budget - defs_size - so_far))
             break
         except _Retry as retry:
             accepted.remove(retry.name)
-            result.skipped.append({"name": retry.name, "reason": unpicklable_reason(namespace[retry.name], retry.exc)})
+            result.skipped.append({"name": retry.name, "reason": _failure_reason(namespace[retry.name], retry.exc,
+                                                                                 value_budget, budget)})
+    for name, exc in failures:
+        accepted.remove(name)
+        result.skipped.append({"name": name, "reason": _failure_reason(namespace[name], exc, value_budget, budget)})
     check()
     raws = [buffer.raw() for buffer in buffers]
     header = {

@@ -229,8 +229,8 @@ class SkippedTest(SnapshotTestCase):
                          medium2=b"n" * (600 << 10))
         snap = kernel.snap(budget=1 << 20, value_budget=2 << 20)
         why = reasons(snap.skipped)
-        self.assertEqual(why["big"], "at least 3 MiB, over the 1 MiB snapshot budget")
-        self.assertRegex(why["medium2"], r"^600 KiB would take the snapshot over its 1 MiB budget$")
+        self.assertEqual(why["big"], "at least 3 MiB, over the 2 MiB per-value budget")
+        self.assertRegex(why["medium2"], r"^at least 600 KiB would take the snapshot over its 1 MiB budget$")
         self.assertEqual(snap.names, ["small", "medium1"])
         snap = kernel.snap(budget=BIG, value_budget=2 << 20)
         self.assertEqual(reasons(snap.skipped)["big"], "at least 3 MiB, over the 2 MiB per-value budget")
@@ -262,6 +262,58 @@ class LambdaTest(SnapshotTestCase):
     def test_another_python_cannot_load_it(self):
         with self.assertRaisesRegex(ValueError, "another Python version"):
             snapshot.function_from_code("cpython:00000000", b"", "f", "f", None, None, None)
+
+
+class LargeValueTest(SnapshotTestCase):
+    """Values bigger than a trial goes are pickled once, in the shared pass, last."""
+
+    def setUp(self):
+        SnapshotTestCase.setUp(self)
+        self.saved = snapshot.TRIAL_BYTES
+        snapshot.TRIAL_BYTES = 2000
+
+    def tearDown(self):
+        snapshot.TRIAL_BYTES = self.saved
+        SnapshotTestCase.tearDown(self)
+
+    def test_large_values_share_objects_with_the_rest(self):
+        kernel = Kernel()
+        shared = {"k": 1}
+        kernel.ns.update(large=[shared] + list(range(5000)), small=shared, other=[shared])
+        snap = kernel.snap()
+        self.assertEqual((snap.names, snap.skipped), (["small", "other", "large"], []))
+        fresh, restored, skipped = restore_into(snap)
+        self.assertEqual(skipped, [])
+        self.assertIs(fresh.ns["large"][0], fresh.ns["small"])
+        self.assertIs(fresh.ns["other"][0], fresh.ns["small"])
+        self.assertEqual(fresh.ns["large"][1:], list(range(5000)))
+
+    def test_a_large_value_failing_late_is_named_whether_last_or_not(self):
+        sock = socket.socket()
+        self.addCleanup(sock.close)
+        for order in (("bad", "good"), ("good", "bad")):
+            kernel = Kernel()
+            shared = ["shared"]
+            values = {"bad": [shared] + list(range(5000)) + [sock], "good": [shared] + list(range(5000))}
+            kernel.ns.update((name, values[name]) for name in order)
+            kernel.ns["small"] = shared
+            snap = kernel.snap()
+            self.assertEqual(snap.skipped, [{"name": "bad", "reason": "it holds a socket object, which cannot be saved"}])
+            fresh, restored, skipped = restore_into(snap)
+            self.assertEqual((sorted(restored), skipped), (["good", "small"], []))
+            self.assertIs(fresh.ns["good"][0], fresh.ns["small"])
+
+    def test_a_large_value_over_the_room_left_is_named(self):
+        kernel = Kernel()
+        kernel.ns.update(first=list(range(3000)), second=list(range(100000)), third=list(range(3000)))
+        snap = kernel.snap(budget=100000, value_budget=1 << 30)
+        why = reasons(snap.skipped)
+        self.assertEqual(list(why), ["second"])
+        self.assertRegex(why["second"], r"^at least \d+ KiB would take the snapshot over its 98 KiB budget$")
+        fresh, restored, skipped = restore_into(snap)
+        self.assertEqual(fresh.ns["third"], list(range(3000)))
+        snap = kernel.snap(budget=1 << 30, value_budget=100000)
+        self.assertRegex(reasons(snap.skipped)["second"], r"^at least \d+ KiB, over the 98 KiB per-value budget$")
 
 
 class DefinitionsTest(SnapshotTestCase):
