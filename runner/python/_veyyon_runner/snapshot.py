@@ -231,11 +231,23 @@ class _CodeFunction:
                                      f.__defaults__, f.__kwdefaults__, f.__doc__))
 
 
-def _by_code(value, namespace):
-    """Whether value is a function of the cells that pickle could not find by its name (a lambda) and
-    that can travel as its code (no closure)."""
-    return (type(value) is types.FunctionType and value.__module__ == "__main__" and value.__closure__ is None
-            and namespace.get(value.__qualname__) is not value)
+def _by_code(value, namespace, recorded):
+    """Whether value is a function of the cells with no recorded definition to replay (a lambda, a def run by
+    exec or %run) that can travel as its code (no closure). A second name of a recorded one goes by reference."""
+    if type(value) is not types.FunctionType or value.__module__ != "__main__" or value.__closure__ is not None:
+        return False
+    return not (value.__qualname__ in recorded and namespace.get(value.__qualname__) is value)
+
+
+def _unrecorded_class(value, namespace, recorded):
+    """Why value, a class of the cells with no recorded definition, cannot come back (None otherwise)."""
+    if not isinstance(value, type) or getattr(value, "__module__", None) != "__main__":
+        return None
+    qualname = getattr(value, "__qualname__", "?")
+    if qualname in recorded and namespace.get(qualname) is value:
+        return None
+    return "class %s was not defined by a class statement at the top level of a cell, so it cannot be recreated" \
+        % qualname
 
 
 # ---------------------------------------------------------------------------
@@ -534,7 +546,11 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
     for name in candidates:
         check()
         value = namespace[name]
-        if _by_code(value, namespace):
+        reason = _unrecorded_class(value, namespace, recorded)
+        if reason is not None:
+            result.skipped.append({"name": name, "reason": reason})
+            continue
+        if _by_code(value, namespace, recorded):
             # One wrapper per function, so two names of one lambda come back as one function.
             value = coded[name] = wrappers.setdefault(id(value), _CodeFunction(value))
         try:

@@ -259,6 +259,20 @@ class LambdaTest(SnapshotTestCase):
             self.assertEqual(fresh.ns["by"](5), 30)
         self.assertIs(fresh.ns["same"], fresh.ns["by"])
 
+    def test_functions_and_classes_made_outside_a_cell_top_level(self):
+        kernel = Kernel()
+        with kernel.active():
+            kernel.run("def f(x):\n    return x + 1\nalias = f\n")
+            kernel.run("exec('def g(x):\\n    return x * 10\\nclass K:\\n    pass')\n")
+        snap = kernel.snap()
+        self.assertEqual(reasons(snap.skipped), {"K": "class K was not defined by a class statement at the top level "
+                                                      "of a cell, so it cannot be recreated"})
+        fresh, restored, skipped = restore_into(snap)
+        self.assertEqual(skipped, [])
+        with fresh.active():
+            self.assertEqual((fresh.ns["g"](2), fresh.ns["alias"](2)), (20, 3))
+        self.assertIs(fresh.ns["alias"], fresh.ns["f"])
+
     def test_another_python_cannot_load_it(self):
         with self.assertRaisesRegex(ValueError, "another Python version"):
             snapshot.function_from_code("cpython:00000000", b"", "f", "f", None, None, None)
