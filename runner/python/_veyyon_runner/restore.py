@@ -16,7 +16,7 @@ import struct
 import sys
 
 from . import definitions
-from .snapshot import FORMAT, MAGIC
+from .snapshot import FORMAT, MAGIC, without_gc
 
 
 class PayloadError(Exception):
@@ -267,6 +267,7 @@ def _load_values(stream, buffers, segments, namespace, restored, skipped):
     return failed_any
 
 
+@without_gc
 def restore(data, namespace, kernel_state, execution_count=None):
     """Restore a payload (bytes-like) into namespace: (restored names, skipped [{name, reason}]); PayloadError
     when it cannot be read at all."""
