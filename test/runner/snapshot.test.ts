@@ -183,6 +183,19 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     expect(done).toBeLessThan(kernel.frames.indexOf(saved.done))
   })
 
+  it("keeps what a restore prints out of the frames", async () => {
+    const first = await start()
+    await first.execute("def loud(fn):\n    print('decorating', fn.__name__)\n    return fn\n@loud\ndef quiet():\n    return 'q'")
+    const saved = await takeSnapshot(first)
+    const second = await start()
+    const from = second.frames.length
+    const restored = await restorePayload(second, saved.payload)
+    expect(restored).toMatchObject({ skipped: [] })
+    expect(restored.restored).toEqual(["loud", "quiet"])
+    expect(second.frames.slice(from).map((f) => f.type)).toEqual(["restore_done"])
+    expect(plainResultOf(await second.execute("quiet()"))).toBe("'q'")
+  })
+
   it("refuses a corrupt payload and keeps serving", async () => {
     const kernel = await start()
     const bad = await restorePayload(kernel, Buffer.from("this is no snapshot"))

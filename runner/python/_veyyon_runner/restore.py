@@ -299,13 +299,26 @@ def restore(data, namespace, kernel_state, execution_count=None):
     return restored, skipped
 
 
+def _quietly(function, *args):
+    """function(*args) with what it prints (a decorator replayed, a __setstate__) dropped: a restore is no cell,
+    its output would reach the host under the id of the request before it."""
+    import io
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = io.StringIO()
+    try:
+        return function(*args)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def serve(piece, namespace, kernel_state, send):
     """Take one restore piece; after the last, restore and answer restore_done."""
     try:
         data = pieces.add(piece)
         if data is None:
             return
-        restored, skipped = restore(data, namespace, kernel_state, piece.execution_count)
+        restored, skipped = _quietly(restore, data, namespace, kernel_state, piece.execution_count)
     except PayloadError as exc:
         return send({"type": "restore_done", "id": piece.id, "restored": [], "skipped": [], "error": str(exc)}, None)
     except BaseException as exc:
