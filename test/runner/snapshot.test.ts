@@ -88,6 +88,14 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
       "def greet(name):",
       "    return 'hello ' + name",
       "twice = lambda v: v * 2",
+      "from dataclasses import dataclass",
+      "from collections import namedtuple",
+      "@dataclass",
+      "class Pt:",
+      "    x: int",
+      "    y: int = 0",
+      "Pair = namedtuple('Pair', 'a b')",
+      "pts = [Pt(1, 2), Pair(3, 4)]",
       "data = {'xs': [1, 2, 3], 'label': 'é'}",
       "alias = data",
       "acct = Account('ann', 10)",
@@ -103,7 +111,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     const saved = await takeSnapshot(first, { valueBudget: 2 * MiB })
     expect(saved.done).toMatchObject({ status: "saved", bytes: saved.payload.length })
     expect(saved.done.digest).toBe(NodeCrypto.createHash("sha256").update(saved.payload).digest("hex"))
-    expect(saved.done.names).toEqual(expect.arrayContaining(["random", "socket", "Account", "greet", "data", "alias", "acct"]))
+    expect(saved.done.names).toEqual(expect.arrayContaining(["random", "socket", "Account", "greet", "data", "alias", "acct", "twice", "dataclass", "Pt", "Pair", "pts"]))
     expect(saved.done.names).not.toContain("kv")
     expect(saved.done.skipped).toEqual([
       { name: "conn", reason: "socket objects cannot be saved" },
@@ -118,6 +126,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     const probe = [
       "import os",
       "print(alias is data, data['label'], acct.deposit(5), type(acct).__name__, greet('bo'), twice(4))",
+      "print(pts, pts[0] == Pt(1, 2), type(pts[1]) is Pair)",
       "print(os.getcwd(), os.environ.get('SNAPSHOT_TEST_VAR'), random.random())",
       withNumpy ? "print(np.__name__, arr.sum(), np.random.randint(1000))" : ""
     ].join("\n")
@@ -132,7 +141,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     const again = await second.execute(probe)
     expect(again.error).toBeUndefined()
     expect(again.stdout).toBe(expected.stdout)
-    expect(again.stdout).toContain(`True é 15 Account hello bo 8\n${workdir} kept `)
+    expect(again.stdout).toContain(`True é 15 Account hello bo 8\n[Pt(x=1, y=2), Pair(a=3, b=4)] True True\n${workdir} kept `)
     expect(again.done.executionCount).toBe(count + 1)
     expect(first.badLines).toEqual([])
     expect(second.badLines).toEqual([])

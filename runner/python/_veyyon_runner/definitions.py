@@ -21,6 +21,8 @@ _MISSING = object()
 
 # name -> (filename, first line, source, the object the statement bound); latest last.
 _records = {}
+# name -> (id of the class, number of cells) of a find_assignment that found nothing: not searched again until either changes.
+_not_found = {}
 
 
 def _unwrapped(obj):
@@ -48,13 +50,18 @@ def _code_files(obj):
     return files
 
 
+def _is_cell_file(filename):
+    return filename.startswith("<cell-") or filename.startswith("<hidden-")
+
+
 def _bound_by(obj, node, filename):
-    """Whether obj plausibly is what node (run from filename) bound: its code comes from that cell."""
-    if isinstance(node, ast.ClassDef) and not isinstance(_unwrapped(obj), type):
-        return False
+    """Whether obj plausibly is what node (run from filename) bound: a function whose code comes from that cell;
+    a class of that name none of whose methods comes from another cell (a dataclass's come from "<string>")."""
     files = _code_files(obj)
-    if not files:
-        return isinstance(node, ast.ClassDef)
+    if isinstance(node, ast.ClassDef):
+        cls = _unwrapped(obj)
+        return isinstance(cls, type) and getattr(cls, "__qualname__", None) == node.name and \
+            not any(_is_cell_file(f) and f != filename for f in files)
     return filename in files
 
 
@@ -84,6 +91,37 @@ def note_cell(source, filename, namespace):
             continue
         _records.pop(name, None)
         _records[name] = (filename, start, "".join(lines[start - 1:end]), obj)
+
+
+def find_assignment(name, obj, history):
+    """Record the latest top-level ``name = ...`` statement of the counted cells (history: count -> source) as the
+    definition of obj, a class made by a call (``Point = namedtuple("Point", "x y")``); whether one was found.
+    Searched only when a snapshot meets such a class, and once: the record then stands for it."""
+    key = (id(obj), len(history))
+    if _not_found.get(name) == key:
+        return False
+    pattern = re.compile(r"^%s\s*(?::[^=\n]*)?=(?!=)" % re.escape(name), re.M)
+    for count in sorted(history, reverse=True):
+        source = history[count]
+        if pattern.search(source) is None:
+            continue
+        try:
+            code_text = transform(source)
+            tree = ast.parse(code_text)
+        except (SyntaxError, ValueError):
+            continue
+        lines = code_text.splitlines(True)
+        for node in reversed(tree.body):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == name:
+                _records.pop(name, None)
+                _records[name] = ("<cell-%d>" % count, node.lineno,
+                                  "".join(lines[node.lineno - 1:node.end_lineno]), obj)
+                _not_found.pop(name, None)
+                return True
+    _not_found[name] = key
+    return False
 
 
 def current(namespace):

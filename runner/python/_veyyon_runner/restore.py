@@ -130,6 +130,8 @@ def read_payload(data):
                 raise PayloadError("a value's segment lies outside the payload")
         for _name, _module, _subs in header["modules"]:
             pass
+        for _name, _module, _qualname in header.get("imports") or []:
+            pass
         for _name, _filename, _start, _source in header["definitions"]:
             pass
         if not isinstance(header["state"], dict):
@@ -207,6 +209,23 @@ def _apply_random(state, skipped):
             skipped.append({"name": "numpy random state", "reason": _reason(exc)})
 
 
+def _import_names(entries, namespace, restored, skipped):
+    """Each [name, module, qualified name]: the class or function imported again."""
+    import importlib
+
+    for name, module_name, qualname in entries:
+        try:
+            found = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except BaseException as exc:
+            skipped.append({"name": name, "reason": "%s.%s cannot be imported: %s" % (module_name, qualname,
+                                                                                      _reason(exc))})
+            continue
+        namespace[name] = found
+        restored.append(name)
+
+
 def _import_modules(entries, namespace, restored, skipped):
     import importlib
 
@@ -280,6 +299,7 @@ def restore(data, namespace, kernel_state, execution_count=None):
     if state.get("dirStack"):
         kernel_state.dir_stack = list(state["dirStack"])
     _import_modules(header["modules"], namespace, restored, skipped)
+    _import_names(header.get("imports") or [], namespace, restored, skipped)
     entries = [tuple(entry) for entry in header["definitions"]]
     done, failed = definitions.replay(entries, namespace)
     restored.extend(done)

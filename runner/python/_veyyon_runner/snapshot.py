@@ -508,6 +508,26 @@ def _loaded_submodules(module_name):
     return subs
 
 
+_IMPORTABLE_KINDS = (type, types.FunctionType, types.BuiltinFunctionType)
+
+
+def _import_entry(name, value):
+    """[name, module, qualified name] for a class or function of an importable module (``from collections import
+    namedtuple``), else None. Such names come back with the modules, before the definitions that may need them
+    (a decorator, a base class) and the values."""
+    if not isinstance(value, _IMPORTABLE_KINDS):
+        return None
+    module_name = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if not isinstance(module_name, str) or not isinstance(qualname, str) or module_name == "__main__" \
+            or "<" in qualname:
+        return None
+    found = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return [name, module_name, qualname] if found is value else None
+
+
 def _module_entry(name, module):
     """[name, import name, loaded submodules] for a module bound to name, or a reason it cannot come back."""
     module_name = getattr(module, "__name__", None)
@@ -546,8 +566,13 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
     protocol = pickle.HIGHEST_PROTOCOL
     result = Snapshot()
     names = user_state_names(namespace, protected)
+    history = getattr(kernel_state, "history", None) or {}
+    for name in names:
+        value = namespace[name]
+        if _unrecorded_class(value, namespace, definitions._records) is not None and value.__qualname__ == name:
+            definitions.find_assignment(name, value, history)
     recorded = definitions.current(namespace)
-    modules, defs, candidates = [], [], []
+    modules, imports, defs, candidates = [], [], [], []
     for name in names:
         value = namespace[name]
         if isinstance(value, types.ModuleType):
@@ -560,7 +585,11 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
             filename, start, source = recorded[name]
             defs.append([name, filename, start, source])
         else:
-            candidates.append(name)
+            entry = _import_entry(name, value)
+            if entry is not None:
+                imports.append(entry)
+            else:
+                candidates.append(name)
     used = sum(len(entry[3]) for entry in defs)
     small, large, bounds = [], [], {}
     coded, wrappers = {}, {}
@@ -617,6 +646,7 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         "implementation": sys.implementation.name,
         "pickleProtocol": protocol,
         "modules": modules,
+        "imports": imports,
         "definitions": defs,
         "values": segments,
         "buffers": [raw.nbytes for raw in raws],
@@ -626,7 +656,7 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
     stream = b"".join(parts)
     result.parts = [MAGIC, struct.pack(">Q", len(data)), data, struct.pack(">Q", len(stream)), stream] + raws
     result.size = sum(len(part) if not isinstance(part, memoryview) else part.nbytes for part in result.parts)
-    result.names = [entry[0] for entry in modules] + [entry[0] for entry in defs] + accepted
+    result.names = [entry[0] for entry in modules + imports + defs] + accepted
     return result
 
 

@@ -346,6 +346,22 @@ class DefinitionsTest(SnapshotTestCase):
         self.assertEqual(fresh.ns["f"](), 2)
         self.assertEqual(fresh.ns["c"].kind2(), "basebase")
 
+    def test_imported_names_come_back_before_the_definitions_that_need_them(self):
+        kernel = Kernel()
+        with kernel.active():
+            kernel.run("from dataclasses import dataclass\nfrom collections import namedtuple\n")
+            kernel.run("@dataclass\nclass P:\n    x: int\n    y: int = 0\n")
+            kernel.run("Pair = namedtuple('Pair', 'a b')\n")
+            kernel.run("p = P(1, 2)\npair = Pair(3, 4)\n")
+        kernel.state.history = {1: "from dataclasses import dataclass\nfrom collections import namedtuple\n",
+                                3: "Pair = namedtuple('Pair', 'a b')\n"}
+        snap = kernel.snap()
+        self.assertEqual(snap.skipped, [])
+        self.assertEqual(snap.names, ["dataclass", "namedtuple", "P", "Pair", "p", "pair"])
+        fresh, restored, skipped = restore_into(snap)
+        self.assertEqual(skipped, [])
+        self.assertEqual((fresh.ns["p"], fresh.ns["pair"].b), (fresh.ns["P"](1, 2), 4))
+
     def test_a_cell_that_failed_before_its_def_keeps_the_older_definition(self):
         kernel = Kernel()
         with kernel.active():
