@@ -19,6 +19,12 @@ should it fail there, it is dropped (when it is the last) or the shared pass sta
 Sizes are written in binary units (``human_size``: ``830 B``, ``12 KiB``, ``1.2 GiB``, ``256 MiB``); a
 size found by stopping a pickle is a lower bound (``at least 3 MiB, over the 2 MiB per-value budget``).
 
+Not carried (named in ``skipped`` where it is a name): open files, sockets, locks, generators and
+other unpicklable objects; functions with a closure or defined inside a function; classes made
+outside a cell's top-level statements (except ``Name = call(...)``, replayed from the history);
+instances of a class redefined since; pandas options, pyplot's current figure, threads, patched
+modules, and the bodies of cell magics (``%%time``) as definitions.
+
 The work yields to a cell: ``should_yield`` (the request reader's "an execute request is
 queued") is asked between values, on each 64 KiB frame the pickler writes (so inside a big
 value too), and between chunks, at most every ``YIELD_CHECK_SECONDS``.
