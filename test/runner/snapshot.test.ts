@@ -143,6 +143,10 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("python ru
     expect(again.stdout).toBe(expected.stdout)
     expect(again.stdout).toContain(`True é 15 Account hello bo 8\n[Pt(x=1, y=2), Pair(a=3, b=4)] True True\n${workdir} kept `)
     expect(again.done.executionCount).toBe(count + 1)
+    // The restored kernel saves the same names in turn (its definitions are recorded again as they are replayed).
+    const resaved = await takeSnapshot(second, { valueBudget: 2 * MiB })
+    expect(resaved.done.status).toBe("saved")
+    expect([...(resaved.done.names as Array<string>)].sort()).toEqual([...(saved.done.names as Array<string>), "os"].sort())
     expect(first.badLines).toEqual([])
     expect(second.badLines).toEqual([])
   })
