@@ -245,13 +245,52 @@ def _import_modules(entries, namespace, restored, skipped):
         restored.append(name)
 
 
+class _ViewFile:
+    """A read-only file over a memoryview, for the unpickler: io.BytesIO would copy the whole stream first."""
+
+    def __init__(self, view):
+        self.view = view
+        self.pos = 0
+
+    def read(self, size=-1):
+        end = len(self.view) if size is None or size < 0 else min(len(self.view), self.pos + size)
+        data = self.view[self.pos:end].tobytes()
+        self.pos = end
+        return data
+
+    def readinto(self, buffer):
+        target = memoryview(buffer).cast("B")
+        count = min(len(target), len(self.view) - self.pos)
+        target[:count] = self.view[self.pos:self.pos + count]
+        self.pos += count
+        return count
+
+    def readline(self, size=-1):
+        # Lines are the arguments of the old text opcodes, short, and rare in a protocol 5 stream.
+        limit = len(self.view) if size is None or size < 0 else min(len(self.view), self.pos + size)
+        end = self.pos
+        while end < limit:
+            chunk = self.view[end:min(limit, end + 256)].tobytes()
+            found = chunk.find(b"\n")
+            if found >= 0:
+                end += found + 1
+                break
+            end += len(chunk)
+        return self.read(end - self.pos)
+
+    def seek(self, pos):
+        self.pos = pos
+
+    def tell(self):
+        return self.pos
+
+
 def _load_values(stream, buffers, segments, namespace, restored, skipped):
     """Unpickle each value's segment with one unpickler (one memo); after a failure, go on from the next
     segment with a new unpickler holding the memo so far."""
-    import io
     import pickle
 
-    file = io.BytesIO(stream)
+    file = _ViewFile(stream)
 
     def unpickler(first):
         # The buffers are writable views of the payload (a bytearray): arrays come back writable, without a copy

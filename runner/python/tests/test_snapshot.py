@@ -522,6 +522,29 @@ class LongLineTest(unittest.TestCase):
         self.assertEqual(restore.pieces.pending, {})
 
 
+class ViewFileTest(unittest.TestCase):
+    def test_it_reads_like_a_file(self):
+        import io
+
+        data = b"first line\n" + b"x" * 600 + b"\nlast"
+        for size in (-1, 5, 700):
+            ours, theirs = restore._ViewFile(memoryview(bytearray(data))), io.BytesIO(data)
+            while True:
+                line = ours.readline(size)
+                self.assertEqual(line, theirs.readline(size))
+                if not line:
+                    break
+        ours = restore._ViewFile(memoryview(data))
+        target = bytearray(4)
+        self.assertEqual((ours.readinto(target), bytes(target), ours.read(3), ours.tell()), (4, b"firs", b"t l", 7))
+
+    def test_old_protocols_unpickle_through_it(self):
+        value = {"a": [1, 2.5, "x"], "b": (None, True)}
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            file = restore._ViewFile(memoryview(pickle.dumps(value, protocol)))
+            self.assertEqual(pickle.Unpickler(file).load(), value)
+
+
 class NumpyTest(SnapshotTestCase):
     def test_arrays_come_back_equal_and_writable(self):
         try:
