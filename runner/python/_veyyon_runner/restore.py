@@ -28,12 +28,21 @@ class _Pieces:
 
     def __init__(self):
         self.pending = {}
+        # id -> the executionCount given with any piece of that restore (the last one given wins)
+        self.counts = {}
+
+    def execution_count(self, piece):
+        """The executionCount given with a piece of piece's restore, forgotten once asked at its end."""
+        count = self.counts.pop(piece.id, None)
+        return piece.execution_count if piece.execution_count is not None else count
 
     def add(self, piece):
         """The whole payload (bytearray) when piece is the last of its restore, else None. Raises PayloadError at
         the last piece when one of them was not base64 (so a restore is answered once)."""
         import binascii
 
+        if piece.execution_count is not None and piece.more:
+            self.counts[piece.id] = piece.execution_count
         entry = self.pending.get(piece.id)
         if not isinstance(entry, PayloadError):
             try:
@@ -374,10 +383,11 @@ def _quietly(function, *args):
 def serve(piece, namespace, kernel_state, send):
     """Take one restore piece; after the last, restore and answer restore_done."""
     try:
+        count = None if piece.more else pieces.execution_count(piece)
         data = pieces.add(piece)
         if data is None:
             return
-        restored, skipped = _quietly(restore, data, namespace, kernel_state, piece.execution_count)
+        restored, skipped = _quietly(restore, data, namespace, kernel_state, count)
     except PayloadError as exc:
         return send({"type": "restore_done", "id": piece.id, "restored": [], "skipped": [], "error": str(exc)}, None)
     except BaseException as exc:

@@ -513,6 +513,22 @@ class LongLineTest(unittest.TestCase):
             out = restore.pieces.add(protocol.RestorePiece("h", base64.b64encode(part).decode(), index < len(cuts) - 2))
         self.assertEqual(bytes(out), payload)
 
+    def test_the_execution_count_may_come_with_any_piece(self):
+        import base64
+
+        protocol = R.module("protocol")
+        kernel = Kernel()
+        kernel.ns["x"] = 1
+        payload = bytes(payload_of(kernel.snap()))
+        fresh, sent = Kernel(), []
+        with fresh.active():
+            restore.serve(protocol.RestorePiece("e", base64.b64encode(payload[:100]).decode(), True, 12), fresh.ns,
+                          fresh.state, lambda frame, line: sent.append(frame))
+            restore.serve(protocol.RestorePiece("e", base64.b64encode(payload[100:]).decode(), False), fresh.ns,
+                          fresh.state, lambda frame, line: sent.append(frame))
+        self.assertEqual(sent, [{"type": "restore_done", "id": "e", "restored": ["x"], "skipped": []}])
+        self.assertEqual((fresh.state.execution_count, restore.pieces.counts), (12, {}))
+
     def test_a_bad_piece_fails_the_restore_once_at_its_end(self):
         protocol = R.module("protocol")
         self.assertIsNone(restore.pieces.add(protocol.RestorePiece("q", "not base64!", True)))
