@@ -28,6 +28,8 @@ _not_found = {}
 def _unwrapped(obj):
     for _ in range(16):
         inner = getattr(obj, "__wrapped__", None)
+        if inner is None and isinstance(obj, (staticmethod, classmethod)):
+            inner = obj.__func__  # (Python 3.8 and 3.9: no __wrapped__ on them)
         if inner is None or inner is obj:
             break
         obj = inner
