@@ -596,7 +596,12 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
                 imports.append(entry)
             else:
                 candidates.append(name)
-    used = sum(len(entry[3]) for entry in defs)
+    state = capture_state(kernel_state)
+    # What the payload holds beside the values' bytes (the header, a segment entry per value) counts against the
+    # budget too, so the whole payload stays within it.
+    fixed = len(MAGIC) + 16 + 256 + len(json.dumps([modules, imports, defs, state], ensure_ascii=True)) + \
+        sum(len(name) + 48 for name in candidates)
+    used = fixed
     small, large, bounds = [], [], {}
     coded, wrappers = {}, {}
     for name in candidates:
@@ -628,14 +633,13 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         used += size
         bounds[name] = size
         small.append(name)
-    defs_size = sum(len(entry[3]) for entry in defs)
     # The large values go last: one that fails or is over a budget when it is the last one is only dropped.
     accepted = small + large
     while True:
         try:
             parts, segments, buffers, failures = dump_values(
                 [(n, coded.get(n, namespace[n]), bounds.get(n)) for n in accepted], check, protocol,
-                lambda so_far: min(value_budget, budget - defs_size - so_far))
+                lambda so_far: min(value_budget, budget - fixed - so_far))
             break
         except _Retry as retry:
             accepted.remove(retry.name)
@@ -656,7 +660,7 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         "definitions": defs,
         "values": segments,
         "buffers": [raw.nbytes for raw in raws],
-        "state": capture_state(kernel_state),
+        "state": state,
     }
     data = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     stream = b"".join(parts)

@@ -235,6 +235,14 @@ class SkippedTest(SnapshotTestCase):
         snap = kernel.snap(budget=BIG, value_budget=2 << 20)
         self.assertEqual(reasons(snap.skipped)["big"], "at least 3 MiB, over the 2 MiB per-value budget")
 
+    def test_the_whole_payload_stays_within_the_budget(self):
+        kernel = Kernel()
+        kernel.ns.update(("v%d" % i, b"z" * 3000) for i in range(40))
+        for budget in (20000, 60000, 100000):
+            snap = kernel.snap(budget=budget, value_budget=budget)
+            self.assertLessEqual(snap.size, budget)
+            self.assertTrue(snap.names and snap.skipped)
+
     def test_instances_of_a_redefined_class_are_named(self):
         kernel = Kernel()
         with kernel.active():
