@@ -484,12 +484,17 @@ class Snapshot:
         self.error = None
         self.size = 0
 
-    def digest(self):
+    def digest(self, check=None):
+        """The payload's SHA-256 (hex), checking for a waiting cell between 4 MiB pieces when check is given."""
         import hashlib
 
         sha = hashlib.sha256()
         for part in self.parts:
-            sha.update(part)
+            view = memoryview(part)
+            for start in range(0, view.nbytes, CHUNK_BYTES):
+                sha.update(view[start:start + CHUNK_BYTES])
+                if check is not None:
+                    check()
         return sha.hexdigest()
 
 
@@ -663,8 +668,9 @@ def build(namespace, protected, kernel_state, budget, value_budget, should_yield
         "state": state,
     }
     data = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    stream = b"".join(parts)
-    result.parts = [MAGIC, struct.pack(">Q", len(data)), data, struct.pack(">Q", len(stream)), stream] + raws
+    # The stream stays in the pieces the pickler wrote: joining them would copy it whole, without a yield check.
+    stream_size = sum(len(part) for part in parts)
+    result.parts = [MAGIC, struct.pack(">Q", len(data)), data, struct.pack(">Q", stream_size)] + parts + raws
     result.size = sum(len(part) if not isinstance(part, memoryview) else part.nbytes for part in result.parts)
     result.names = [entry[0] for entry in modules + imports + defs] + accepted
     return result
@@ -704,7 +710,7 @@ def serve(request, namespace, protected, kernel_state, should_yield, send, send_
 
     try:
         snap = build(namespace, protected, kernel_state, request.budget, request.value_budget, should_yield)
-        digest = snap.digest()
+        digest = snap.digest(_Checker(should_yield))
     except Yielded:
         return done("yielded")
     except BaseException as exc:
