@@ -131,6 +131,18 @@ def main():
     began = time.perf_counter()
     unchanged, _ = runner.snapshot(known=done["digest"])
     print("unchanged (known digest, no chunks): %.3f s, status %s" % (time.perf_counter() - began, unchanged["status"]))
+    for delay in (0.0, 0.02, 0.1, 0.3, 0.6):
+        runner.seq += 1
+        snap_id, cell_id = "y%d" % runner.seq, "yc%d" % runner.seq
+        runner.send({"type": "snapshot", "id": snap_id, "budget": 1 << 40, "valueBudget": 1 << 40})
+        time.sleep(delay)
+        began = time.perf_counter()
+        runner.send({"id": cell_id, "code": "1", "silent": False, "storeHistory": True})
+        frames = runner.until("done", cell_id)
+        waited = time.perf_counter() - began
+        status = [f for f in frames if f["type"] == "snapshot_done"]
+        print("a cell sent %3d ms into a snapshot: done after %.0f ms (snapshot %s)" % (
+            delay * 1000, waited * 1000, status[0]["status"] if status else "?"))
     runner.close()
     fresh = Runner(args.python)
     began, cpu = time.perf_counter(), fresh.cpu()
