@@ -387,6 +387,12 @@ def _serve(reader):
             if isinstance(item, Request):
                 _send({"type": "done", "id": item.id, "status": "error",
                        "executionCount": _state.execution_count, "cancelled": False})
+            elif isinstance(item, SnapshotRequest):
+                _send({"type": "snapshot_done", "id": item.id, "status": "failed", "names": [], "skipped": [],
+                       "error": "internal error: %s: %s" % (type(exc).__name__, exc)})
+            elif isinstance(item, RestorePiece) and not item.more:
+                _send({"type": "restore_done", "id": item.id, "restored": [], "skipped": [],
+                       "error": "internal error: %s: %s" % (type(exc).__name__, exc)})
 
 
 # ---------------------------------------------------------------------------
