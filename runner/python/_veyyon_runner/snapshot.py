@@ -699,6 +699,11 @@ def serve(request, namespace, protected, kernel_state, should_yield, send, send_
     failed). send(frame, line) writes a frame (or an encoded line); send_parts(parts) one line given in parts."""
     import binascii
     import json
+    # Imported before the work starts, so the first snapshot of a kernel does not count their loading (about 20 ms
+    # here, once) as work to yield over: a cell that follows at once waits for them, then for a snapshot that is
+    # quick, instead of the first snapshot giving way to it and the session having none.
+    import hashlib  # noqa: F401
+    import pickle  # noqa: F401
 
     if send_parts is None:
         send_parts = lambda parts: send(None, b"".join(parts))  # noqa: E731
