@@ -11,7 +11,7 @@
  * before its first cell, when its seal holds (see `SnapshotSeal`); the notice says what
  * came back, as of which cell, and what did not.
  */
-import { Duration, Effect, FiberSet, Result, type Scope } from "effect"
+import { Duration, Effect, FiberSet, Result, type Scope, Semaphore } from "effect"
 import type * as Kernel from "../../kernel/Kernel.ts"
 import { SNAPSHOT_IDLE_MS, type SnapshotMode } from "../config/Settings.ts"
 import { cellTitleOf, failedNotice, refusedNotice, restoredNotice } from "./SnapshotNotice.ts"
@@ -57,6 +57,8 @@ interface PlaceState {
   /** Bumped by each snapshot asked for and by `forget`; a save writes only while its number is the newest written. */
   asked: number
   written: number
+  /** One store write of the place at a time, so a payload and the metadata naming it land together. */
+  readonly writing: Semaphore.Semaphore
   /** The digest of the snapshot stored, when this process knows it. */
   known: string | undefined
   /** The `idle` snapshot waiting to be sent. */
@@ -78,12 +80,12 @@ export const makeSessionSnapshots = (
     const stateOf = (place: SnapshotPlace): PlaceState => {
       const id = placeId(place)
       let state = places.get(id)
-      if (state === undefined) places.set(id, state = { asked: 0, written: 0, known: undefined, idle: undefined })
+      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, idle: undefined })
       return state
     }
 
     const write = (place: SnapshotPlace, state: PlaceState, number: number, meta: SnapshotMeta, payload: Uint8Array) =>
-      Effect.suspend(() => {
+      state.writing.withPermits(1)(Effect.suspend(() => {
         if (number <= state.written) return Effect.void
         state.written = number
         if (meta.names.length === 0 && meta.skipped.length === 0) {
@@ -92,7 +94,7 @@ export const makeSessionSnapshots = (
         }
         state.known = meta.digest
         return store.write(place.sessionId, place.language, sealMeta(store.key, meta), meta.digest, payload)
-      }).pipe(Effect.catch((error) => Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) was not kept: ${error.message}`)))
+      })).pipe(Effect.catch((error) => Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) was not kept: ${error.message}`)))
 
     const request = (place: SnapshotPlace, state: PlaceState, kernel: Kernel.Kernel, cell: FinishedCell, number: number) =>
       kernel.snapshot({ budget: options.budgetMb * MIB, valueBudget: options.valueBudgetMb * MIB, known: state.known }).pipe(
@@ -168,14 +170,19 @@ export const makeSessionSnapshots = (
         }),
       forget: (sessionId, language) =>
         Effect.suspend(() => {
+          const affected: Array<PlaceState> = []
           for (const [id, state] of places) {
             const [placeLanguage, placeSession] = id.split("\u0000") as [string, string]
             if (placeSession !== sessionId || (language !== undefined && placeLanguage !== language)) continue
             state.written = state.asked = state.asked + 1
             state.idle = undefined
             state.known = undefined
+            affected.push(state)
           }
-          return Effect.catch(store.remove(sessionId, language), (error) => Effect.logWarning(error.message))
+          // A write already under way lands first; none starts after the bump above.
+          return Effect.forEach(affected, (state) => state.writing.withPermits(1)(Effect.void), { discard: true }).pipe(
+            Effect.andThen(Effect.catch(store.remove(sessionId, language), (error) => Effect.logWarning(error.message)))
+          )
         }),
       drain: Effect.suspend(() =>
         Effect.forEach([...places], ([id, state]) => {
