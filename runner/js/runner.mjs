@@ -152,14 +152,17 @@ const serve = async () => {
 }
 
 const readRequests = (input) => {
-  let pending = Buffer.alloc(0)
+  // The pieces of a line not yet ended: joined once its newline arrives, so a long line (a
+  // restore piece of megabytes) costs its length once, not once per chunk that carries it.
+  let pending = []
   input.on("data", (chunk) => {
     if (inputEnded) return
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
     let newline
-    while (!inputEnded && (newline = pending.indexOf(10)) >= 0) {
-      const line = pending.subarray(0, newline).toString("utf8")
-      pending = pending.subarray(newline + 1)
+    while (!inputEnded && (newline = chunk.indexOf(10)) >= 0) {
+      pending.push(chunk.subarray(0, newline))
+      const line = (pending.length === 1 ? pending[0] : Buffer.concat(pending)).toString("utf8")
+      pending = []
+      chunk = chunk.subarray(newline + 1)
       if (line.trim() === "") continue
       try {
         routeLine(line)
@@ -167,6 +170,7 @@ const readRequests = (input) => {
         diagnose(`could not handle a host line: ${error?.stack ?? error}`)
       }
     }
+    if (!inputEnded && chunk.length > 0) pending.push(chunk)
   })
   input.on("end", endOfInput)
   input.on("error", endOfInput)
