@@ -163,6 +163,49 @@ const evaluate = (source, group) =>
     if (early !== undefined) resolve(early)
   })
 
+/**
+ * What a top-level function closes over, as the inspector names its scopes ("Script",
+ * "Global", "Closure", "Block", ...); undefined when the name is not a function.
+ */
+export const functionScopes = (name) => {
+  const group = "veyyon-scopes"
+  try {
+    const { result } = post("Runtime.evaluate", { expression: name, contextId, objectGroup: group, silent: true })
+    if (result?.type !== "function" || result.objectId === undefined) return undefined
+    const own = post("Runtime.getProperties", { objectId: result.objectId, ownProperties: true })
+    const scopes = own.internalProperties?.find((property) => property.name === "[[Scopes]]")
+    if (scopes?.value?.objectId === undefined) return []
+    return post("Runtime.getProperties", { objectId: scopes.value.objectId, ownProperties: true }).result
+      .filter((entry) => /^\d+$/.test(entry.name))
+      .map((entry) => String(entry.value?.description ?? "").split(" ")[0])
+  } finally {
+    post("Runtime.releaseObjectGroup", { objectGroup: group })
+  }
+}
+
+/** Runs source in the cells' REPL scope (not interruptible, never counted); resolves with the thrown error or undefined. */
+export const evaluateInReplScope = (source) =>
+  new Promise((resolve) => {
+    session.post("Runtime.evaluate", {
+      expression: source,
+      contextId,
+      replMode: true,
+      awaitPromise: true,
+      objectGroup: "veyyon-restore",
+      silent: true,
+      disableBreaks: true,
+      generatePreview: false
+    }, (error, result) => {
+      let failure = error ?? undefined
+      if (failure === undefined && result?.exceptionDetails !== undefined) {
+        failure = takeValue(result.exceptionDetails.exception ?? { type: "undefined" })
+        if (!(failure instanceof Error)) failure = new Error(String(failure))
+      }
+      post("Runtime.releaseObjectGroup", { objectGroup: "veyyon-restore" })
+      resolve(failure)
+    })
+  })
+
 // ---------------------------------------------------------------------------
 // Errors
 
@@ -262,8 +305,11 @@ export const clearCellTimers = (cell) => {
 // ---------------------------------------------------------------------------
 // Globals every cell sees
 
+/** The cells' top-level let, const and class names. */
+export const lexicalNames = () => post("Runtime.globalLexicalScopeNames", { executionContextId: contextId }).names
+
 export const userNames = () => {
-  const names = new Set(post("Runtime.globalLexicalScopeNames", { executionContextId: contextId }).names)
+  const names = new Set(lexicalNames())
   for (const name of Object.getOwnPropertyNames(globalThis)) {
     if (name === "_") continue
     const descriptor = Object.getOwnPropertyDescriptor(globalThis, name)

@@ -1,0 +1,246 @@
+/**
+ * Snapshots and restores in the JavaScript and Ruby runners (PROTOCOL.md, "Snapshots and
+ * restores"), driven standalone: cells run, a snapshot is taken, a NEW runner process gets
+ * it back, and a cell there uses every restored name. Also: what cannot be saved is named,
+ * budgets, `unchanged`, yielding to a cell, and a corrupt payload that leaves the runner
+ * serving.
+ */
+import * as NodeCrypto from "node:crypto"
+import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
+import * as path from "node:path"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { type Frame, type Kernel, killAll, nodeRunner, plainResult, rubyRunner, type RunnerSpec, startWithPrelude } from "./harness.ts"
+import { titled } from "../support/skip.ts"
+
+const MiB = 1024 * 1024
+let seq = 0
+
+interface Snapshot {
+  readonly done: Frame
+  readonly payload: Buffer
+  readonly chunks: ReadonlyArray<Frame>
+}
+
+const snapshot = async (
+  kernel: Kernel,
+  options: { budget?: number; valueBudget?: number; known?: string } = {}
+): Promise<Snapshot> => {
+  const id = `snap${++seq}`
+  const from = kernel.frames.length
+  kernel.send({
+    type: "snapshot",
+    id,
+    budget: options.budget ?? 256 * MiB,
+    valueBudget: options.valueBudget ?? 256 * MiB,
+    ...(options.known !== undefined ? { known: options.known } : {})
+  })
+  const done = await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === id, 60_000, from)
+  const chunks = kernel.frames.filter((f) => f.type === "snapshot_chunk" && f.id === id)
+  return { done, chunks, payload: Buffer.concat(chunks.map((f) => Buffer.from(String(f.data), "base64"))) }
+}
+
+/** Sends payload back in pieces of `pieceBytes` (decoded), the last with more: false. */
+const restore = async (kernel: Kernel, payload: Buffer, executionCount?: number, pieceBytes = 64 * 1024): Promise<Frame> => {
+  const id = `restore${++seq}`
+  const from = kernel.frames.length
+  const count = Math.max(1, Math.ceil(payload.length / pieceBytes))
+  for (let i = 0; i < count; i++) {
+    const more = i < count - 1
+    kernel.send({
+      type: "restore",
+      id,
+      data: payload.subarray(i * pieceBytes, (i + 1) * pieceBytes).toString("base64"),
+      more,
+      ...(!more && executionCount !== undefined ? { executionCount } : {})
+    })
+  }
+  return kernel.waitFor((f) => f.type === "restore_done" && f.id === id, 60_000, from)
+}
+
+const skippedNames = (frame: Frame): Record<string, string> =>
+  Object.fromEntries((frame.skipped as Array<{ name: string; reason: string }>).map((s) => [s.name, s.reason]))
+
+const sha256 = (data: Buffer): string => NodeCrypto.createHash("sha256").update(data).digest("hex")
+
+const suite = (language: string, runner: RunnerSpec | undefined, body: (start: () => Promise<Kernel>, dir: string) => void) =>
+  describe.skipIf(runner === undefined)(titled(`${language} snapshots`, runner === undefined ? `no ${language} interpreter on PATH` : undefined), () => {
+    const spawned: Array<Kernel> = []
+    const dir = NodeFs.realpathSync(NodeFs.mkdtempSync(path.join(NodeOs.tmpdir(), `veyyon-snap-${language}-`)))
+    const start = async (): Promise<Kernel> => {
+      const kernel = await startWithPrelude(runner!, { cwd: dir, env: { VEYYON_ARTIFACTS_DIR: dir } })
+      spawned.push(kernel)
+      return kernel
+    }
+    afterEach(() => {
+      for (const kernel of spawned) {
+        expect(kernel.schemaErrors.splice(0)).toEqual([])
+        expect(kernel.badLines.splice(0)).toEqual([])
+      }
+    })
+    afterAll(() => {
+      killAll()
+      NodeFs.rmSync(dir, { recursive: true, force: true })
+    })
+    body(start, dir)
+  })
+
+const expectOk = (cell: { done: Frame; error: Frame | undefined }): void => {
+  expect(cell.error).toBeUndefined()
+  expect(cell.done.status).toBe("ok")
+}
+
+suite("JavaScript", nodeRunner(), (start, dir) => {
+  it("brings every kind of binding back in a new runner process", async () => {
+    const work = path.join(dir, "work")
+    NodeFs.mkdirSync(work)
+    const first = await start()
+    expectOk(await first.execute([
+      "const cfg = { name: 'x', nested: { n: 1 } }",
+      "let count = 41",
+      "const shared = [1, 2]",
+      "var alias = shared",
+      "const m = new Map([['a', 1]])",
+      "function add(a, b) { return a + b }",
+      "class Point { constructor(x, y) { this.x = x; this.y = y } norm() { return Math.hypot(this.x, this.y) } }",
+      "class Point3 extends Point { constructor(x, y, z) { super(x, y); this.z = z } }",
+      "const p = new Point(3, 4)",
+      "const q = new Point3(1, 2, 3)",
+      "const square = (x) => x * x",
+      "implicitGlobal = 'g'",
+      `process.chdir(${JSON.stringify(work)})`,
+      "process.env.SNAP_VAR = 'yes'"
+    ].join("\n")))
+    expectOk(await first.execute("const gen = (function* () { yield 1 })()\nconst sock = new (require('node:net').Socket)()\nconst counter = (() => { let n = 0; return () => ++n })()\nconst boundLog = console.log.bind(console)"))
+    const saved = await snapshot(first)
+    expect(saved.done.status).toBe("saved")
+    expect(saved.done.bytes).toBe(saved.payload.length)
+    expect(saved.done.digest).toBe(sha256(saved.payload))
+    expect(saved.done.names).toEqual(["Point", "Point3", "add", "alias", "cfg", "count", "implicitGlobal", "m", "p", "q", "shared", "square"])
+    const skipped = skippedNames(saved.done)
+    expect(skipped.gen).toBe("a generator cannot be saved")
+    expect(skipped.sock).toBe("socket objects cannot be saved")
+    expect(skipped.counter).toMatch(/closure/)
+    expect(skipped.boundLog).toMatch(/built-in or bound/)
+    for (const name of ["display", "require", "kv", "_"]) expect(saved.done.names).not.toContain(name)
+
+    const second = await start()
+    const done = await restore(second, saved.payload, 7, 1000)
+    expect(done.error).toBeUndefined()
+    expect(done.restored).toEqual(saved.done.names)
+    expect(Object.keys(skippedNames(done)).sort()).toEqual(["boundLog", "counter", "gen", "sock"])
+    const cell = await second.execute(
+      "[cfg.nested.n, count + 1, shared === alias, m.get('a'), add(2, 3), p.norm(), p instanceof Point, q instanceof Point3, q.norm().toFixed(3), q.z, square(4), implicitGlobal, process.cwd(), process.env.SNAP_VAR].join(',')"
+    )
+    expectOk(cell)
+    expect(plainResult(cell)).toBe(`'1,42,true,1,5,5,true,true,2.236,3,16,g,${work},yes'`)
+    expect(cell.done.executionCount).toBe(8)
+    const kinds = await second.execute("try { cfg = 1; 'mutable' } catch (e) { e.constructor.name }")
+    expect(plainResult(kinds)).toBe("'TypeError'")
+    expectOk(await second.execute("count = 5; const cfg = 'declared again in a later cell'; cfg"))
+  })
+
+  it("names a value over the per-value budget and answers unchanged for a known digest", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("const big = new Uint8Array(3 * 1024 * 1024).fill(7)\nconst small = 'ok'"))
+    const saved = await snapshot(kernel, { valueBudget: MiB })
+    expect(saved.done.status).toBe("saved")
+    expect(saved.done.names).toEqual(["small"])
+    expect(skippedNames(saved.done).big).toBe("3 MiB over the 1 MiB budget")
+    const again = await snapshot(kernel, { valueBudget: MiB, known: String(saved.done.digest) })
+    expect(again.done).toMatchObject({ status: "unchanged", digest: saved.done.digest })
+    expect(again.chunks).toEqual([])
+    const whole = await snapshot(kernel, { budget: 2 * MiB, valueBudget: 8 * MiB })
+    expect(skippedNames(whole.done).big).toMatch(/^3 MiB over the 2 MiB budget/)
+  })
+
+  it("sends a big payload in chunks of at most 4 MiB", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("const blob = new Uint8Array(9 * 1024 * 1024).fill(1)"))
+    const saved = await snapshot(kernel)
+    expect(saved.chunks.length).toBe(3)
+    for (const chunk of saved.chunks) expect(Buffer.from(String(chunk.data), "base64").length).toBeLessThanOrEqual(4 * MiB)
+    const second = await start()
+    const done = await restore(second, saved.payload, undefined, 4 * MiB)
+    expect(done.restored).toEqual(["blob"])
+    expect(plainResult(await second.execute("blob.length === 9 * 1024 * 1024 && blob[123] === 1"))).toBe("true")
+  })
+
+  it("yields to an execute request that arrives before it is done", async () => {
+    const kernel = await start()
+    // Twelve values that each take a while to walk and serialize: the snapshot takes long enough for a cell to arrive during it.
+    expectOk(await kernel.execute("for (let i = 0; i < 12; i++) globalThis['v' + i] = Array.from({ length: 50000 }, (_, j) => ({ j, s: 'x' + j }))"))
+    const full = await snapshot(kernel)
+    expect(full.done.status).toBe("saved")
+    const id = `snap${++seq}`
+    const from = kernel.frames.length
+    kernel.send({ type: "snapshot", id, budget: 1024 * MiB, valueBudget: 256 * MiB })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const cell = await kernel.execute("'cell ran'")
+    const done = await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === id, 60_000, from)
+    expect(done).toMatchObject({ status: "yielded", names: [], skipped: [] })
+    expect(kernel.frames.filter((f) => f.type === "snapshot_chunk" && f.id === id)).toEqual([])
+    expect(kernel.frames.indexOf(done)).toBeLessThan(kernel.frames.indexOf(cell.frames[0]!))
+    expect(plainResult(cell)).toBe("'cell ran'")
+    // A snapshot with a cell already queued behind it yields at once; one queued behind a cell waits for it.
+    const before = `snap${++seq}`
+    kernel.send({ type: "snapshot", id: before, budget: MiB, valueBudget: MiB })
+    kernel.request("1 + 1")
+    expect(await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === before)).toMatchObject({ status: "yielded" })
+    const running = kernel.request("await new Promise((resolve) => setTimeout(resolve, 300)); 'slow'")
+    const after = `snap${++seq}`
+    kernel.send({ type: "snapshot", id: after, budget: MiB, valueBudget: MiB })
+    const afterDone = await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === after)
+    const runningDone = kernel.frames.find((f) => f.type === "done" && f.id === running)!
+    expect(kernel.frames.indexOf(runningDone)).toBeLessThan(kernel.frames.indexOf(afterDone))
+  })
+
+  it("names instances whose class cannot come back", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute([
+      "class Secret { #key = 1; get key() { return this.#key } }",
+      "const secret = new Secret()",
+      "const Hidden = (() => { let made = 0; return class Hidden { constructor() { this.v = ++made } } })()",
+      "const hidden = new Hidden()",
+      "const url = new URL('https://example.com/')",
+      "const nested = { list: [1, new Hidden()] }",
+      "const bare = Object.assign(Object.create(null), { k: 1 })"
+    ].join("\n")))
+    const saved = await snapshot(kernel)
+    const skipped = skippedNames(saved.done)
+    expect(skipped.secret).toMatch(/private fields/)
+    expect(skipped.Hidden).toMatch(/closure/)
+    expect(skipped.hidden).toMatch(/instance of Hidden/)
+    expect(skipped.url).toMatch(/instance of URL/)
+    expect(skipped.nested).toMatch(/^it holds what cannot be saved: an instance of Hidden/)
+    expect(saved.done.names).toEqual(["Secret", "bare"])
+    const second = await start()
+    expect((await restore(second, saved.payload)).restored).toEqual(["Secret", "bare"])
+    expect(plainResult(await second.execute("[Object.getPrototypeOf(bare), bare.k, new Secret().key].join(',')"))).toBe("',1,1'")
+  })
+
+  it("answers a corrupt or foreign payload with an error and keeps serving", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("const kept = 1"))
+    const saved = await snapshot(kernel)
+    const corrupt = Buffer.from(saved.payload)
+    corrupt.fill(0xff, corrupt.length - 20)
+    const fresh = await start()
+    const bad = await restore(fresh, corrupt)
+    expect(String(bad.error)).toMatch(/corrupt/)
+    expect(bad.restored).toEqual([])
+    const foreign = await restore(fresh, Buffer.from("\x80\x04not a javascript snapshot"))
+    expect(String(foreign.error)).toMatch(/not a JavaScript runner's snapshot/)
+    const newer = Buffer.from(saved.payload)
+    newer.writeUInt32BE(99, 8)
+    expect(String((await restore(fresh, newer)).error)).toMatch(/format 99/)
+    const cell = await fresh.execute("typeof kept")
+    expect(plainResult(cell)).toBe("'undefined'")
+  })
+})
+
+suite("Ruby", rubyRunner(), (start, dir) => {
+  it.todo("brings locals, definitions and kernel state back in a new runner process")
+  void start
+  void dir
+})
