@@ -240,7 +240,138 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
 })
 
 suite("Ruby", rubyRunner(), (start, dir) => {
-  it.todo("brings locals, definitions and kernel state back in a new runner process")
-  void start
-  void dir
+  it("brings locals, definitions and kernel state back in a new runner process", async () => {
+    const work = path.join(dir, "work")
+    NodeFs.mkdirSync(work)
+    const first = await start()
+    expectOk(await first.execute([
+      "config = { name: 'x', 'nested' => { n: 1 } }",
+      "shared = [1, 2]",
+      "same = shared",
+      "class Point",
+      "  attr_reader :x, :y",
+      "  def initialize(x, y)",
+      "    @x, @y = x, y",
+      "  end",
+      "  def norm = Math.hypot(x, y)",
+      "end",
+      "class Point3 < Point",
+      "  def initialize(x, y, z)",
+      "    super(x, y)",
+      "    @z = z",
+      "  end",
+      "  attr_reader :z",
+      "end",
+      "p1 = Point.new(3, 4)",
+      "q = Point3.new(1, 2, 3)",
+      "def twice(value)",
+      "  value * 2",
+      "end",
+      "LIMIT = 10",
+      "@seen = 'main ivar'",
+      "$flag = :on",
+      "require 'set'",
+      "tags = Set[:a, :b]",
+      `Dir.chdir(${JSON.stringify(work)})`,
+      "ENV['SNAP_VAR'] = 'yes'",
+      "nil"
+    ].join("\n")))
+    expectOk(await first.execute("require 'socket'\nfile = File.open(__dir__ || '/dev/null') rescue File.open('/dev/null')\nsock = UNIXSocket.pair.first\nblock = proc { 1 }\nenum = [1, 2].each\nnil"))
+    const saved = await snapshot(first)
+    expect(saved.done.status).toBe("saved")
+    expect(saved.done.digest).toBe(sha256(saved.payload))
+    expect(saved.done.bytes).toBe(saved.payload.length)
+    expect(saved.done.names).toEqual(["$flag", "@seen", "LIMIT", "Point", "Point3", "config", "p1", "q", "same", "shared", "tags", "twice"])
+    const skipped = skippedNames(saved.done)
+    expect(skipped.file).toBe("IO objects (open files, pipes) cannot be saved")
+    expect(skipped.sock).toBe("socket objects cannot be saved")
+    expect(skipped.block).toBe("a Proc cannot be saved")
+    expect(skipped.enum).toBe("an Enumerator cannot be saved")
+    for (const name of ["kv", "defs", "env", "display", "_"]) expect(saved.done.names).not.toContain(name)
+
+    const second = await start()
+    const done = await restore(second, saved.payload, 4, 500)
+    expect(done.error).toBeUndefined()
+    expect(done.restored).toEqual(saved.done.names)
+    expect(Object.keys(skippedNames(done)).sort()).toEqual(["block", "enum", "file", "sock"])
+    const cell = await second.execute(
+      "[config['nested'][:n], shared.equal?(same), p1.norm, p1.class, q.is_a?(Point), q.z, twice(4), LIMIT, @seen, $flag, tags.include?(:b), Dir.pwd, ENV['SNAP_VAR']].map(&:to_s).join(',')"
+    )
+    expectOk(cell)
+    expect(plainResult(cell)).toBe(`"1,true,5.0,Point,true,3,8,10,main ivar,on,true,${work},yes"`)
+    expect(cell.done.executionCount).toBe(5)
+
+    // The restored definitions are in the new runner's history: a third runner gets them from its snapshot.
+    const again = await snapshot(second)
+    expect(again.done.names).toEqual(saved.done.names)
+    const third = await start()
+    expect((await restore(third, again.payload)).restored).toEqual(saved.done.names)
+    expect(plainResult(await third.execute("Point3.new(0, 3, 1).norm + twice(1)"))).toBe("5.0")
+  })
+
+  it("names a value over the budget and answers unchanged for a known digest", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("big = 'x' * (3 * 1024 * 1024)\nsmall = 'ok'\nnil"))
+    const saved = await snapshot(kernel, { valueBudget: MiB })
+    expect(saved.done.names).toEqual(["small"])
+    expect(skippedNames(saved.done).big).toBe("3 MiB over the 1 MiB budget")
+    const again = await snapshot(kernel, { valueBudget: MiB, known: String(saved.done.digest) })
+    expect(again.done).toMatchObject({ status: "unchanged", digest: saved.done.digest })
+    expect(again.chunks).toEqual([])
+    const whole = await snapshot(kernel, { budget: 2 * MiB, valueBudget: 8 * MiB })
+    expect(skippedNames(whole.done).big).toMatch(/^3 MiB over the 2 MiB budget/)
+  })
+
+  it("sends a big payload in chunks of at most 4 MiB", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("blob = 'y' * (9 * 1024 * 1024)\nnil"))
+    const saved = await snapshot(kernel)
+    expect(saved.chunks.length).toBe(3)
+    for (const chunk of saved.chunks) expect(Buffer.from(String(chunk.data), "base64").length).toBeLessThanOrEqual(4 * MiB)
+    const second = await start()
+    expect((await restore(second, saved.payload, undefined, 4 * MiB)).restored).toEqual(["blob"])
+    expect(plainResult(await second.execute("blob.bytesize == 9 * 1024 * 1024"))).toBe("true")
+  })
+
+  it("yields to an execute request that arrives before it is done", async () => {
+    const kernel = await start()
+    // A value whose dump takes two seconds: the snapshot is still saving when the cell arrives.
+    expectOk(await kernel.execute("class Slow\n  def marshal_dump\n    sleep 2\n    1\n  end\n  def marshal_load(_) = nil\nend\nslow = Slow.new\nnil"))
+    const id = `snap${++seq}`
+    const from = kernel.frames.length
+    const started = Date.now()
+    kernel.send({ type: "snapshot", id, budget: 1024 * MiB, valueBudget: 256 * MiB })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const cell = await kernel.execute("'cell ran'")
+    const done = await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === id, 60_000, from)
+    expect(done).toMatchObject({ status: "yielded", names: [], skipped: [] })
+    expect(kernel.frames.filter((f) => f.type === "snapshot_chunk" && f.id === id)).toEqual([])
+    expect(kernel.frames.indexOf(done)).toBeLessThan(kernel.frames.indexOf(cell.frames[0]!))
+    expect(plainResult(cell)).toBe('"cell ran"')
+    expect(Number(new Date()) - started).toBeLessThan(1500)
+    const running = kernel.request("slow = nil\nsleep 0.3\n'slow'")
+    const after = `snap${++seq}`
+    kernel.send({ type: "snapshot", id: after, budget: MiB, valueBudget: MiB })
+    const afterDone = await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === after)
+    const runningDone = kernel.frames.find((f) => f.type === "done" && f.id === running)!
+    expect(kernel.frames.indexOf(runningDone)).toBeLessThan(kernel.frames.indexOf(afterDone))
+  })
+
+  it("answers a corrupt or foreign payload with an error and keeps serving", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("kept = 1\ndef helper = 2"))
+    const saved = await snapshot(kernel)
+    const corrupt = Buffer.from(saved.payload)
+    corrupt.fill(0x41, corrupt.length - 4)
+    const fresh = await start()
+    const bad = await restore(fresh, corrupt)
+    expect(String(bad.error)).toMatch(/corrupt/)
+    expect(bad.restored).toEqual([])
+    expect(String((await restore(fresh, Buffer.from("VEYYONJS\0\0\0\x01"))).error)).toMatch(/not a Ruby runner's snapshot/)
+    const newer = Buffer.from(saved.payload)
+    newer.writeUInt32BE(99, 8)
+    expect(String((await restore(fresh, newer)).error)).toMatch(/format 99/)
+    const cell = await fresh.execute("[defined?(kept), respond_to?(:helper, true)].inspect")
+    expect(plainResult(cell)).toBe('"[nil, false]"')
+  })
 })

@@ -1,0 +1,377 @@
+# frozen_string_literal: true
+
+# Snapshots and restores of the session's user state for the Ruby runner (PROTOCOL.md,
+# "Snapshots and restores").
+#
+# What is saved: the cells' local variables, main's instance variables, globals and constants
+# a cell set, through one Marshal dump (one memo, so two names bound to one object come back
+# as one object); classes, modules and methods defined at the top level of a cell as their
+# definition source from the cell history (replayed, in the order the cells ran them, before
+# the data that refers to them); libraries a cell required (required again first); the
+# working directory and the environment variables that differ from the environment after init.
+#
+# The payload: "VEYYONRB", the format version and the header's length (two uint32 BE), the
+# header (JSON: the libraries, the definitions with their file and line, the values' kinds and
+# names in the order of the Marshal data, the names left out and why, cwd, env, and the data's
+# SHA-256), then the Marshal data: an Array of the values.
+#
+# The snapshot is built in a forked child when the platform forks (the child ignores SIGINT,
+# closes the protocol channel and only writes to a pipe of its own), so the kernel answers a
+# cell that arrives at once: the child is killed and the snapshot yields. Without fork it is
+# built in the kernel, yielding between values.
+
+require "digest"
+require "json"
+
+module VeyyonRunner
+  # Snapshots and restores; the server gives it the names and the channel.
+  module Snapshot
+    MAGIC = "VEYYONRB".b.freeze
+    FORMAT_VERSION = 1
+    CHUNK_BYTES = 4 * 1024 * 1024
+    CHILD_LIMIT_SECONDS = 600
+    DEFINITION_NODES = {
+      CLASS: "class", MODULE: "module", DEFN: "def", DEFS: "defs", SCLASS: "sclass", CDECL: "const"
+    }.freeze
+    NAME = /\A[A-Za-z_][A-Za-z0-9_]*\z/.freeze
+    GLOBAL = /\A\$[A-Za-z_][A-Za-z0-9_]*\z/.freeze
+    CONSTANT = /\A[A-Z][A-Za-z0-9_]*\z/.freeze
+    IVAR = /\A@[A-Za-z_][A-Za-z0-9_]*\z/.freeze
+
+    # Why a restore cannot read a payload at all.
+    class Unreadable < StandardError; end
+
+    module_function
+
+    # A size as people read it: binary units with one decimal, a trailing ".0" dropped
+    # (`512 bytes`, `1.5 KiB`, `256 MiB`, `1.2 GiB`). The JavaScript runner writes the same.
+    def readable_size(bytes)
+      return "#{bytes} bytes" if bytes < 1024
+
+      units = %w[KiB MiB GiB TiB]
+      value = bytes / 1024.0
+      unit = 0
+      while value >= 1024 && unit < units.size - 1
+        value /= 1024
+        unit += 1
+      end
+      "#{format('%.1f', value).sub(/\.0\z/, '')} #{units[unit]}"
+    end
+
+    # ----------------------------------------------------------------------------------------
+    # The cell history: each top-level class, module, def and constant assignment of a cell
+
+    # Appends the top-level definitions of code (run as filename) to history, in order; a later
+    # def or constant assignment of the same name replaces the earlier entries for it.
+    def record_definitions(history, filename, code)
+      return unless defined?(RubyVM::AbstractSyntaxTree)
+
+      body = begin
+        RubyVM::AbstractSyntaxTree.parse(code).children[2]
+      rescue SyntaxError, StandardError
+        nil
+      end
+      return if body.nil?
+
+      lines = code.b.lines
+      statements = body.type == :BLOCK ? body.children : [body]
+      statements.each do |node|
+        next unless node.is_a?(RubyVM::AbstractSyntaxTree::Node)
+
+        kind = DEFINITION_NODES[node.type]
+        next if kind.nil?
+
+        name = definition_name(node, kind)
+        next if name.nil?
+
+        source = slice(lines, node)
+        next if source.nil?
+
+        remember(history, "kind" => kind, "name" => name, "file" => filename, "line" => node.first_lineno, "source" => source)
+      end
+    end
+
+    # Appends one definition to history; a def or constant assignment replaces the earlier
+    # entries it makes moot (the same method; anything that defined the same constant).
+    def remember(history, entry)
+      name = entry["name"]
+      kind = entry["kind"]
+      history.reject! { |old| old["name"] == name && old["kind"] == kind } if %w[def defs].include?(kind)
+      history.reject! { |old| old["name"] == name && old["kind"] != "def" && old["kind"] != "defs" } if kind == "const"
+      history << entry
+    end
+
+    def definition_name(node, kind)
+      case kind
+      when "def", "defs" then (kind == "def" ? node.children[0] : node.children[1]).to_s
+      when "sclass" then node.children[0]&.type == :SELF ? "class << self" : nil
+      else
+        path = node.children[0]
+        path = path.children.last if path.is_a?(RubyVM::AbstractSyntaxTree::Node) && path.type == :COLON3
+        path = top_segment(path)
+        path&.to_s
+      end
+    end
+
+    def top_segment(path)
+      return path if path.is_a?(Symbol)
+      return nil unless path.is_a?(RubyVM::AbstractSyntaxTree::Node)
+
+      case path.type
+      when :COLON2 then path.children[0].nil? ? path.children[1] : top_segment(path.children[0])
+      when :CONST then path.children[0]
+      end
+    end
+
+    def slice(lines, node)
+      first = node.first_lineno - 1
+      last = node.last_lineno - 1
+      return nil if first.negative? || last >= lines.size
+
+      if first == last
+        text = lines[first].byteslice(node.first_column, node.last_column - node.first_column)
+      else
+        text = lines[first].byteslice(node.first_column..) + lines[(first + 1)...last].join + lines[last].byteslice(0, node.last_column)
+      end
+      text = text.dup.force_encoding(Encoding::UTF_8)
+      text.valid_encoding? ? text : nil
+    end
+
+    # ----------------------------------------------------------------------------------------
+    # Snapshot
+
+    def snapshot(server, request)
+      return answer(server, request.id, "yielded") if server.cell_waiting?
+
+      built = build_in_child(server, request)
+      built = build(server, request, -> { server.cell_waiting? }) if built.nil?
+      return answer(server, request.id, "yielded") if built == :yielded
+      return answer(server, request.id, "failed", error: built[:error], skipped: built[:skipped] || []) if built[:error]
+
+      payload = built[:payload]
+      fields = { digest: built[:digest], bytes: payload.bytesize, names: built[:names], skipped: built[:skipped] }
+      return answer(server, request.id, "unchanged", **fields) if built[:digest] == request.known
+      return answer(server, request.id, "yielded") if server.cell_waiting?
+
+      offset = 0
+      while offset < payload.bytesize
+        server.send_frame(type: "snapshot_chunk", id: request.id, data: [payload.byteslice(offset, CHUNK_BYTES)].pack("m0"))
+        offset += CHUNK_BYTES
+      end
+      answer(server, request.id, "saved", **fields)
+    rescue StandardError, ScriptError => e
+      answer(server, request.id, "failed", error: "the snapshot failed: #{e.class}: #{e.message}")
+    end
+
+    def answer(server, id, status, names: [], skipped: [], **fields)
+      server.send_frame({ type: "snapshot_done", id: id, status: status, names: names, skipped: skipped }.merge(fields))
+    end
+
+    # Builds the payload in a forked child; nil when there is no fork (then the kernel builds it).
+    def build_in_child(server, request)
+      return nil unless Process.respond_to?(:fork)
+
+      reader, writer = IO.pipe
+      pid = begin
+        fork do
+          trap("INT", "IGNORE")
+          reader.close
+          server.close_channel_in_child
+          result = begin
+            build(server, request, -> { false })
+          rescue Exception => e # rubocop:disable Lint/RescueException
+            { error: "the snapshot failed: #{e.class}: #{e.message}" }
+          end
+          writer.binmode
+          payload = result[:payload] || "".b
+          meta = JSON.generate(result.reject { |key, _| key == :payload }.merge(payloadBytes: payload.bytesize))
+          writer.write([meta.bytesize].pack("N"), meta, payload)
+          writer.close
+          Process.exit!(0)
+        end
+      rescue NotImplementedError, SystemCallError
+        reader.close
+        writer.close
+        return nil
+      end
+      writer.close
+      collect_child(server, pid, reader)
+    end
+
+    def collect_child(server, pid, reader)
+      data = +"".b
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + CHILD_LIMIT_SECONDS
+      loop do
+        return stop_child(pid, reader, :yielded) if server.cell_waiting?
+        if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+          return stop_child(pid, reader, { error: "the snapshot took longer than #{CHILD_LIMIT_SECONDS} s and was given up" })
+        end
+
+        next unless IO.select([reader], nil, nil, 0.01)
+
+        chunk = reader.read_nonblock(1 << 20, exception: false)
+        next if chunk == :wait_readable
+        break if chunk.nil?
+
+        data << chunk
+      end
+      reader.close
+      Process.wait(pid)
+      return { error: "the snapshot's writer ended without an answer" } if data.bytesize < 4
+
+      meta_size = data.unpack1("N")
+      meta = JSON.parse(data.byteslice(4, meta_size))
+      payload = data.byteslice(4 + meta_size, data.bytesize - 4 - meta_size)
+      return { error: meta["error"], skipped: meta["skipped"] } if meta["error"]
+      return { error: "the snapshot's writer ended early" } if payload.bytesize != meta["payloadBytes"]
+
+      { payload: payload, digest: meta["digest"], names: meta["names"], skipped: meta["skipped"] }
+    end
+
+    def stop_child(pid, reader, outcome)
+      begin
+        Process.kill(:KILL, pid)
+      rescue SystemCallError
+        nil
+      end
+      reader.close
+      begin
+        Process.wait(pid)
+      rescue SystemCallError
+        nil
+      end
+      outcome
+    end
+
+    # {payload:, digest:, names:, skipped:} or {error:} or :yielded (when yield_now.call says a cell waits).
+    def build(server, request, yield_now)
+      state = server.snapshot_state
+      skipped = state[:skipped].dup
+      definitions = state[:definitions]
+      used = definitions.sum { |entry| entry["source"].bytesize }
+      accepted = []
+      state[:values].each do |kind, name, value|
+        return :yielded if yield_now.call
+
+        size = begin
+          Marshal.dump(value).bytesize
+        rescue StandardError => e
+          skipped << { "name" => name, "reason" => unsaveable(value, e) }
+          next
+        end
+        if size > request.value_budget
+          skipped << { "name" => name, "reason" => "#{readable_size(size)} over the #{readable_size(request.value_budget)} budget" }
+        elsif used + size > request.budget
+          skipped << { "name" => name, "reason" => "#{readable_size(size)} over the #{readable_size(request.budget)} budget of the whole session (#{readable_size(used)} saved before it)" }
+        else
+          used += size
+          accepted << [kind, name, value]
+        end
+      end
+      return :yielded if yield_now.call
+
+      data = Marshal.dump(accepted.map(&:last))
+      skipped.sort_by! { |entry| entry["name"] }
+      header = JSON.generate(
+        "format" => FORMAT_VERSION,
+        "ruby" => RUBY_VERSION,
+        "features" => state[:features],
+        "definitions" => definitions,
+        "values" => accepted.map { |kind, name, _| [kind, name] },
+        "skipped" => skipped,
+        "cwd" => Dir.pwd,
+        "env" => state[:env],
+        "dataDigest" => Digest::SHA256.hexdigest(data)
+      ).b
+      payload = MAGIC + [FORMAT_VERSION, header.bytesize].pack("NN") + header + data
+      names = (definitions.map { |entry| entry["name"] }.reject { |name| name == "class << self" } + accepted.map { |_, name, _| name }).uniq.sort
+      { payload: payload, digest: Digest::SHA256.hexdigest(payload), names: names, skipped: skipped }
+    end
+
+    # Why Marshal refused a value, in words a person reads.
+    def unsaveable(value, error)
+      if defined?(BasicSocket) && value.is_a?(BasicSocket) then "socket objects cannot be saved"
+      elsif value.is_a?(IO) then "IO objects (open files, pipes) cannot be saved"
+      elsif value.is_a?(Proc) || value.is_a?(Method) || value.is_a?(UnboundMethod) then "a #{value.class} cannot be saved"
+      elsif value.is_a?(Enumerator) then "an Enumerator cannot be saved"
+      elsif value.is_a?(Thread) || value.is_a?(Thread::Mutex) || value.is_a?(Thread::Queue) then "a #{value.class} cannot be saved"
+      elsif value.is_a?(Binding) then "a Binding cannot be saved"
+      else "it cannot be saved (#{error.message})"
+      end
+    end
+
+    # ----------------------------------------------------------------------------------------
+    # Restore
+
+    def restore(server, request)
+      header, data = read_payload(request.pieces.join)
+      restored = []
+      skipped = (header["skipped"] || []).map { |entry| { "name" => entry["name"].to_s, "reason" => entry["reason"].to_s } }
+      Array(header["features"]).each do |feature|
+        require feature
+      rescue StandardError, ScriptError => e
+        skipped << { "name" => "require #{feature}", "reason" => "the library could not be loaded again: #{e.message}" }
+      end
+      Array(header["definitions"]).each do |entry|
+        server.replay_definition(entry)
+        restored << entry["name"] unless entry["kind"] == "sclass"
+      rescue StandardError, ScriptError => e
+        skipped << { "name" => entry["name"], "reason" => "its definition failed again: #{e.class}: #{e.message}" }
+      end
+      values = begin
+        Marshal.load(data)
+      rescue StandardError => e
+        nil.tap do
+          header["values"].each do |_, name|
+            skipped << { "name" => name, "reason" => "the values could not be loaded: #{e.message}" }
+          end
+        end
+      end
+      if values.is_a?(Array)
+        header["values"].each_with_index do |(kind, name), index|
+          server.restore_value(kind, name, values[index])
+          restored << name
+        rescue StandardError, NameError => e
+          skipped << { "name" => name, "reason" => "it could not be set again: #{e.message}" }
+        end
+      end
+      cwd = header["cwd"]
+      if cwd.is_a?(String)
+        begin
+          Dir.chdir(cwd)
+        rescue SystemCallError => e
+          skipped << { "name" => "working directory", "reason" => "#{cwd} cannot be entered again: #{e.message}" }
+        end
+      end
+      env = header["env"] || {}
+      (env["set"] || {}).each { |key, value| ENV[key.to_s] = value.to_s }
+      (env["unset"] || []).each { |key| ENV.delete(key.to_s) }
+      server.execution_count = request.execution_count if request.execution_count.is_a?(Integer) && request.execution_count >= 0
+      server.send_frame(type: "restore_done", id: request.id, restored: restored.uniq.sort, skipped: skipped)
+    rescue Unreadable => e
+      server.send_frame(type: "restore_done", id: request.id, restored: [], skipped: [], error: e.message)
+    end
+
+    # [header, Marshal data] of a payload whose format and digest check; raises Unreadable.
+    def read_payload(payload)
+      payload = payload.b
+      raise Unreadable, "the payload is not a Ruby runner's snapshot" unless payload.bytesize >= 16 && payload.byteslice(0, 8) == MAGIC
+
+      version, size = payload.byteslice(8, 8).unpack("NN")
+      raise Unreadable, "the snapshot has format #{version}; this runner reads format #{FORMAT_VERSION} only" unless version == FORMAT_VERSION
+      raise Unreadable, "the snapshot is cut short" if 16 + size > payload.bytesize
+
+      header = begin
+        JSON.parse(payload.byteslice(16, size).force_encoding(Encoding::UTF_8))
+      rescue JSON::ParserError, EncodingError => e
+        raise Unreadable, "the snapshot's header is corrupt: #{e.message.lines.first.to_s.strip}"
+      end
+      raise Unreadable, "the snapshot's header is corrupt" unless header.is_a?(Hash) && header["values"].is_a?(Array) && header["definitions"].is_a?(Array)
+
+      data = payload.byteslice(16 + size, payload.bytesize - 16 - size)
+      raise Unreadable, "the snapshot's values are corrupt (their SHA-256 does not match)" unless Digest::SHA256.hexdigest(data) == header["dataDigest"]
+
+      [header, data]
+    end
+  end
+end
