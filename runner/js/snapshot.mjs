@@ -267,7 +267,7 @@ const takeSnapshot = async (request, cellWaiting) => {
     }
   }
   let used = definitions.reduce((sum, definition) => sum + Buffer.byteLength(definition.source), 0)
-  const serializer = new v8.Serializer()
+  const serializer = new v8.DefaultSerializer()
   serializer.writeHeader()
   const values = []
   const fixups = []
@@ -355,7 +355,7 @@ const readPayload = (payload) => {
   let values
   let fixups
   try {
-    const deserializer = new v8.Deserializer(payload.subarray(start + headerLength))
+    const deserializer = new v8.DefaultDeserializer(payload.subarray(start + headerLength))
     deserializer.readHeader()
     values = header.values.map(() => deserializer.readValue())
     fixups = deserializer.readValue()
