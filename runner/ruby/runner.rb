@@ -1008,6 +1008,8 @@ module VeyyonRunner
 
         @binding_.local_variable_set(name.to_sym, value)
       when "ivar"
+        raise NameError, "#{name} is not an instance variable name" unless Snapshot::IVAR.match?(name)
+
         @binding_.receiver.instance_variable_set(name, value)
       when "global"
         raise NameError, "#{name} is not a global variable name" unless Snapshot::GLOBAL.match?(name)

@@ -37,6 +37,8 @@ module VeyyonRunner
     GLOBAL = /\A\$[A-Za-z_][A-Za-z0-9_]*\z/.freeze
     CONSTANT = /\A[A-Z][A-Za-z0-9_]*\z/.freeze
     IVAR = /\A@[A-Za-z_][A-Za-z0-9_]*\z/.freeze
+    # A cell that may define something: only these are parsed, so a plain cell costs one scan.
+    MAY_DEFINE = /\b(?:class|module|def)\b|\b[A-Z]\w*\s*=(?![=~>])/.freeze
 
     # Why a restore cannot read a payload at all.
     class Unreadable < StandardError; end
@@ -64,7 +66,7 @@ module VeyyonRunner
     # Appends the top-level definitions of code (run as filename) to history, in order; a later
     # def or constant assignment of the same name replaces the earlier entries for it.
     def record_definitions(history, filename, code)
-      return unless defined?(RubyVM::AbstractSyntaxTree)
+      return unless defined?(RubyVM::AbstractSyntaxTree) && MAY_DEFINE.match?(code)
 
       body = begin
         RubyVM::AbstractSyntaxTree.parse(code).children[2]
@@ -103,7 +105,9 @@ module VeyyonRunner
 
     def definition_name(node, kind)
       case kind
-      when "def", "defs" then (kind == "def" ? node.children[0] : node.children[1]).to_s
+      when "def" then node.children[0].to_s
+      # `def self.name` only: a singleton method of another object goes (or not) with that object.
+      when "defs" then node.children[0].is_a?(RubyVM::AbstractSyntaxTree::Node) && node.children[0].type == :SELF ? node.children[1].to_s : nil
       when "sclass" then node.children[0]&.type == :SELF ? "class << self" : nil
       else
         path = node.children[0]
@@ -296,8 +300,22 @@ module VeyyonRunner
       elsif value.is_a?(Enumerator) then "an Enumerator cannot be saved"
       elsif value.is_a?(Thread) || value.is_a?(Thread::Mutex) || value.is_a?(Thread::Queue) then "a #{value.class} cannot be saved"
       elsif value.is_a?(Binding) then "a Binding cannot be saved"
-      else "it cannot be saved (#{error.message})"
+      else
+        message = first_line(error)
+        case message
+        when /hash with default proc/ then "#{value.is_a?(Hash) && value.default_proc ? 'a Hash' : 'it holds a Hash'} with a default block, which cannot be saved"
+        when /singleton can't be dumped/ then "#{value.singleton_methods.empty? ? 'it holds an object' : 'an object'} with singleton methods, which cannot be saved"
+        when /anonymous (class|module)/ then "it holds an anonymous #{Regexp.last_match(1)} or an instance of one, which cannot be saved"
+        when /no _dump_data is defined for class (\S+)/, /can't dump (\S+)/ then "it holds a #{Regexp.last_match(1)}, which cannot be saved"
+        else "it cannot be saved (#{message})"
+        end
       end
+    rescue StandardError, NoMethodError
+      "it cannot be saved (#{first_line(error)})"
+    end
+
+    def first_line(error)
+      error.message.to_s.lines.first.to_s.strip
     end
 
     # ----------------------------------------------------------------------------------------
@@ -310,20 +328,20 @@ module VeyyonRunner
       Array(header["features"]).each do |feature|
         require feature
       rescue StandardError, ScriptError => e
-        skipped << { "name" => "require #{feature}", "reason" => "the library could not be loaded again: #{e.message}" }
+        skipped << { "name" => "require #{feature}", "reason" => "the library could not be loaded again: #{first_line(e)}" }
       end
       Array(header["definitions"]).each do |entry|
         server.replay_definition(entry)
         restored << entry["name"] unless entry["kind"] == "sclass"
       rescue StandardError, ScriptError => e
-        skipped << { "name" => entry["name"], "reason" => "its definition failed again: #{e.class}: #{e.message}" }
+        skipped << { "name" => entry["name"], "reason" => "its definition failed again: #{e.class}: #{first_line(e)}" }
       end
       values = begin
         Marshal.load(data)
       rescue StandardError => e
         nil.tap do
           header["values"].each do |_, name|
-            skipped << { "name" => name, "reason" => "the values could not be loaded: #{e.message}" }
+            skipped << { "name" => name, "reason" => "the values could not be loaded: #{first_line(e)}" }
           end
         end
       end
@@ -332,7 +350,7 @@ module VeyyonRunner
           server.restore_value(kind, name, values[index])
           restored << name
         rescue StandardError, NameError => e
-          skipped << { "name" => name, "reason" => "it could not be set again: #{e.message}" }
+          skipped << { "name" => name, "reason" => "it could not be set again: #{first_line(e)}" }
         end
       end
       cwd = header["cwd"]
