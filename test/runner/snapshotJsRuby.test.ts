@@ -108,6 +108,8 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
       "const q = new Point3(1, 2, 3)",
       "const square = (x) => x * x",
       "implicitGlobal = 'g'",
+      "const buf = Buffer.from('hi')",
+      "const when = new Date(0)",
       `process.chdir(${JSON.stringify(work)})`,
       "process.env.SNAP_VAR = 'yes'"
     ].join("\n")))
@@ -116,7 +118,7 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
     expect(saved.done.status).toBe("saved")
     expect(saved.done.bytes).toBe(saved.payload.length)
     expect(saved.done.digest).toBe(sha256(saved.payload))
-    expect(saved.done.names).toEqual(["Point", "Point3", "add", "alias", "cfg", "count", "implicitGlobal", "m", "p", "q", "shared", "square"])
+    expect(saved.done.names).toEqual(["Point", "Point3", "add", "alias", "buf", "cfg", "count", "implicitGlobal", "m", "p", "q", "shared", "square", "when"])
     const skipped = skippedNames(saved.done)
     expect(skipped.gen).toBe("a generator cannot be saved")
     expect(skipped.sock).toBe("socket objects cannot be saved")
@@ -130,10 +132,10 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
     expect(done.restored).toEqual(saved.done.names)
     expect(Object.keys(skippedNames(done)).sort()).toEqual(["boundLog", "counter", "gen", "sock"])
     const cell = await second.execute(
-      "[cfg.nested.n, count + 1, shared === alias, m.get('a'), add(2, 3), p.norm(), p instanceof Point, q instanceof Point3, q.norm().toFixed(3), q.z, square(4), implicitGlobal, process.cwd(), process.env.SNAP_VAR].join(',')"
+      "[cfg.nested.n, count + 1, shared === alias, m.get('a'), add(2, 3), p.norm(), p instanceof Point, q instanceof Point3, q.norm().toFixed(3), q.z, square(4), implicitGlobal, Buffer.isBuffer(buf) && buf.toString(), when.getTime(), process.cwd(), process.env.SNAP_VAR].join(',')"
     )
     expectOk(cell)
-    expect(plainResult(cell)).toBe(`'1,42,true,1,5,5,true,true,2.236,3,16,g,${work},yes'`)
+    expect(plainResult(cell)).toBe(`'1,42,true,1,5,5,true,true,2.236,3,16,g,hi,0,${work},yes'`)
     expect(cell.done.executionCount).toBe(8)
     const kinds = await second.execute("try { cfg = 1; 'mutable' } catch (e) { e.constructor.name }")
     expect(plainResult(kinds)).toBe("'TypeError'")
@@ -307,6 +309,48 @@ suite("Ruby", rubyRunner(), (start, dir) => {
     const third = await start()
     expect((await restore(third, again.payload)).restored).toEqual(saved.done.names)
     expect(plainResult(await third.execute("Point3.new(0, 3, 1).norm + twice(1)"))).toBe("5.0")
+  })
+
+  it("replays Structs, modules, singleton definitions of main and required libraries", async () => {
+    const first = await start()
+    expectOk(await first.execute([
+      "Pair = Struct.new(:a, :b) do",
+      "  def sum = a + b",
+      "end",
+      "module Greeter",
+      "  def greet = \"hi #{name}\"",
+      "end",
+      "class Person",
+      "  include Greeter",
+      "  attr_accessor :name",
+      "end",
+      "class << self",
+      "  def hello = 'hello'",
+      "end",
+      "pair = Pair.new(1, 2)",
+      "bob = Person.new",
+      "bob.name = 'bob'",
+      "kind = Pair",
+      "require 'ostruct'",
+      "options = OpenStruct.new(depth: 2)",
+      "counts = Hash.new { |hash, key| hash[key] = 0 }",
+      "odd = Object.new",
+      "def odd.speak = 1",
+      "nil"
+    ].join("\n")))
+    // A cell that fails after a definition: what ran is kept, what never ran is not replayed.
+    const failed = await first.execute("class Later\n  def v = 7\nend\nlater = Later.new\nraise 'after the definition'\nclass NeverRan; end")
+    expect(failed.error?.evalue).toBe("after the definition")
+    const saved = await snapshot(first)
+    expect(saved.done.names).toEqual(["Greeter", "Later", "Pair", "Person", "bob", "kind", "later", "options", "pair"])
+    expect(skippedNames(saved.done)).toEqual({
+      counts: "a Hash with a default block, which cannot be saved",
+      odd: "an object with singleton methods, which cannot be saved"
+    })
+    const second = await start()
+    expect((await restore(second, saved.payload)).restored).toEqual(saved.done.names)
+    const cell = await second.execute("[pair.sum, bob.greet, kind == Pair, hello, options.depth, later.v, defined?(NeverRan)].inspect")
+    expect(plainResult(cell)).toBe('"[3, \\"hi bob\\", true, \\"hello\\", 2, 7, nil]"')
   })
 
   it("names a value over the budget and answers unchanged for a known digest", async () => {
