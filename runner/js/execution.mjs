@@ -164,8 +164,10 @@ const evaluate = (source, group) =>
   })
 
 /**
- * What a top-level function closes over, as the inspector names its scopes ("Script",
- * "Global", "Closure", "Block", ...); undefined when the name is not a function.
+ * The scopes a top-level function closes over beyond the script and global scopes, as the
+ * inspector names them ("Closure", "Block", ...), leaving out a scope that holds nothing but
+ * the function itself (a class's own name, seen from its methods); undefined when the name is
+ * not a function. Empty: the function's source, evaluated at the top level, is the function.
  */
 export const functionScopes = (name) => {
   const group = "veyyon-scopes"
@@ -175,8 +177,24 @@ export const functionScopes = (name) => {
     const own = post("Runtime.getProperties", { objectId: result.objectId, ownProperties: true })
     const scopes = own.internalProperties?.find((property) => property.name === "[[Scopes]]")
     if (scopes?.value?.objectId === undefined) return []
+    const isItself = (variable) =>
+      variable.value?.objectId !== undefined &&
+      post("Runtime.callFunctionOn", {
+        functionDeclaration: "function (other) { return this === other }",
+        objectId: result.objectId,
+        arguments: [{ objectId: variable.value.objectId }],
+        returnByValue: true,
+        silent: true
+      }).result?.value === true
     return post("Runtime.getProperties", { objectId: scopes.value.objectId, ownProperties: true }).result
       .filter((entry) => /^\d+$/.test(entry.name))
+      .filter((entry) => {
+        const kind = String(entry.value?.description ?? "").split(" ")[0]
+        if (kind === "Script" || kind === "Global") return false
+        if (entry.value?.objectId === undefined) return true
+        const variables = post("Runtime.getProperties", { objectId: entry.value.objectId, ownProperties: true }).result
+        return !(variables.length > 0 && variables.every(isItself))
+      })
       .map((entry) => String(entry.value?.description ?? "").split(" ")[0])
   } finally {
     post("Runtime.releaseObjectGroup", { objectGroup: group })

@@ -93,6 +93,9 @@ const BUILTIN = new Map([
 
 const tag = (value) => Object.prototype.toString.call(value).slice(8, -1)
 
+/** Objects no prototype brings back: their state lives outside their properties. */
+const NEVER = new Set(["Generator", "AsyncGenerator", "WeakMap", "WeakSet", "WeakRef", "FinalizationRegistry"])
+
 /** Why an object whose prototype v8 cannot carry, and no cell's class gives back, cannot be saved. */
 const unsaveable = (value) => {
   const kind = tag(value)
@@ -123,6 +126,11 @@ const inspectValue = (value, classes) => {
     if (type !== "object" || item === null || seen.has(item)) continue
     seen.add(item)
     if (util.types.isProxy(item)) return { problem: "a proxy cannot be saved" }
+    const kind = tag(item)
+    if (NEVER.has(kind) || item instanceof Promise) {
+      const reason = unsaveable(item)
+      return { problem: item === value ? reason : `it holds what cannot be saved: ${reason}` }
+    }
     let proto = Object.getPrototypeOf(item)
     let walk = BUILTIN.get(proto)
     if (walk === undefined) {
@@ -194,9 +202,7 @@ const definitionOf = (name, kind, fn) => {
     return { problem: "its source cannot be read" }
   }
   if (NATIVE.test(source)) return { problem: "a built-in or bound function cannot be saved" }
-  const scopes = functionScopes(name) ?? []
-  const local = scopes.filter((scope) => scope !== "Script" && scope !== "Global")
-  if (local.length > 0) return { problem: "a closure over local state cannot be saved (only top-level functions and classes come back, from their source)" }
+  if ((functionScopes(name) ?? []).length > 0) return { problem: "a closure over local state cannot be saved (only top-level functions and classes come back, from their source)" }
   try {
     new vm.Script(`(${source}\n)`)
   } catch {
@@ -207,7 +213,11 @@ const definitionOf = (name, kind, fn) => {
   return { definition: { name, kind, source, statement } }
 }
 
-const isClass = (fn) => /^class[\s{]/.test(Function.prototype.toString.call(fn))
+/** A class, or a plain function used as a constructor: its instances get its prototype back. */
+const makesInstances = (fn) => {
+  const kind = tag(fn)
+  return fn.prototype !== null && typeof fn.prototype === "object" && kind !== "GeneratorFunction" && kind !== "AsyncGeneratorFunction"
+}
 
 // ---------------------------------------------------------------------------
 // Snapshot
@@ -262,7 +272,7 @@ const takeSnapshot = async (request, cellWaiting) => {
   const classes = new Map()
   for (const definition of definitions) {
     const fn = readBinding(definition.name, lexical.has(definition.name))
-    if (typeof fn === "function" && fn.prototype !== undefined && isClass(fn) && !classes.has(fn.prototype)) {
+    if (typeof fn === "function" && makesInstances(fn) && !classes.has(fn.prototype)) {
       classes.set(fn.prototype, { name: definition.name, source: definition.source })
     }
   }
@@ -274,7 +284,12 @@ const takeSnapshot = async (request, cellWaiting) => {
   for (const { name, kind, value } of candidates) {
     await nextTurn()
     if (cellWaiting()) return done(id, "yielded")
-    const walked = inspectValue(value, classes)
+    let walked
+    try {
+      walked = inspectValue(value, classes)
+    } catch (error) {
+      walked = { problem: `reading it failed: ${error?.message ?? error}` }
+    }
     if (walked.problem !== undefined) {
       skipped.push({ name, reason: walked.problem })
       continue
@@ -384,24 +399,27 @@ export const runRestore = async (request) => {
   const { header, values, fixups } = read
   const restored = []
   const skipped = Array.isArray(header.skipped) ? [...header.skipped] : []
-  // Definitions first: a class that extends another waits for it, pass after pass.
-  let pending = header.definitions
+  // Definitions first: a class that extends another waits for it, pass after pass; one that
+  // needs a value when it is defined (a static field) is tried again after the values.
   const failures = new Map()
-  while (pending.length > 0) {
-    const next = []
-    for (const definition of pending) {
-      const source = definition.statement ? definition.source : declaration(definition.kind, definition.name, `${definition.source}\n`)
-      const failure = await evaluateInReplScope(source)
-      if (failure === undefined) restored.push(definition.name)
-      else {
-        failures.set(definition.name, failure)
-        next.push(definition)
+  const define = async (pending) => {
+    while (pending.length > 0) {
+      const next = []
+      for (const definition of pending) {
+        const source = definition.statement ? definition.source : declaration(definition.kind, definition.name, `${definition.source}\n`)
+        const failure = await evaluateInReplScope(source)
+        if (failure === undefined) restored.push(definition.name)
+        else {
+          failures.set(definition.name, failure)
+          next.push(definition)
+        }
       }
+      if (next.length === pending.length) return next
+      pending = next
     }
-    if (next.length === pending.length) break
-    pending = next
+    return pending
   }
-  for (const definition of pending) skipped.push({ name: definition.name, reason: `its definition failed again: ${describe(failures.get(definition.name))}` })
+  let pending = await define(header.definitions)
   // Then values, with the prototypes of cell classes set again.
   const broken = new Map()
   for (const [object, className, index] of fixups) {
@@ -436,6 +454,8 @@ export const runRestore = async (request) => {
   } finally {
     delete globalThis[RESTORING]
   }
+  pending = await define(pending)
+  for (const definition of pending) skipped.push({ name: definition.name, reason: `its definition failed again: ${describe(failures.get(definition.name))}` })
   // Then the kernel state.
   if (typeof header.cwd === "string") {
     try {
