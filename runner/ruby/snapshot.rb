@@ -330,12 +330,9 @@ module VeyyonRunner
       rescue StandardError, ScriptError => e
         skipped << { "name" => "require #{feature}", "reason" => "the library could not be loaded again: #{first_line(e)}" }
       end
-      Array(header["definitions"]).each do |entry|
-        server.replay_definition(entry)
-        restored << entry["name"] unless entry["kind"] == "sclass"
-      rescue StandardError, ScriptError => e
-        skipped << { "name" => entry["name"], "reason" => "its definition failed again: #{e.class}: #{first_line(e)}" }
-      end
+      # Definitions in the order the cells ran them; one that needs a value (a constant a class
+      # body reads) is tried again after the values.
+      failed = replay(server, Array(header["definitions"]), restored)
       values = begin
         Marshal.load(data)
       rescue StandardError => e
@@ -353,6 +350,9 @@ module VeyyonRunner
           skipped << { "name" => name, "reason" => "it could not be set again: #{first_line(e)}" }
         end
       end
+      replay(server, failed.map(&:first), restored).each do |entry, error|
+        skipped << { "name" => entry["name"], "reason" => "its definition failed again: #{error.class}: #{first_line(error)}" }
+      end
       cwd = header["cwd"]
       if cwd.is_a?(String)
         begin
@@ -368,6 +368,16 @@ module VeyyonRunner
       server.send_frame(type: "restore_done", id: request.id, restored: restored.uniq.sort, skipped: skipped)
     rescue Unreadable => e
       server.send_frame(type: "restore_done", id: request.id, restored: [], skipped: [], error: e.message)
+    end
+
+    # Replays each definition; returns [[entry, error]] for those that failed.
+    def replay(server, entries, restored)
+      entries.each_with_object([]) do |entry, failed|
+        server.replay_definition(entry)
+        restored << entry["name"] unless entry["kind"] == "sclass"
+      rescue StandardError, ScriptError => e
+        failed << [entry, e]
+      end
     end
 
     # [header, Marshal data] of a payload whose format and digest check; raises Unreadable.
