@@ -937,11 +937,24 @@ module VeyyonRunner
       @state_lock.synchronize { @pending_cells.positive? }
     end
 
-    # In a forked snapshot writer: the protocol channel and the output pipes are the kernel's, not its.
+    # In a forked snapshot writer: the protocol channel and the output pipes are the kernel's, not
+    # its. An IO the dead reader thread was blocked on "closes" without closing its descriptor,
+    # so each descriptor is closed again through an IO of its own.
     def close_channel_in_child
-      [@in, @out, *@pipes.values.map(&:first)].each do |io|
+      ios = [@in, @out, *@pipes.values.map(&:first)]
+      fds = ios.map do |io|
+        io.fileno
+      rescue IOError
+        nil
+      end
+      ios.each do |io|
         io.close
       rescue IOError, SystemCallError
+        nil
+      end
+      fds.compact.uniq.each do |fd|
+        IO.for_fd(fd, autoclose: true).close
+      rescue IOError, SystemCallError, ArgumentError
         nil
       end
     end

@@ -391,6 +391,44 @@ suite("Ruby", rubyRunner(), (start, dir) => {
     expect(plainResult(await second.execute("ruler.show"))).toBe('"CM"')
   })
 
+  it.skipIf(!NodeFs.existsSync("/proc/self/status"))("writes the snapshot in a child that holds no protocol channel and ignores SIGINT", async () => {
+    const kernel = await start()
+    expectOk(await kernel.execute("class Slow\n  def marshal_dump\n    sleep 2\n    1\n  end\n  def marshal_load(_) = nil\nend\nslow = Slow.new\nnil"))
+    const id = `snap${++seq}`
+    kernel.send({ type: "snapshot", id, budget: MiB, valueBudget: MiB })
+    const childOf = (parent: number): number | undefined => {
+      for (const entry of NodeFs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+        try {
+          const stat = NodeFs.readFileSync(`/proc/${entry}/stat`, "utf8")
+          if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parent) return Number(entry)
+        } catch {
+          // gone
+        }
+      }
+      return undefined
+    }
+    let child: number | undefined
+    for (let i = 0; i < 100 && child === undefined; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      child = childOf(kernel.pid)
+    }
+    expect(child).toBeDefined()
+    const parentChannel = NodeFs.readlinkSync(`/proc/${kernel.pid}/fd/3`)
+    const childFds = NodeFs.readdirSync(`/proc/${child}/fd`).map((fd) => {
+      try {
+        return NodeFs.readlinkSync(`/proc/${child}/fd/${fd}`)
+      } catch {
+        return ""
+      }
+    })
+    expect(childFds).not.toContain(parentChannel)
+    const ignored = BigInt("0x" + /SigIgn:\s*([0-9a-f]+)/.exec(NodeFs.readFileSync(`/proc/${child}/status`, "utf8"))![1])
+    expect(ignored & 2n).toBe(2n)
+    kernel.interrupt()
+    expect(await kernel.waitFor((f) => f.type === "snapshot_done" && f.id === id)).toMatchObject({ status: "saved", names: ["Slow", "slow"] })
+    expect(plainResult(await kernel.execute("'still serving'"))).toBe('"still serving"')
+  })
+
   it("without fork builds the snapshot in the kernel and yields between values", async () => {
     const script = `module Kernel\n  private def fork(*) = raise(NotImplementedError, "no fork")\nend\n$PROGRAM_NAME = ${JSON.stringify(RUBY_RUNNER_PATH)}\nload $PROGRAM_NAME`
     const noFork = { ...rubyRunner()!, args: ["-e", script] }
