@@ -82,7 +82,6 @@ const BUILTIN = new Map([
   [String.prototype, "leaf"],
   [BigInt.prototype, "leaf"],
   [ArrayBuffer.prototype, "leaf"],
-  [SharedArrayBuffer.prototype, "leaf"],
   [DataView.prototype, "leaf"],
   [Buffer.prototype, "leaf"],
   [Error.prototype, "leaf"],
@@ -94,14 +93,14 @@ const BUILTIN = new Map([
 const tag = (value) => Object.prototype.toString.call(value).slice(8, -1)
 
 /** Objects no prototype brings back: their state lives outside their properties. */
-const NEVER = new Set(["Generator", "AsyncGenerator", "WeakMap", "WeakSet", "WeakRef", "FinalizationRegistry"])
+const NEVER = new Set(["Generator", "AsyncGenerator", "WeakMap", "WeakSet", "WeakRef", "FinalizationRegistry", "SharedArrayBuffer"])
 
 /** Why an object whose prototype v8 cannot carry, and no cell's class gives back, cannot be saved. */
 const unsaveable = (value) => {
   const kind = tag(value)
   if (kind === "Generator" || kind === "AsyncGenerator") return "a generator cannot be saved"
   if (value instanceof Promise) return "a promise cannot be saved"
-  if (kind === "WeakMap" || kind === "WeakSet" || kind === "WeakRef") return `a ${kind} cannot be saved`
+  if (NEVER.has(kind)) return `a ${kind} cannot be saved`
   if (value instanceof net.Socket || value instanceof net.Server) return "socket objects cannot be saved"
   if (value instanceof EventEmitter) return `a ${value.constructor?.name || "event emitter"} (an event emitter: streams, processes, servers) cannot be saved`
   const name = value?.constructor?.name
@@ -112,18 +111,35 @@ const hasPrivateMembers = (source) => /#[A-Za-z_$]/.test(source.replace(/(["'`])
 
 /**
  * Walks what `value` holds: the reason it cannot be saved, or the objects whose prototype
- * must be set again on restore ([object, class name or null]).
+ * must be set again on restore ([object, class name or null]) and an estimate of its
+ * serialized size that is at least half the real size (so twice it bounds the real size).
  */
 const inspectValue = (value, classes) => {
   const fixups = []
   const seen = new Set()
   const stack = [value]
+  let estimate = 0
   while (stack.length > 0) {
     const item = stack.pop()
     const type = typeof item
+    if (type === "string") {
+      estimate += item.length + 3
+      continue
+    }
+    if (type === "bigint") {
+      estimate += item.toString(16).length + 3
+      continue
+    }
     if (type === "symbol") return { problem: item === value ? "a symbol cannot be saved" : "it holds a symbol, and symbols cannot be saved" }
     if (type === "function") return { problem: item === value ? "a function cannot be saved" : "it holds a function, and functions inside values cannot be saved" }
-    if (type !== "object" || item === null || seen.has(item)) continue
+    if (type !== "object" || item === null) {
+      estimate += 5
+      continue
+    }
+    if (seen.has(item)) {
+      estimate += 5
+      continue
+    }
     seen.add(item)
     if (util.types.isProxy(item)) return { problem: "a proxy cannot be saved" }
     const kind = tag(item)
@@ -153,22 +169,37 @@ const inspectValue = (value, classes) => {
         return { problem: item === value ? reason : `it holds what cannot be saved: ${reason}` }
       }
     }
+    estimate += 8
     if (walk === "keys") {
       if (Array.isArray(item)) {
         for (let i = 0; i < item.length; i++) {
           const element = item[i]
-          if (element !== null && (typeof element === "object" || typeof element === "function" || typeof element === "symbol")) stack.push(element)
+          if (element !== null && (typeof element === "object" || typeof element === "function" || typeof element === "symbol" || typeof element === "string" || typeof element === "bigint")) stack.push(element)
+          else estimate += 5
         }
       } else {
-        for (const key of Object.keys(item)) stack.push(item[key])
+        for (const key of Object.keys(item)) {
+          estimate += key.length + 3
+          stack.push(item[key])
+        }
       }
     } else if (walk === "map") {
       for (const [key, entry] of Map.prototype.entries.call(item)) stack.push(key, entry)
     } else if (walk === "set") {
       for (const entry of Set.prototype.values.call(item)) stack.push(entry)
+    } else if (ArrayBuffer.isView(item)) {
+      estimate += item.buffer.byteLength + 16
+    } else if (item instanceof ArrayBuffer) {
+      estimate += item.byteLength + 16
+    } else if (item instanceof Error) {
+      estimate += String(item.message).length + String(item.stack ?? "").length + 16
+    } else if (item instanceof RegExp) {
+      estimate += item.source.length + 16
+    } else if (item instanceof String) {
+      estimate += item.length + 8
     }
   }
-  return { fixups }
+  return { fixups, estimate }
 }
 
 // ---------------------------------------------------------------------------
@@ -232,13 +263,26 @@ const done = (id, status, fields = {}) => send({ type: "snapshot_done", id, stat
  */
 export const runSnapshot = async (request, cellWaiting) => {
   try {
-    await takeSnapshot(request, cellWaiting)
+    try {
+      await takeSnapshot(request, cellWaiting, false)
+    } catch (error) {
+      if (!(error instanceof MeasureEach)) throw error
+      await takeSnapshot(request, cellWaiting, true)
+    }
   } catch (error) {
     done(request.id, "failed", { error: `the snapshot failed: ${error?.message ?? error}` })
   }
 }
 
-const takeSnapshot = async (request, cellWaiting) => {
+/** Estimates misled the snapshot (a value v8 refused after the walk passed it, or a payload over budget): take it again measuring each value. */
+class MeasureEach extends Error {}
+
+/**
+ * One serialization of every value, each sized by the walk's estimate; a value is serialized
+ * on its own first (its exact size, and whether v8 takes it) only when twice its estimate
+ * could pass a budget, or in the second attempt (`measureEach`).
+ */
+const takeSnapshot = async (request, cellWaiting, measureEach) => {
   const { id, budget, valueBudget, known } = request
   if (cellWaiting()) return done(id, "yielded")
   const lexical = new Set(lexicalNames())
@@ -294,12 +338,14 @@ const takeSnapshot = async (request, cellWaiting) => {
       skipped.push({ name, reason: walked.problem })
       continue
     }
-    let size
-    try {
-      size = v8.serialize(value).length
-    } catch (error) {
-      skipped.push({ name, reason: `it cannot be saved: ${error?.message ?? error}` })
-      continue
+    let size = walked.estimate
+    if (measureEach || size * 2 > valueBudget || (used + size) * 2 > budget) {
+      try {
+        size = v8.serialize(value).length
+      } catch (error) {
+        skipped.push({ name, reason: `it cannot be saved: ${error?.message ?? error}` })
+        continue
+      }
     }
     if (size > valueBudget) {
       skipped.push({ name, reason: `${readableSize(size)} over the ${readableSize(valueBudget)} budget` })
@@ -309,7 +355,12 @@ const takeSnapshot = async (request, cellWaiting) => {
       skipped.push({ name, reason: `${readableSize(size)} over the ${readableSize(budget)} budget of the whole session (${readableSize(used)} saved before it)` })
       continue
     }
-    serializer.writeValue(value)
+    try {
+      serializer.writeValue(value)
+    } catch (error) {
+      if (!measureEach) throw new MeasureEach()
+      throw error
+    }
     used += size
     for (const [object, className] of walked.fixups) fixups.push([object, className, values.length])
     values.push({ name, kind })
@@ -331,6 +382,7 @@ const takeSnapshot = async (request, cellWaiting) => {
   prefix.writeUInt32BE(header.length, 4)
   const payload = Buffer.concat([MAGIC, prefix, header, data])
   if (payload.length > budget && values.length + definitions.length > 0) {
+    if (!measureEach) throw new MeasureEach()
     return done(id, "failed", { error: `the snapshot is ${readableSize(payload.length)}, over the ${readableSize(budget)} budget`, skipped })
   }
   const digest = createHash("sha256").update(payload).digest("hex")
