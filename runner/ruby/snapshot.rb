@@ -182,7 +182,7 @@ module VeyyonRunner
           reader.close
           server.close_channel_in_child
           result = begin
-            build(server, request, -> { false })
+            build(server, request, -> { false }, whole_first: true)
           rescue Exception => e # rubocop:disable Lint/RescueException
             { error: "the snapshot failed: #{e.class}: #{e.message}" }
           end
@@ -247,12 +247,18 @@ module VeyyonRunner
       outcome
     end
 
-    # {payload:, digest:, names:, skipped:} or {error:} or :yielded (when yield_now.call says a cell waits).
-    def build(server, request, yield_now)
+    # {payload:, digest:, names:, skipped:} or :yielded (when yield_now.call says a cell waits).
+    # whole_first (the forked writer, which nothing waits on): one dump of every value first,
+    # and a dump of each value on its own only when that one fails or passes a budget.
+    def build(server, request, yield_now, whole_first: false)
       state = server.snapshot_state
-      skipped = state[:skipped].dup
       definitions = state[:definitions]
       used = definitions.sum { |entry| entry["source"].bytesize }
+      if whole_first
+        whole = build_whole(state, request, used)
+        return whole unless whole.nil?
+      end
+      skipped = state[:skipped].dup
       accepted = []
       state[:values].each do |kind, name, value|
         return :yielded if yield_now.call
@@ -274,8 +280,31 @@ module VeyyonRunner
       end
       return :yielded if yield_now.call
 
-      data = Marshal.dump(accepted.map(&:last))
-      skipped.sort_by! { |entry| entry["name"] }
+      assemble(state, accepted, skipped, Marshal.dump(accepted.map(&:last)))
+    end
+
+    # Every value in one dump, those Marshal surely refuses left out first; nil when the dump
+    # fails or is over a budget (then each value is dumped on its own to find which).
+    def build_whole(state, request, used)
+      skipped = state[:skipped].dup
+      accepted = state[:values].reject do |_, name, value|
+        reason = surely_unsaveable(value)
+        skipped << { "name" => name, "reason" => reason } unless reason.nil?
+        !reason.nil?
+      end
+      data = begin
+        Marshal.dump(accepted.map(&:last))
+      rescue StandardError
+        return nil
+      end
+      return nil if data.bytesize > request.value_budget || used + data.bytesize > request.budget
+
+      assemble(state, accepted, skipped, data)
+    end
+
+    def assemble(state, accepted, skipped, data)
+      definitions = state[:definitions]
+      skipped = skipped.sort_by { |entry| entry["name"] }
       header = JSON.generate(
         "format" => FORMAT_VERSION,
         "ruby" => RUBY_VERSION,
@@ -290,6 +319,18 @@ module VeyyonRunner
       payload = MAGIC + [FORMAT_VERSION, header.bytesize].pack("NN") + header + data
       names = (definitions.map { |entry| entry["name"] }.reject { |name| name == "class << self" } + accepted.map { |_, name, _| name }).uniq.sort
       { payload: payload, digest: Digest::SHA256.hexdigest(payload), names: names, skipped: skipped }
+    end
+
+    # The reason Marshal refuses value itself (not what it holds), or nil.
+    def surely_unsaveable(value)
+      case value
+      when IO, Proc, Method, UnboundMethod, Enumerator, Thread, Thread::Mutex, Thread::Queue, Binding
+        unsaveable(value, TypeError.new("can't dump #{value.class}"))
+      when Hash
+        value.default_proc && !value.respond_to?(:marshal_dump) ? unsaveable(value, TypeError.new("can't dump hash with default proc")) : nil
+      end
+    rescue StandardError, NoMethodError
+      nil
     end
 
     # Why Marshal refused a value, in words a person reads.
