@@ -12,8 +12,9 @@
  *
  * The payload: "VEYYONJS", the format version (uint32 BE), the header's length (uint32 BE),
  * the header (JSON: definitions with their source, the values' names and kinds in the order
- * of the v8 data, the names left out and why, cwd, env), then the v8 data: a header, each
- * value, then the prototype fix-ups ([object, class name or null, value index] triples).
+ * of the v8 data, the names left out and why, cwd, env, the v8 data's SHA-256), then the v8
+ * data (Node's default serializer): a header, each value, then the prototype fix-ups
+ * ([object, class name or null, value index] triples).
  */
 import { createHash } from "node:crypto"
 import { EventEmitter } from "node:events"
@@ -375,7 +376,8 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
     values,
     skipped,
     cwd: process.cwd(),
-    env: environmentChanges()
+    env: environmentChanges(),
+    dataDigest: createHash("sha256").update(data).digest("hex")
   }), "utf8")
   const prefix = Buffer.alloc(8)
   prefix.writeUInt32BE(FORMAT_VERSION, 0)
@@ -419,10 +421,14 @@ const readPayload = (payload) => {
   if (header?.format !== FORMAT_VERSION || !Array.isArray(header.definitions) || !Array.isArray(header.values)) {
     throw new Unreadable("the snapshot's header is corrupt")
   }
+  const data = payload.subarray(start + headerLength)
+  if (createHash("sha256").update(data).digest("hex") !== header.dataDigest) {
+    throw new Unreadable("the snapshot's values are corrupt (their SHA-256 does not match)")
+  }
   let values
   let fixups
   try {
-    const deserializer = new v8.DefaultDeserializer(payload.subarray(start + headerLength))
+    const deserializer = new v8.DefaultDeserializer(data)
     deserializer.readHeader()
     values = header.values.map(() => deserializer.readValue())
     fixups = deserializer.readValue()
