@@ -32,7 +32,7 @@
 # sends data under one type. Binary image data is sent base64-encoded.
 #
 # Snapshots and restores of the user's state (locals, definitions from the cell history,
-# cwd, env) are snapshot.rb's.
+# libraries and their load path, cwd, env) are snapshot.rb's.
 
 require "json"
 require "ripper"
@@ -326,7 +326,8 @@ module VeyyonRunner
       @binding_ = TOPLEVEL_BINDING.eval("binding")
       @baseline = {
         methods: Object.private_instance_methods(false), constants: Object.constants,
-        ivars: @binding_.receiver.instance_variables, globals: global_variables, features: $LOADED_FEATURES.dup
+        ivars: @binding_.receiver.instance_variables, globals: global_variables, features: $LOADED_FEATURES.dup,
+        load_path: $LOAD_PATH.dup
       }
       @pending_cells = 0
       @definitions = []
@@ -1002,9 +1003,10 @@ module VeyyonRunner
         end
       end
       features = $LOADED_FEATURES - @baseline[:features] - @protected[:features]
+      load_path = ($LOAD_PATH - @baseline[:load_path]).map(&:to_s)
       env_set = ENV.to_h.reject { |key, value| @env_baseline[key] == value }.sort.to_h
       env_unset = (@env_baseline.keys - ENV.keys).sort
-      { values: values, definitions: definitions, skipped: skipped, features: features, env: { "set" => env_set, "unset" => env_unset } }
+      { values: values, definitions: definitions, skipped: skipped, features: features, load_path: load_path, env: { "set" => env_set, "unset" => env_unset } }
     end
 
     # Runs one recorded definition again, where and as its cell did, and keeps it in the history.

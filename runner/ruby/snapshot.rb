@@ -7,13 +7,14 @@
 # a cell set, through one Marshal dump (one memo, so two names bound to one object come back
 # as one object); classes, modules and methods defined at the top level of a cell as their
 # definition source from the cell history (replayed, in the order the cells ran them, before
-# the data that refers to them); libraries a cell required (required again first); the
-# working directory and the environment variables that differ from the environment after init.
+# the data that refers to them); libraries a cell required (required again first, after the
+# load path entries they added, e.g. by activating a gem); the working directory and the
+# environment variables that differ from the environment after init.
 #
 # The payload: "VEYYONRB", the format version and the header's length (two uint32 BE), the
-# header (JSON: the libraries, the definitions with their file and line, the values' kinds and
-# names in the order of the Marshal data, the names left out and why, cwd, env, and the data's
-# SHA-256), then the Marshal data: an Array of the values.
+# header (JSON: the load path additions, the libraries, the definitions with their file and
+# line, the values' kinds and names in the order of the Marshal data, the names left out and
+# why, cwd, env, and the data's SHA-256), then the Marshal data: an Array of the values.
 #
 # The snapshot is built in a forked child when the platform forks (the child ignores SIGINT,
 # closes the protocol channel and only writes to a pipe of its own), so the kernel answers a
@@ -308,6 +309,7 @@ module VeyyonRunner
       header = JSON.generate(
         "format" => FORMAT_VERSION,
         "ruby" => RUBY_VERSION,
+        "loadPath" => state[:load_path],
         "features" => state[:features],
         "definitions" => definitions,
         "values" => accepted.map { |kind, name, _| [kind, name] },
@@ -366,6 +368,7 @@ module VeyyonRunner
       header, data = read_payload(request.pieces.join)
       restored = []
       skipped = (header["skipped"] || []).map { |entry| { "name" => entry["name"].to_s, "reason" => entry["reason"].to_s } }
+      Array(header["loadPath"]).each { |dir| $LOAD_PATH << dir.to_s unless $LOAD_PATH.include?(dir.to_s) }
       Array(header["features"]).each do |feature|
         require feature
       rescue StandardError, ScriptError => e
