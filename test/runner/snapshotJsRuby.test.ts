@@ -262,6 +262,10 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
     const bad = await restore(fresh, corrupt)
     expect(String(bad.error)).toMatch(/corrupt/)
     expect(bad.restored).toEqual([])
+    // One byte of the data changed where v8 would still read it: the digest in the header catches it.
+    const flipped = Buffer.from(saved.payload)
+    flipped[flipped.length - 3] ^= 1
+    expect(String((await restore(fresh, flipped)).error)).toMatch(/SHA-256 does not match/)
     const foreign = await restore(fresh, Buffer.from("\x80\x04not a javascript snapshot"))
     expect(String(foreign.error)).toMatch(/not a JavaScript runner's snapshot/)
     const newer = Buffer.from(saved.payload)
@@ -382,6 +386,21 @@ suite("Ruby", rubyRunner(), (start, dir) => {
     expect((await restore(second, saved.payload)).restored).toEqual(saved.done.names)
     const cell = await second.execute("[pair.sum, bob.greet, kind == Pair, hello, options.depth, later.v, defined?(NeverRan)].inspect")
     expect(plainResult(cell)).toBe('"[3, \\"hi bob\\", true, \\"hello\\", 2, 7, nil]"')
+  })
+
+  it("requires a cell's libraries again, after the load path entries they need", async () => {
+    const lib = path.join(dir, "lib")
+    NodeFs.mkdirSync(lib, { recursive: true })
+    NodeFs.writeFileSync(path.join(lib, "snaplib_helper.rb"), "module SnapLibHelper\n  V = 42\nend\n")
+    NodeFs.writeFileSync(path.join(lib, "snaplib.rb"), "require 'snaplib_helper'\nmodule SnapLib\n  def self.v = SnapLibHelper::V\nend\n")
+    const first = await start()
+    expectOk(await first.execute(`$LOAD_PATH.unshift(${JSON.stringify(lib)})\nrequire 'snaplib'\nanswer = SnapLib.v\nnil`))
+    const saved = await snapshot(first)
+    expect(saved.done.names).toEqual(["answer"])
+    const second = await start()
+    const done = await restore(second, saved.payload)
+    expect(done).toMatchObject({ restored: ["answer"], skipped: [] })
+    expect(plainResult(await second.execute("[answer, SnapLib.v, $LOAD_PATH.include?(" + JSON.stringify(lib) + ")].inspect"))).toBe('"[42, 42, true]"')
   })
 
   it("replays a class body that reads a constant after the values are back", async () => {
