@@ -48,7 +48,34 @@ const importerFor = (dir) => {
   return importer
 }
 
-const importFromCwd = (specifier, options) => importerFor(process.cwd())(specifier, options)
+// The modules cells loaded (import, import(), require), each once per folder and specifier,
+// so a snapshot can name a binding by the module it came from and load it again on restore.
+const modulesLoaded = new Map()
+
+const noteModule = (how, dir, specifier, options, value) => {
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return
+  const key = `${how}\0${dir}\0${specifier}\0${options === undefined ? "" : JSON.stringify(options)}`
+  modulesLoaded.set(key, { how, dir, specifier, options, value })
+}
+
+/** The modules cells loaded: {how: "import" | "require", dir, specifier, options, value}. */
+export const loadedModules = () => [...modulesLoaded.values()]
+
+/** import(specifier) as a cell in dir made it; noted like a cell's. */
+export const importFrom = async (dir, specifier, options) => {
+  const value = await importerFor(dir)(specifier, options)
+  noteModule("import", dir, String(specifier), options, value)
+  return value
+}
+
+/** require(specifier) as a cell in dir made it; noted like a cell's. */
+export const requireFrom = (dir, specifier) => {
+  const value = createRequire(path.join(dir, "[cell]"))(specifier)
+  noteModule("require", dir, String(specifier), undefined, value)
+  return value
+}
+
+const importFromCwd = (specifier, options) => importFrom(process.cwd(), specifier, options)
 
 const requireHere = () => {
   const dir = process.cwd()
@@ -61,7 +88,9 @@ const requireHere = () => {
 
 /** require() for cells: resolves from the kernel's current working directory. */
 function cellRequire(id) {
-  return requireHere()(id)
+  const value = requireHere()(id)
+  noteModule("require", requireDir, String(id), undefined, value)
+  return value
 }
 cellRequire.resolve = (request, options) => requireHere().resolve(request, options)
 cellRequire.resolve.paths = (request) => requireHere().resolve.paths(request)
@@ -370,6 +399,8 @@ export const installGlobals = () => {
   define("display", display)
   define("require", cellRequire)
   define(IMPORT_NAME, importFromCwd)
+  Object.defineProperty(globalThis, Symbol.for("veyyon.importFrom"), { value: importFrom })
+  Object.defineProperty(globalThis, Symbol.for("veyyon.requireFrom"), { value: requireFrom })
   define("_", undefined)
   trackTimers()
   process.exit = function exit(code) {

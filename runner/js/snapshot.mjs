@@ -24,7 +24,7 @@ import * as util from "node:util"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import { send, state } from "./protocol.mjs"
-import { IDENTIFIER, evaluateInReplScope, functionScopes, lexicalNames, userNames } from "./execution.mjs"
+import { IDENTIFIER, evaluateInReplScope, functionScopes, lexicalNames, loadedModules, userNames } from "./execution.mjs"
 
 const MAGIC = Buffer.from("VEYYONJS", "latin1")
 export const FORMAT_VERSION = 1
@@ -251,6 +251,40 @@ const makesInstances = (fn) => {
   return fn.prototype !== null && typeof fn.prototype === "object" && kind !== "GeneratorFunction" && kind !== "AsyncGeneratorFunction"
 }
 
+/**
+ * What each module a cell loaded gives: the module itself and its members, mapped to the
+ * expression that loads it again (`require("node:fs")`, `(await import(x)).readFile`) as the
+ * cell did, from the folder it did it in.
+ */
+const moduleIndex = () => {
+  const index = new Map()
+  for (const { how, dir, specifier, options, value } of loadedModules()) {
+    const args = `${JSON.stringify(dir)}, ${JSON.stringify(specifier)}${options === undefined ? "" : `, ${JSON.stringify(options)}`}`
+    const base = how === "import"
+      ? `(await globalThis[Symbol.for("veyyon.importFrom")](${args}))`
+      : `globalThis[Symbol.for("veyyon.requireFrom")](${args})`
+    if (!index.has(value)) index.set(value, base)
+    let keys
+    try {
+      keys = Object.keys(value)
+    } catch {
+      keys = []
+    }
+    for (const key of keys) {
+      let member
+      try {
+        member = value[key]
+      } catch {
+        continue
+      }
+      if (member !== null && (typeof member === "object" || typeof member === "function") && !index.has(member)) {
+        index.set(member, `${base}[${JSON.stringify(key)}]`)
+      }
+    }
+  }
+  return index
+}
+
 // ---------------------------------------------------------------------------
 // Snapshot
 
@@ -287,8 +321,10 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
   const { id, budget, valueBudget, known } = request
   if (cellWaiting()) return done(id, "yielded")
   const lexical = new Set(lexicalNames())
+  const modules = moduleIndex()
   const skipped = []
   const definitions = []
+  const loads = []
   const candidates = []
   for (const name of userNames()) {
     const isLexical = lexical.has(name)
@@ -306,7 +342,10 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
       continue
     }
     const value = readBinding(name, isLexical)
-    if (typeof value === "function") {
+    const load = value !== null && (typeof value === "object" || typeof value === "function") ? modules.get(value) : undefined
+    if (load !== undefined) {
+      loads.push({ name, kind, source: load, statement: false })
+    } else if (typeof value === "function") {
       const outcome = definitionOf(name, kind, value)
       if (outcome.problem !== undefined) skipped.push({ name, reason: outcome.problem })
       else definitions.push(outcome.definition)
@@ -321,6 +360,7 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
       classes.set(fn.prototype, { name: definition.name, source: definition.source })
     }
   }
+  definitions.unshift(...loads)
   let used = definitions.reduce((sum, definition) => sum + Buffer.byteLength(definition.source), 0)
   const serializer = new v8.DefaultSerializer()
   serializer.writeHeader()

@@ -142,6 +142,38 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
     expectOk(await second.execute("count = 5; const cfg = 'declared again in a later cell'; cfg"))
   })
 
+  it("loads the modules cells imported or required again, as they did", async () => {
+    const mods = path.join(dir, "mods")
+    NodeFs.mkdirSync(mods, { recursive: true })
+    NodeFs.writeFileSync(path.join(mods, "helper.cjs"), "module.exports = { answer: () => 42 }\n")
+    NodeFs.writeFileSync(path.join(mods, "esm.mjs"), "export const twice = (x) => 2 * x\nexport default { kind: 'esm' }\n")
+    const first = await start()
+    expectOk(await first.execute([
+      `process.chdir(${JSON.stringify(mods)})`,
+      "const fs = require('node:fs')",
+      "const { join } = require('node:path')",
+      "const helper = require('./helper.cjs')",
+      "import * as os from 'node:os'",
+      "import { createHash } from 'node:crypto'",
+      "import esmDefault, { twice } from './esm.mjs'",
+      "const later = await import('./esm.mjs')",
+      "process.chdir('/')"
+    ].join("\n")))
+    const saved = await snapshot(first)
+    expect(saved.done.names).toEqual(["createHash", "esmDefault", "fs", "helper", "join", "later", "os", "twice"])
+    expect(saved.done.skipped).toEqual([])
+    const second = await start()
+    const done = await restore(second, saved.payload)
+    expect(done).toMatchObject({ restored: saved.done.names, skipped: [] })
+    const cell = await second.execute(
+      "[fs.existsSync('/'), join('a', 'b'), helper.answer(), typeof os.platform(), createHash('sha256').update('').digest('hex').slice(0, 8), esmDefault.kind, twice(4), later.twice(5), process.cwd()].join(',')"
+    )
+    expect(plainResult(cell)).toBe("'true,a/b,42,string,e3b0c442,esm,8,10,/'")
+    // A third runner gets them from the second's snapshot: the loads are noted again as they run.
+    const third = await start()
+    expect((await restore(third, (await snapshot(second)).payload)).restored).toEqual(saved.done.names)
+  })
+
   it("brings back constructor functions' instances and classes that read a value when defined", async () => {
     const first = await start()
     expectOk(await first.execute([
