@@ -344,7 +344,7 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
     const value = readBinding(name, isLexical)
     const load = value !== null && (typeof value === "object" || typeof value === "function") ? modules.get(value) : undefined
     if (load !== undefined) {
-      loads.push({ name, kind, source: load, statement: false })
+      loads.push({ name, kind, source: load, statement: false, module: true })
     } else if (typeof value === "function") {
       const outcome = definitionOf(name, kind, value)
       if (outcome.problem !== undefined) skipped.push({ name, reason: outcome.problem })
@@ -553,7 +553,10 @@ export const runRestore = async (request) => {
     delete globalThis[RESTORING]
   }
   pending = await define(pending)
-  for (const definition of pending) skipped.push({ name: definition.name, reason: `its definition failed again: ${describe(failures.get(definition.name))}` })
+  for (const definition of pending) {
+    const what = definition.module ? "its module could not be loaded again" : "its definition failed again"
+    skipped.push({ name: definition.name, reason: `${what}: ${describe(failures.get(definition.name))}` })
+  }
   // Then the kernel state.
   if (typeof header.cwd === "string") {
     try {

@@ -172,6 +172,12 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
     // A third runner gets them from the second's snapshot: the loads are noted again as they run.
     const third = await start()
     expect((await restore(third, (await snapshot(second)).payload)).restored).toEqual(saved.done.names)
+    // A module that is gone by then is named.
+    NodeFs.rmSync(path.join(mods, "helper.cjs"))
+    const fourth = await start()
+    const missing = await restore(fourth, saved.payload)
+    expect(skippedNames(missing).helper).toMatch(/^its module could not be loaded again: Error: Cannot find module/)
+    expect(plainResult(await fourth.execute("twice(3)"))).toBe("6")
   })
 
   it("brings back constructor functions' instances and classes that read a value when defined", async () => {
