@@ -290,11 +290,31 @@ const moduleIndex = () => {
 
 const nextTurn = () => new Promise((resolve) => timers.setImmediate(resolve))
 
+/** How long the snapshot works before it lets the event loop read the host's lines and looks for a waiting cell. */
+const SLICE_MS = 10
+
+/**
+ * Whether to yield: every SLICE_MS the event loop gets a turn (so a request that arrived is
+ * read) and the answer is whether a cell now waits. A small snapshot ends within one slice,
+ * so a cell that arrives meanwhile waits those milliseconds instead of costing the session
+ * its snapshot; a big one yields within a slice and the value in hand.
+ */
+const yieldCheck = (cellWaiting) => {
+  let last = performance.now()
+  return async () => {
+    if (performance.now() - last < SLICE_MS) return false
+    await nextTurn()
+    last = performance.now()
+    return cellWaiting()
+  }
+}
+
 const done = (id, status, fields = {}) => send({ type: "snapshot_done", id, status, names: [], skipped: [], ...fields })
 
 /**
  * Answers one snapshot request. `cellWaiting()` says whether an execute request is queued:
- * checked before the work, between values, and before the first chunk goes out.
+ * checked before the work (a cell already queued comes first at once), then every slice
+ * between values and before the first chunk goes out.
  */
 export const runSnapshot = async (request, cellWaiting) => {
   try {
@@ -320,6 +340,7 @@ class MeasureEach extends Error {}
 const takeSnapshot = async (request, cellWaiting, measureEach) => {
   const { id, budget, valueBudget, known } = request
   if (cellWaiting()) return done(id, "yielded")
+  const shouldYield = yieldCheck(cellWaiting)
   const lexical = new Set(lexicalNames())
   const modules = moduleIndex()
   const skipped = []
@@ -367,8 +388,7 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
   const values = []
   const fixups = []
   for (const { name, kind, value } of candidates) {
-    await nextTurn()
-    if (cellWaiting()) return done(id, "yielded")
+    if (await shouldYield()) return done(id, "yielded")
     let walked
     try {
       walked = inspectValue(value, classes)
@@ -430,8 +450,7 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
   const digest = createHash("sha256").update(payload).digest("hex")
   const names = [...definitions.map((d) => d.name), ...values.map((v) => v.name)].sort()
   if (digest === known) return done(id, "unchanged", { digest, bytes: payload.length, names, skipped })
-  await nextTurn()
-  if (cellWaiting()) return done(id, "yielded")
+  if (await shouldYield()) return done(id, "yielded")
   for (let offset = 0; offset < payload.length; offset += CHUNK_BYTES) {
     send({ type: "snapshot_chunk", id, data: payload.subarray(offset, offset + CHUNK_BYTES).toString("base64") })
   }

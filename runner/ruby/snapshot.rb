@@ -18,8 +18,8 @@
 #
 # The snapshot is built in a forked child when the platform forks (the child ignores SIGINT,
 # closes the protocol channel and only writes to a pipe of its own), so the kernel answers a
-# cell that arrives at once: the child is killed and the snapshot yields. Without fork it is
-# built in the kernel, yielding between values.
+# cell that arrives within HOLD_SECONDS: the child is killed and the snapshot yields unless it
+# ends by then. Without fork it is built in the kernel, yielding between values.
 
 require "digest"
 require "json"
@@ -31,6 +31,9 @@ module VeyyonRunner
     FORMAT_VERSION = 1
     CHUNK_BYTES = 4 * 1024 * 1024
     CHILD_LIMIT_SECONDS = 600
+    # How long a cell that arrives waits for the writer before it is killed: a small snapshot
+    # ends within it instead of costing the session its snapshot.
+    HOLD_SECONDS = 0.02
     DEFINITION_NODES = {
       CLASS: "class", MODULE: "module", DEFN: "def", DEFS: "defs", SCLASS: "sclass", CDECL: "const"
     }.freeze
@@ -206,13 +209,16 @@ module VeyyonRunner
     def collect_child(server, pid, reader)
       data = +"".b
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + CHILD_LIMIT_SECONDS
+      waiting_since = nil
       loop do
-        return stop_child(pid, reader, :yielded) if server.cell_waiting?
-        if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        waiting_since = server.cell_waiting? ? (waiting_since || now) : nil
+        return stop_child(pid, reader, :yielded) if waiting_since && now - waiting_since >= HOLD_SECONDS
+        if now > deadline
           return stop_child(pid, reader, { error: "the snapshot took longer than #{CHILD_LIMIT_SECONDS} s and was given up" })
         end
 
-        next unless IO.select([reader], nil, nil, 0.01)
+        next unless IO.select([reader], nil, nil, 0.005)
 
         chunk = reader.read_nonblock(1 << 20, exception: false)
         next if chunk == :wait_readable
