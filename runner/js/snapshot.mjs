@@ -29,6 +29,8 @@ import { IDENTIFIER, evaluateInReplScope, functionScopes, lexicalNames, loadedMo
 const MAGIC = Buffer.from("VEYYONJS", "latin1")
 export const FORMAT_VERSION = 1
 const CHUNK_BYTES = 4 * 1024 * 1024
+/** Bytes of header kept free for each name a payload lists (its kind, or its reason for being left out). */
+const HEADER_ROOM = 256
 const RESTORING = Symbol.for("veyyon.restoring")
 
 /**
@@ -382,7 +384,10 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
     }
   }
   definitions.unshift(...loads)
-  let used = definitions.reduce((sum, definition) => sum + Buffer.byteLength(definition.source), 0)
+  // The header counts against the budget too (the host takes no byte past it): its definitions,
+  // cwd and env as they are, and room for each name and reason it will list.
+  let used = Buffer.byteLength(JSON.stringify({ definitions, cwd: process.cwd(), env: environmentChanges() })) +
+    HEADER_ROOM * (candidates.length + skipped.length + 16)
   const serializer = new v8.DefaultSerializer()
   serializer.writeHeader()
   const values = []
@@ -413,7 +418,7 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
       continue
     }
     if (used + size > budget) {
-      skipped.push({ name, reason: `${readableSize(size)} over the ${readableSize(budget)} budget of the whole session (${readableSize(used)} saved before it)` })
+      skipped.push({ name, reason: `${readableSize(size)} over the ${readableSize(budget)} budget of the whole session (${readableSize(used)} taken before it)` })
       continue
     }
     try {
@@ -443,7 +448,7 @@ const takeSnapshot = async (request, cellWaiting, measureEach) => {
   prefix.writeUInt32BE(FORMAT_VERSION, 0)
   prefix.writeUInt32BE(header.length, 4)
   const payload = Buffer.concat([MAGIC, prefix, header, data])
-  if (payload.length > budget && values.length + definitions.length > 0) {
+  if (payload.length > budget) {
     if (!measureEach) throw new MeasureEach()
     return done(id, "failed", { error: `the snapshot is ${readableSize(payload.length)}, over the ${readableSize(budget)} budget`, skipped })
   }

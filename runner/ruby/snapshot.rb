@@ -39,6 +39,8 @@ module VeyyonRunner
     # given QUICK_SECONDS between values.
     QUICK_VALUES = 200
     QUICK_SECONDS = 0.01
+    # Bytes of header kept free for each name a payload lists (its kind, or why it was left out).
+    HEADER_ROOM = 256
     DEFINITION_NODES = {
       CLASS: "class", MODULE: "module", DEFN: "def", DEFS: "defs", SCLASS: "sclass", CDECL: "const"
     }.freeze
@@ -290,7 +292,10 @@ module VeyyonRunner
     def build(server, request, yield_now, whole_first: false)
       state = server.snapshot_state
       definitions = state[:definitions]
-      used = definitions.sum { |entry| entry["source"].bytesize }
+      # The header counts against the budget too (the host takes no byte past it): its
+      # definitions, libraries, cwd and env as they are, and room for each name it will list.
+      used = JSON.generate([definitions, state[:features], state[:load_path], state[:env], Dir.pwd]).bytesize +
+             HEADER_ROOM * (state[:values].size + state[:skipped].size + 16)
       if whole_first
         whole = build_whole(state, request, used)
         return whole unless whole.nil?
@@ -309,7 +314,7 @@ module VeyyonRunner
         if size > request.value_budget
           skipped << { "name" => name, "reason" => "#{readable_size(size)} over the #{readable_size(request.value_budget)} budget" }
         elsif used + size > request.budget
-          skipped << { "name" => name, "reason" => "#{readable_size(size)} over the #{readable_size(request.budget)} budget of the whole session (#{readable_size(used)} saved before it)" }
+          skipped << { "name" => name, "reason" => "#{readable_size(size)} over the #{readable_size(request.budget)} budget of the whole session (#{readable_size(used)} taken before it)" }
         else
           used += size
           accepted << [kind, name, value]
@@ -317,7 +322,10 @@ module VeyyonRunner
       end
       return :yielded if yield_now.call
 
-      assemble(state, accepted, skipped, Marshal.dump(accepted.map(&:last)))
+      built = assemble(state, accepted, skipped, Marshal.dump(accepted.map(&:last)))
+      return built if built[:payload].bytesize <= request.budget
+
+      { error: "the snapshot is #{readable_size(built[:payload].bytesize)}, over the #{readable_size(request.budget)} budget", skipped: skipped }
     end
 
     # Every value in one dump, those Marshal surely refuses left out first; nil when the dump
@@ -336,7 +344,8 @@ module VeyyonRunner
       end
       return nil if data.bytesize > request.value_budget || used + data.bytesize > request.budget
 
-      assemble(state, accepted, skipped, data)
+      built = assemble(state, accepted, skipped, data)
+      built[:payload].bytesize <= request.budget ? built : nil
     end
 
     def assemble(state, accepted, skipped, data)

@@ -222,7 +222,13 @@ suite("JavaScript", nodeRunner(), (start, dir) => {
     expect(again.done).toMatchObject({ status: "unchanged", digest: saved.done.digest })
     expect(again.chunks).toEqual([])
     const whole = await snapshot(kernel, { budget: 2 * MiB, valueBudget: 8 * MiB })
-    expect(skippedNames(whole.done).big).toMatch(/^3 MiB over the 2 MiB budget/)
+    expect(skippedNames(whole.done).big).toMatch(/^3 MiB over the 2 MiB budget of the whole session/)
+    expect(whole.done.bytes).toBeLessThanOrEqual(2 * MiB)
+    // The host takes no byte past the budget, the header's included: a budget the header alone passes saves nothing.
+    const tiny = await snapshot(kernel, { budget: 100, valueBudget: 100 })
+    expect(tiny.done).toMatchObject({ status: "failed" })
+    expect(String(tiny.done.error)).toMatch(/over the 100 bytes budget/)
+    expect(tiny.chunks).toEqual([])
   })
 
   it("sends a big payload in chunks of at most 4 MiB", async () => {
@@ -474,14 +480,17 @@ suite("Ruby", rubyRunner(), (start, dir) => {
     }
     expect(child).toBeDefined()
     const parentChannel = NodeFs.readlinkSync(`/proc/${kernel.pid}/fd/3`)
-    const childFds = NodeFs.readdirSync(`/proc/${child}/fd`).map((fd) => {
-      try {
-        return NodeFs.readlinkSync(`/proc/${child}/fd/${fd}`)
-      } catch {
-        return ""
-      }
-    })
-    expect(childFds).not.toContain(parentChannel)
+    const childFds = (): Array<string> =>
+      NodeFs.readdirSync(`/proc/${child}/fd`).map((fd) => {
+        try {
+          return NodeFs.readlinkSync(`/proc/${child}/fd/${fd}`)
+        } catch {
+          return ""
+        }
+      })
+    // The child closes the channel first thing; it then sleeps in marshal_dump for two seconds.
+    for (let i = 0; i < 50 && childFds().includes(parentChannel); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(childFds()).not.toContain(parentChannel)
     const ignored = BigInt("0x" + /SigIgn:\s*([0-9a-f]+)/.exec(NodeFs.readFileSync(`/proc/${child}/status`, "utf8"))![1])
     expect(ignored & 2n).toBe(2n)
     kernel.interrupt()
@@ -521,7 +530,13 @@ suite("Ruby", rubyRunner(), (start, dir) => {
     expect(again.done).toMatchObject({ status: "unchanged", digest: saved.done.digest })
     expect(again.chunks).toEqual([])
     const whole = await snapshot(kernel, { budget: 2 * MiB, valueBudget: 8 * MiB })
-    expect(skippedNames(whole.done).big).toMatch(/^3 MiB over the 2 MiB budget/)
+    expect(skippedNames(whole.done).big).toMatch(/^3 MiB over the 2 MiB budget of the whole session/)
+    expect(whole.done.bytes).toBeLessThanOrEqual(2 * MiB)
+    // The host takes no byte past the budget, the header's included: a budget the header alone passes saves nothing.
+    const tiny = await snapshot(kernel, { budget: 100, valueBudget: 100 })
+    expect(tiny.done).toMatchObject({ status: "failed" })
+    expect(String(tiny.done.error)).toMatch(/over the 100 bytes budget/)
+    expect(tiny.chunks).toEqual([])
   })
 
   it("sends a big payload in chunks of at most 4 MiB", async () => {
