@@ -190,7 +190,7 @@ export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
 /** The notice of a cell that ran twice because its kernel died during the first attempt. */
 export const retriedNotice = (died: KernelDied, snapshots = false): string =>
   `the kernel died during this cell (${describeExit(died.exit)}) and the cell ran again in a fresh kernel: ` +
-  `its side effects (files written, requests sent) may have happened twice, and ${snapshots ? "earlier state is what the session's snapshot restored" : "earlier state is gone"}. ` +
+  `its side effects (files written, requests sent) may have happened twice, and earlier state is gone${snapshots ? " except what the session's snapshot restored" : ""}. ` +
   `Output before the kernel-restart line is from the first attempt.`
 
 const joinNotices = (first: string, second: string | undefined): string =>

@@ -62,6 +62,23 @@ const killKernel = async (tool: ReturnType<typeof makeTool>, language: Language,
   await waitUntil(() => !isLive(pid), 20_000)
 }
 
+/**
+ * Resolves once the session's snapshot of `language` on disk is as of cell `cell` or later:
+ * snapshots are saved off the answer's path, and one that a quick next cell made yield is
+ * made again after that cell, so a kill right after a cell can come before any is saved.
+ */
+const snapshotSaved = async (sessionId: string, language: Language, cell: number) => {
+  const meta = path.join(sessionArtifactsDir(snapshotsRoot(artifactsDir), sessionId), `${language}.meta`)
+  const asOf = () => {
+    try {
+      return (JSON.parse(JSON.parse(fs.readFileSync(meta, "utf8")).text) as { asOfCell: number }).asOfCell
+    } catch {
+      return -1
+    }
+  }
+  expect(await waitUntil(() => asOf() >= cell, 30_000), `no snapshot of ${sessionId} as of cell ${cell}`).toBe(true)
+}
+
 /** Each language's cells: state worth keeping, then a cell that reads all of it back. */
 const state: Record<Language, { readonly define: string; readonly read: string; readonly expected: string }> = {
   py: {
@@ -117,7 +134,9 @@ describe.skipIf(!integrationEnabled() || python === undefined)(
     for (const language of languages) {
       it(`${language}: after kill -9 the next cell sees the variables, with a notice naming the cell`, async () => {
         const sessionId = `killed-${language}`
-        expect((await tool.run(language, state[language].define, sessionId)).status).toBe("ok")
+        const defined = await tool.run(language, state[language].define, sessionId)
+        expect(defined.status).toBe("ok")
+        await snapshotSaved(sessionId, language, defined.executionCount)
         await killKernel(tool, language, sessionId)
         const after = await tool.run(language, state[language].read, sessionId)
         expect(after.status, after.text).toBe("ok")
@@ -142,7 +161,8 @@ describe.skipIf(!integrationEnabled() || python === undefined)(
 
     it("py: an idled-out kernel comes back with its variables", async () => {
       const idle = makeTool({ kernel: { idleTtlMs: 300 } })
-      await idle.run("py", "import os\nkept = {'a': 1}\nprint(os.getpid())", "idle-py")
+      const kept = await idle.run("py", "import os\nkept = {'a': 1}\nprint(os.getpid())", "idle-py")
+      await snapshotSaved("idle-py", "py", kept.executionCount)
       const pid = Number(printed(await idle.run("py", "print(os.getpid())", "idle-py")))
       await waitUntil(() => !isLive(pid), 30_000)
       const after = await idle.run("py", "print(kept['a'], os.getpid())", "idle-py")
