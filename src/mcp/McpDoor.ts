@@ -10,10 +10,13 @@
  * notifications and its one answer go (stdout on stdio, the POST's response over HTTP).
  * Handlers see the call as the `McpCall` service, so a tool can send progress for its
  * own request; `notifications/cancelled` interrupts the request, which then gets no answer.
+ * The server asks its clients through `ask` (`ClientRequests`): a client's responses are
+ * routed back to the request awaiting them.
  */
 import { Cause, Context, Data, Effect, Exit, FiberMap, Schema } from "effect"
 import { McpSchema } from "effect/ai"
 import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "../services/tool/ParamsProblem.ts"
+import { type ClientChannel, type ClientRequestFailed, makeClientRequests } from "./ClientRequests.ts"
 import { ErrorCode, errorReply, type Frame, type JsonRpcId, type JsonRpcOut, progressTokenOf, resultReply } from "./JsonRpc.ts"
 
 /** Where the messages about one request go. */
@@ -53,8 +56,10 @@ export interface DoorOptions {
 
 /** The door: the entry points for a transport. */
 export interface McpDoor {
-  /** Registers a client; `push` receives messages not tied to a request, when the transport has a channel for them. */
-  readonly connect: (clientId: number, push?: (message: JsonRpcOut) => Effect.Effect<void>) => Effect.Effect<void>
+  /** Registers a client; `channel` carries the server's requests to it, when the transport has one. */
+  readonly connect: (clientId: number, channel?: ClientChannel) => Effect.Effect<void>
+  /** Sends a request to a client and waits up to `timeoutMs` for its result. */
+  readonly ask: (clientId: number, method: string, params: unknown, timeoutMs: number) => Effect.Effect<unknown, ClientRequestFailed>
   /** Handles one frame from a client. Returns once it is dispatched, not answered. */
   readonly receive: (clientId: number, frame: Frame, reply: Reply) => Effect.Effect<void>
   /** Ends a client: its calls are interrupted and their replies ended without an answer. */
@@ -110,7 +115,9 @@ export const makeMcpDoor = (options: DoorOptions) =>
   Effect.gen(function*() {
     const fibers = yield* FiberMap.make<string>()
     const pending = new Map<string, Pending>()
-    const pushes = new Map<number, ((message: JsonRpcOut) => Effect.Effect<void>) | undefined>()
+    const channels = new Map<number, ClientChannel>()
+    const asked = makeClientRequests()
+    const noChannel: ClientChannel = () => Effect.succeed(false)
     const known = Object.keys(options.methods)
 
     const idKey = (clientId: number, id: JsonRpcId) => `${clientId}/${typeof id}:${id}`
@@ -180,7 +187,7 @@ export const makeMcpDoor = (options: DoorOptions) =>
             ? Effect.andThen(cancel(clientId, frame.params), reply.end())
             : Effect.andThen(options.onNotification?.(clientId, frame.method, frame.params) ?? Effect.void, reply.end())
         case "Response":
-          return reply.end()
+          return Effect.andThen(asked.settle(clientId, frame), reply.end())
         case "Invalid":
           return reply.end(frame.reply)
       }
@@ -188,7 +195,8 @@ export const makeMcpDoor = (options: DoorOptions) =>
 
     const disconnect = (clientId: number) =>
       Effect.gen(function*() {
-        pushes.delete(clientId)
+        channels.delete(clientId)
+        yield* asked.forget(clientId)
         const prefix = `${clientId}/`
         for (const key of [...pending.keys()]) {
           if (!key.startsWith(prefix)) continue
@@ -199,7 +207,8 @@ export const makeMcpDoor = (options: DoorOptions) =>
       })
 
     const door: McpDoor = {
-      connect: (clientId, push) => Effect.sync(() => void pushes.set(clientId, push)),
+      connect: (clientId, channel) => Effect.sync(() => void channels.set(clientId, channel ?? noChannel)),
+      ask: (clientId, method, params, timeoutMs) => asked.ask(clientId, channels.get(clientId) ?? noChannel, method, params, timeoutMs),
       receive,
       disconnect,
       inFlight: (clientId) => {

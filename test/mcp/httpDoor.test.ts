@@ -18,6 +18,7 @@ const TOKEN = "t0ken"
 const scriptedDoor = (ended: Array<number>) => {
   const door: McpDoor = {
     connect: () => Effect.void,
+    ask: () => Effect.die("the scripted door asks nothing"),
     receive: (_clientId, frame, reply) => (frame._tag === "Request" ? reply.end(resultReply(frame.id, { ok: true })) : reply.end()),
     disconnect: () => Effect.void,
     inFlight: () => 0
@@ -35,8 +36,8 @@ const rpc = (body: unknown, session?: string, headers: Record<string, string> = 
 const serveScripted = (maxMessageBytes?: number) =>
   Effect.gen(function*() {
     const { door, sessions } = scriptedDoor([])
-    const router = yield* makeHttpDoor(door, sessions, {
-      token: TOKEN,
+    const { app: router } = yield* makeHttpDoor(door, sessions, {
+      tokens: [TOKEN],
       host: "127.0.0.1",
       idleTtlMs: 60_000,
       ...(maxMessageBytes === undefined ? {} : { maxMessageBytes })
@@ -53,7 +54,7 @@ describe("HttpDoor", () => {
     Effect.gen(function*() {
       const ended: Array<number> = []
       const { door, sessions } = scriptedDoor(ended)
-      const router = yield* makeHttpDoor(door, sessions, { token: TOKEN, host: "127.0.0.1", idleTtlMs: 300 })
+      const { app: router } = yield* makeHttpDoor(door, sessions, { tokens: [TOKEN], host: "127.0.0.1", idleTtlMs: 300 })
       yield* HttpServer.serveEffect(router)
       const client = yield* HttpClient.HttpClient
       const init = yield* client.execute(rpc({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }))
