@@ -5,7 +5,9 @@
  * answered through the framing layer of `McpDoor`: the handshake, the lists and the
  * calls are `McpSchema` values, tool calls dispatched by the server. Each client (a stdio connection, an HTTP session) is one kernel session;
  * its artifacts are its resources. A `tools/call` that carries a progress token gets
- * progress notifications until its answer.
+ * progress notifications until its answer. With `hostCalls`, each client's session is
+ * bound to it on `initialize`, so its cells' `completion()`, `agent()` and `input()` ask
+ * that client (sampling, elicitation).
  */
 import { Cause, Context, Effect, Option, Result, Schema, type Scope } from "effect"
 import { McpSchema, McpServer } from "effect/ai"
@@ -18,6 +20,7 @@ import { EvalTool, type EvalToolService } from "../services/tool/EvalTool.ts"
 import type { PrivateDirRefused } from "../services/storage/PrivateDir.ts"
 import type { SessionWorkspace } from "../services/storage/SessionWorkspace.ts"
 import { listResult, readArtifact } from "./ArtifactResources.ts"
+import type { McpHostCalls } from "./HostCalls.ts"
 import { ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "./JsonRpc.ts"
 import { McpCall, type McpDoor, McpFailure, makeMcpDoor } from "./McpDoor.ts"
 import { makeLineTracker, withProgress } from "./Progress.ts"
@@ -47,7 +50,14 @@ export interface McpServeOptions {
   readonly progressIntervalMs: number
   /** Each session's cells run in its own directory here (removed when it ends); without it, in the server's directory. */
   readonly sessionDirs?: SessionWorkspace | undefined
+  /** The bridge the kernels were given, answered through each session's client. */
+  readonly hostCalls?: McpHostCalls | undefined
+  /** How long a request to a client (sampling, elicitation) may wait for its answer. */
+  readonly clientRequestTimeoutMs?: number | undefined
 }
+
+/** How long a request to a client waits unless `clientRequestTimeoutMs` says otherwise: a person may have to read and approve it. */
+export const DEFAULT_CLIENT_REQUEST_TIMEOUT_MS = 600_000
 
 const toolTotalSeconds = (payload: unknown): number =>
   Result.getOrElse(clampTimeoutSeconds((payload as { readonly timeout?: unknown } | undefined)?.timeout), () => DEFAULT_TIMEOUT_SECONDS)
@@ -124,6 +134,7 @@ export const serveMcp = <E, R>(
         const id = ids.get(clientId)
         ids.delete(clientId)
         clients.delete(clientId)
+        if (id !== undefined) options.hostCalls?.unbind(id)
         return id === undefined || sessionDirs === undefined ? Effect.void : sessionDirs.remove(id)
       })
     const storeOf = (clientId: number) =>
@@ -149,6 +160,11 @@ export const serveMcp = <E, R>(
             const initialize = params as typeof McpSchema.Initialize.payloadSchema.Type
             const client = clientOf(clientId, initialize)
             clients.set(clientId, client)
+            options.hostCalls?.bind(sessionIdOf(clientId), {
+              capabilities: initialize.capabilities,
+              protocolVersion: client.protocolVersion,
+              ask: (method, askParams) => door.ask(clientId, method, askParams, options.clientRequestTimeoutMs ?? DEFAULT_CLIENT_REQUEST_TIMEOUT_MS)
+            })
             return yield* encoded(McpSchema.InitializeResult)({
               protocolVersion: client.protocolVersion,
               capabilities: { tools: { listChanged: false }, resources: { listChanged: false, subscribe: false } },

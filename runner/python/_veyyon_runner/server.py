@@ -30,7 +30,6 @@ from .protocol import (
     encode_bundle_frame,
 )
 from .output import (
-    _BlockingStdin,
     _Capture,
     _emit_display,
     _FdPump,
@@ -53,6 +52,7 @@ from .bridge import (
     cancel_bridge_calls,
     end_bridge,
 )
+from . import hostinput
 from .transform import transform
 from .execution import (
     _BASE_NAMES,
@@ -442,7 +442,7 @@ def main():
     _install_namespace()
     sys.stdout = _stdout
     sys.stderr = _stderr
-    sys.stdin = _BlockingStdin()
+    hostinput.install()
     # Installed once: between cells the handler ignores SIGINT (nothing is active), so no cell pays
     # for switching it on and off.
     signal.signal(signal.SIGINT, _on_sigint)

@@ -16,7 +16,9 @@ import * as HttpServer from "effect/http/HttpServer"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { evalLayer } from "../../layers/EvalLive.ts"
+import { AgentBridge } from "../../kernel/AgentBridge.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
+import { makeMcpHostCalls, type McpHostCalls } from "../../mcp/HostCalls.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
@@ -25,7 +27,7 @@ import { KernelRegistry } from "../../services/registry/KernelRegistry.ts"
 import { doorSandboxDefaults } from "../../services/isolation/SandboxSettings.ts"
 import { fromVariables, type InvalidSettings, optionalSetting, readConfig, setting } from "../../services/config/ConfigSources.ts"
 import { Settings, type SettingsInput } from "../../services/config/Settings.ts"
-import { FlagText, TrimmedText } from "../../services/config/Spellings.ts"
+import { FlagText, PositiveIntText, TrimmedText } from "../../services/config/Spellings.ts"
 import type { EnvRecord } from "../../services/isolation/EnvPolicy.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 import { mapLayerError } from "../layerFailure.ts"
@@ -62,6 +64,18 @@ export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
 /** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
+/** The variable bounding a sampling request's `maxTokens` when the cell's call names none. */
+export const MCP_SAMPLING_MAX_TOKENS_ENV = "VEYYON_MCP_SAMPLING_MAX_TOKENS"
+
+/** The `maxTokens` of a sampling request unless the call or `VEYYON_MCP_SAMPLING_MAX_TOKENS` says otherwise. */
+export const DEFAULT_SAMPLING_MAX_TOKENS = 4096
+
+/** The variable bounding how long a request to a client (sampling, elicitation) waits, in seconds. */
+export const MCP_CLIENT_TIMEOUT_ENV = "VEYYON_MCP_CLIENT_TIMEOUT_S"
+
+/** The longest wait for a client's answer unless `VEYYON_MCP_CLIENT_TIMEOUT_S` says otherwise, in seconds. */
+export const DEFAULT_CLIENT_TIMEOUT_S = 600
+
 /** What `veyyon mcp` reads from its variables. */
 export interface McpVariables {
   /** The interval of a long call's progress notifications (`VEYYON_MCP_PROGRESS_INTERVAL_MS`, kept within bounds). */
@@ -72,23 +86,31 @@ export interface McpVariables {
   readonly workspace: string | undefined
   /** Whether to serve as a cluster client (`VEYYON_CLUSTER`, a boolean). */
   readonly cluster: boolean
+  /** A sampling request's `maxTokens` when the call names none (`VEYYON_MCP_SAMPLING_MAX_TOKENS`). */
+  readonly samplingMaxTokens: number
+  /** How long a request to a client waits for its answer, in seconds (`VEYYON_MCP_CLIENT_TIMEOUT_S`). */
+  readonly clientTimeoutS: number
 }
 
 const mcpConfig: Config.Config<McpVariables> = Config.all({
   progressIntervalMs: Config.map(optionalSetting(TrimmedText, MCP_PROGRESS_INTERVAL_ENV), progressIntervalMs),
   token: optionalSetting(TrimmedText, MCP_TOKEN_ENV),
   workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
-  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false))
+  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false)),
+  samplingMaxTokens: setting(PositiveIntText, MCP_SAMPLING_MAX_TOKENS_ENV).pipe(Config.withDefault(DEFAULT_SAMPLING_MAX_TOKENS)),
+  clientTimeoutS: setting(PositiveIntText, MCP_CLIENT_TIMEOUT_ENV).pipe(Config.withDefault(DEFAULT_CLIENT_TIMEOUT_S))
 })
 
 /** The variables of `veyyon mcp` from `env` (the process's by default); an unreadable one fails naming it. */
 export const readMcpVariables = (env?: EnvRecord): Result.Result<McpVariables, InvalidSettings> =>
   readConfig(mcpConfig, fromVariables(env))
 
-const serveOptions = (variables: McpVariables, sessionDirs?: SessionWorkspace) => ({
+const serveOptions = (variables: McpVariables, hostCalls: McpHostCalls | undefined, sessionDirs?: SessionWorkspace) => ({
   version: VERSION,
   progressIntervalMs: variables.progressIntervalMs,
-  sessionDirs
+  sessionDirs,
+  hostCalls,
+  clientRequestTimeoutMs: variables.clientTimeoutS * 1000
 })
 
 /** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
@@ -109,26 +131,36 @@ const clusterToolLayer = (settings: SettingsInput, insecureNoAuth: boolean) =>
 /** How the tool runs: in this process, or on a cluster's runners (`insecureNoAuth`: without the cluster secret). */
 type Placement = { readonly _tag: "Local" } | { readonly _tag: "Cluster"; readonly insecureNoAuth: boolean }
 
-/** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
-const toolLayer = (door: "stdio" | "http", placement: Placement) =>
+/**
+ * The tool's layer for a door: kernels in this process, their `completion()`, `agent()`
+ * and `input()` answered through the door's clients (`hostCalls`), or (with `--cluster`)
+ * on the cluster's runners, whose cells get the clear error for those calls.
+ */
+const toolLayer = (door: "stdio" | "http", placement: Placement, hostCalls: McpHostCalls | undefined) =>
   mapLayerError(
-    placement._tag === "Cluster" ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth) : evalLayer({ settings: doorSettings(door) }),
+    placement._tag === "Cluster"
+      ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth)
+      : evalLayer({ settings: doorSettings(door), ...(hostCalls === undefined ? {} : { bridge: Layer.succeed(AgentBridge, hostCalls.bridge) }) }),
     failureOf
   )
+
+/** The bridge of a door's kernels: none for a cluster client (its runners answer with their own error). */
+const hostCallsFor = (placement: Placement, variables: McpVariables): McpHostCalls | undefined =>
+  placement._tag === "Cluster" ? undefined : makeMcpHostCalls({ maxTokens: variables.samplingMaxTokens })
 
 /** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: Placement, variables: McpVariables) =>
+const stdioServer = (cluster: Placement, variables: McpVariables, hostCalls = hostCallsFor(cluster, variables)) =>
   prepareSpares.pipe(
     // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
-    Effect.andThen(serveMcp(serveOptions(variables), (door, sessions) =>
+    Effect.andThen(serveMcp(serveOptions(variables, hostCalls), (door, sessions) =>
       Effect.gen(function*() {
         const stdio = yield* Stdio.Stdio
         yield* serveStdio(door, stdio.stdin, writeStdout)
       }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
-    Effect.provide(toolLayer("stdio", cluster))
+    Effect.provide(toolLayer("stdio", cluster, hostCalls))
   )
 
 const tokenOf = (given: string | undefined): { readonly token: string; readonly generated: boolean } =>
@@ -138,16 +170,16 @@ const tokenOf = (given: string | undefined): { readonly token: string; readonly 
 const nodeHttpServer = (host: string, port: number) =>
   Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
-const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables) =>
+const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables, hostCalls = hostCallsFor(cluster, variables)) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf(variables.token)
     const settings = yield* Settings
     yield* prepareSpares
-    yield* serveMcp(serveOptions(variables, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined), (door, sessions) =>
+    yield* serveMcp(serveOptions(variables, hostCalls, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined), (door, sessions) =>
       Effect.gen(function*() {
-        const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
+        const httpDoor = yield* makeHttpDoor(door, sessions, { tokens: [token], host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
-        yield* server.serve(router)
+        yield* server.serve(httpDoor.app)
         const address = server.address._tag === "UnixPathAddress" ? MCP_PATH : `${HttpServer.formatAddress(server.address)}${MCP_PATH}`
         process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
         if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
@@ -155,7 +187,7 @@ const httpServer = (host: string, port: number, cluster: Placement, variables: M
       }).pipe(Effect.scoped))
   }).pipe(
     Effect.provide(nodeHttpServer(host, port)),
-    Effect.provide(toolLayer("http", cluster)),
+    Effect.provide(toolLayer("http", cluster, hostCalls)),
     Effect.catchTag("ServeError", (error) =>
       Effect.fail(usageError(`cannot listen on ${host}:${port} (${String(error.cause)}); choose another --host or --port`)))
   )
