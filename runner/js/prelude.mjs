@@ -13,6 +13,8 @@
  *   env(key?, value?)                           all variables, one, or set one (printing it)
  *   agent(prompt, {agent, model, label, schema, handle, isolated, apply, merge}?) -> Promise
  *   completion(prompt, {model, schema}?) -> Promise
+ *   input(prompt?) -> Promise<string>           a line the host asks a person for (one "input"
+ *                                               bridge call); rejects with EOFError when none comes
  *
  * agent() and completion() send the same bridge frames and params as the Python prelude
  * (method "agent" | "completion", missing options as null) and read the answer the same
@@ -537,7 +539,31 @@ export const createPrelude = (runtime) => {
     return call.then((answer) => answer)
   }
 
-  return { kv: new KvStore(kvCall), defs, env, agent, completion }
+  /** Asks the host for a line (a person answers, through MCP elicitation); the prompt and the line are echoed as a terminal shows them. */
+  async function input(prompt = "") {
+    if (typeof prompt !== "string") throw new TypeError(`input() takes a string prompt, not ${clip(util.inspect(prompt), 40)}`)
+    if (prompt !== "") runtime.print(prompt)
+    let line
+    try {
+      line = await runtime.bridgeCall("input", { prompt })
+    } catch (error) {
+      if (error?.code === "EOFError") throw new EOFError(error.reason)
+      throw error
+    }
+    const text = typeof line === "string" ? line : ""
+    runtime.print(`${text}\n`)
+    return text
+  }
+
+  return { kv: new KvStore(kvCall), defs, env, agent, completion, input, EOFError }
+}
+
+/** input() found no line: nobody answered, or the person declined. */
+export class EOFError extends Error {
+  constructor(message) {
+    super(message)
+    this.name = "EOFError"
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { CreateMessageRequestSchema, ElicitRequestSchema } from "@modelcontextpr
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, isAlive, repoRoot, tempDir } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { findRubyCandidate } from "../../src/backends/ruby.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
 import { type McpChild, poll, startMcp } from "./support.ts"
 
@@ -22,6 +23,9 @@ interface ToolResult {
 }
 
 const python = findPython()
+const rubyFound = !(findRubyCandidate(undefined, process.cwd(), process.env.PATH) instanceof Error)
+/** Ruby kernels on in the servers, when a ruby is there. */
+const RUBY_ENV: Record<string, string> = rubyFound ? { VEYYON_RB: "1" } : {}
 const TOKEN = "host-calls-token-0123456789abcdef0123"
 
 /** What the scripted person and model saw and will answer. */
@@ -70,8 +74,8 @@ const hostCallCases = (connect: (script: Script | undefined) => Promise<Client>)
   let client: Client
   let bare: Client
   const script = newScript()
-  const call = async (on: Client, code: string, timeout = 60) =>
-    (await on.callTool({ name: "eval", arguments: { language: "py", code, timeout } }, undefined, { timeout: 90_000 })) as ToolResult
+  const call = async (on: Client, code: string, timeout = 60, language = "py") =>
+    (await on.callTool({ name: "eval", arguments: { language, code, timeout } }, undefined, { timeout: 90_000 })) as ToolResult
 
   beforeAll(async () => {
     client = await connect(script)
@@ -112,6 +116,19 @@ const hostCallCases = (connect: (script: Script | undefined) => Promise<Client>)
     expect(text(declined)).toContain("declined")
     script.elicit = { action: "cancel" }
     expect(text(await call(client, "try:\n    input()\nexcept EOFError as e:\n    print('eof:', e)"))).toContain("eof: input() got no line: the person dismissed")
+  })
+
+  it("gives JavaScript's input() and Ruby's gets the person's line, and end of input on decline", async () => {
+    script.elicit = { action: "accept", line: "from js" }
+    expect(text(await call(client, "const got = await input('js? '); got.toUpperCase()", 60, "js"))).toContain("'FROM JS'")
+    script.elicit = { action: "decline" }
+    const declined = await call(client, "try { await input() } catch (error) { console.log(error.name, error.message) }", 60, "js")
+    expect(text(declined)).toContain("EOFError input() got no line: the person declined")
+    if (!rubyFound) return console.log("skipped Ruby's gets: no ruby on PATH (Debian: apt-get install ruby)")
+    script.elicit = { action: "accept", line: "from ruby" }
+    expect(text(await call(client, "line = gets\nputs line.end_with?(\"\\n\"), line.chomp.upcase", 60, "rb"))).toContain("true\nFROM RUBY")
+    script.elicit = { action: "cancel" }
+    expect(text(await call(client, "p gets", 60, "rb"))).toContain("nil")
   })
 
   it("refuses getpass at once, never as a form", async () => {
@@ -161,7 +178,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("host call
       command: cliEntry.command,
       args: [...cliEntry.args, "mcp"],
       cwd: repoRoot,
-      env: childEnv(tempDir("veyyon-mcp-host-calls-")),
+      env: childEnv(tempDir("veyyon-mcp-host-calls-"), RUBY_ENV),
       stderr: "pipe"
     })
     transports.push(transport)
@@ -181,7 +198,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("host call
   }, 30_000)
   hostCallCases(async (script) => {
     if (server === undefined) {
-      server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: TOKEN, VEYYON_SANDBOX: "off" })
+      server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: TOKEN, VEYYON_SANDBOX: "off", ...RUBY_ENV })
       url = new URL((await server.stderrMatch(/serving MCP \(streamable HTTP\) at (http:\S+)/, 90_000))[1]!)
     }
     const client = makeClient(script)
