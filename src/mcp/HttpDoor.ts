@@ -135,6 +135,8 @@ const TOO_LARGE: Body = { _tag: "TooLarge" }
 
 type Outgoing = { readonly message: JsonRpcOut | undefined; readonly final: boolean }
 
+const STREAM_OPENED = new TextEncoder().encode(": stream open\n\n")
+
 const sseEvent = (message: JsonRpcOut) => new TextEncoder().encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
 
 /** The door's HTTP app; ends idle sessions in the background for as long as the scope lives. */
@@ -338,6 +340,8 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       const events = Stream.fromQueue(queue).pipe(
         Stream.takeUntil((item) => item.final),
         Stream.flatMap((item) => (item.message === undefined ? Stream.empty : Stream.make(sseEvent(item.message)))),
+        // A comment first, so the response's headers go out now rather than with the first request.
+        Stream.prepend([STREAM_OPENED]),
         Stream.ensuring(Effect.sync(() => {
           if (session.events === push) session.events = undefined
         }))

@@ -3,8 +3,11 @@
  * one client, one kernel session for the life of the server, stopping (and shutting its
  * kernels down) when stdin closes or on SIGINT/SIGTERM; stdout is the protocol and logs
  * go to stderr. With `--http`: streamable HTTP at `/mcp` on `--host` (default 127.0.0.1)
- * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, or one
- * generated and printed once on stderr), one kernel session per MCP session.
+ * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, the
+ * lines of `VEYYON_MCP_TOKENS_FILE` with each session bound to the token that started it,
+ * or one generated and printed once on stderr), one kernel session per MCP session.
+ * Cells' `completion()`, `agent()` and `input()` ask the session's client (sampling,
+ * elicitation) when it offers them.
  * On stdio cells run in the directory the server started in; over HTTP each session runs
  * in its own private directory (under `VEYYON_MCP_WORKSPACE`), removed when it ends.
  * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
@@ -20,6 +23,7 @@ import { AgentBridge } from "../../kernel/AgentBridge.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
 import { makeMcpHostCalls, type McpHostCalls } from "../../mcp/HostCalls.ts"
 import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import { MCP_TOKEN_ENV, MCP_TOKENS_FILE_ENV, resolveTokens } from "../../mcp/McpTokens.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/storage/SessionWorkspace.ts"
@@ -40,8 +44,6 @@ export const DEFAULT_MCP_PORT = 7523
 /** The host `mcp --http` listens on unless `--host` says otherwise. */
 export const DEFAULT_MCP_HOST = "127.0.0.1"
 
-/** The environment variable holding the HTTP door's bearer token. */
-export const MCP_TOKEN_ENV = "VEYYON_MCP_TOKEN"
 
 /**
  * The settings each door starts from. stdio serves the one local client that started
@@ -82,6 +84,8 @@ export interface McpVariables {
   readonly progressIntervalMs: number
   /** The HTTP door's bearer token (`VEYYON_MCP_TOKEN`), when one is set. */
   readonly token: string | undefined
+  /** The file of the HTTP door's bearer tokens, one per line (`VEYYON_MCP_TOKENS_FILE`), when one is set. */
+  readonly tokensFile: string | undefined
   /** The root of the HTTP door's per-session directories (`VEYYON_MCP_WORKSPACE`), when one is set. */
   readonly workspace: string | undefined
   /** Whether to serve as a cluster client (`VEYYON_CLUSTER`, a boolean). */
@@ -95,6 +99,7 @@ export interface McpVariables {
 const mcpConfig: Config.Config<McpVariables> = Config.all({
   progressIntervalMs: Config.map(optionalSetting(TrimmedText, MCP_PROGRESS_INTERVAL_ENV), progressIntervalMs),
   token: optionalSetting(TrimmedText, MCP_TOKEN_ENV),
+  tokensFile: optionalSetting(TrimmedText, MCP_TOKENS_FILE_ENV),
   workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
   cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false)),
   samplingMaxTokens: setting(PositiveIntText, MCP_SAMPLING_MAX_TOKENS_ENV).pipe(Config.withDefault(DEFAULT_SAMPLING_MAX_TOKENS)),
@@ -163,26 +168,34 @@ const stdioServer = (cluster: Placement, variables: McpVariables, hostCalls = ho
     Effect.provide(toolLayer("stdio", cluster, hostCalls))
   )
 
-const tokenOf = (given: string | undefined): { readonly token: string; readonly generated: boolean } =>
-  given !== undefined ? { token: given, generated: false } : { token: randomBytes(32).toString("base64url"), generated: true }
+/** The door's tokens: the configured ones, or one made now (and printed once). */
+const tokensOf = (given: ReadonlyArray<string> | undefined): { readonly tokens: ReadonlyArray<string>; readonly generated: boolean } =>
+  given !== undefined ? { tokens: given, generated: false } : { tokens: [randomBytes(32).toString("base64url")], generated: true }
 
 /** Node's HTTP server as a layer, its module (with undici and ws) loaded only for `--http`: it is a third of the CLI's start-up otherwise. */
 const nodeHttpServer = (host: string, port: number) =>
   Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
-const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables, hostCalls = hostCallsFor(cluster, variables)) =>
+const httpServer = (
+  host: string,
+  port: number,
+  cluster: Placement,
+  variables: McpVariables,
+  configured: ReadonlyArray<string> | undefined,
+  hostCalls = hostCallsFor(cluster, variables)
+) =>
   Effect.gen(function*() {
-    const { token, generated } = tokenOf(variables.token)
+    const { tokens, generated } = tokensOf(configured)
     const settings = yield* Settings
     yield* prepareSpares
     yield* serveMcp(serveOptions(variables, hostCalls, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined), (door, sessions) =>
       Effect.gen(function*() {
-        const httpDoor = yield* makeHttpDoor(door, sessions, { tokens: [token], host, idleTtlMs: settings.kernel.idleTtlMs })
+        const httpDoor = yield* makeHttpDoor(door, sessions, { tokens, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
         yield* server.serve(httpDoor.app)
         const address = server.address._tag === "UnixPathAddress" ? MCP_PATH : `${HttpServer.formatAddress(server.address)}${MCP_PATH}`
         process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
-        if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
+        if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} or ${MCP_TOKENS_FILE_ENV} to choose your own): ${tokens[0]}\n`)
         return yield* Effect.never
       }).pipe(Effect.scoped))
   }).pipe(
@@ -234,7 +247,10 @@ export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insec
   const asClient = options.cluster || variables.success.cluster
   if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
   const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
-  return serve(options.http ? httpServer(options.host, options.port, placement, variables.success) : stdioServer(placement, variables.success))
+  if (!options.http) return serve(stdioServer(placement, variables.success))
+  const tokens = resolveTokens(variables.success.token, variables.success.tokensFile)
+  if (Result.isFailure(tokens)) return Effect.fail(usageError(tokens.failure))
+  return serve(httpServer(options.host, options.port, placement, variables.success, tokens.success))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )
