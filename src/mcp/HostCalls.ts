@@ -9,7 +9,8 @@ import { Effect, Result } from "effect"
 import { AgentBridgeError, type AgentBridge, type BridgeCall, INPUT_METHOD, inputUnanswered } from "../kernel/AgentBridge.ts"
 import type { ClientRequestFailed } from "./ClientRequests.ts"
 import { inputAnswer, inputRequest } from "./Elicitation.ts"
-import { SAMPLING_METHODS, type SamplingDefaults, samplingAnswer, samplingRequest } from "./Sampling.ts"
+import { MODEL_METHODS } from "../kernel/ModelCalls.ts"
+import { type SamplingDefaults, samplingAnswer, samplingRequest } from "./Sampling.ts"
 
 /** What the door tells the bridge of one connected client. */
 export interface ClientLink {
@@ -89,7 +90,7 @@ export const makeMcpHostCalls = (options: HostCallsOptions): McpHostCalls => {
           return Effect.fail(isInput ? inputUnanswered("no MCP client is connected for this session") : unavailable(`no MCP client is connected for this session, so ${call.method}() has no one to answer it`))
         }
         if (isInput) return elicit(link, call, call.sessionId)
-        if (SAMPLING_METHODS.has(call.method)) return sample(link, call)
+        if (MODEL_METHODS.has(call.method)) return sample(link, call)
         return Effect.fail(unavailable(`${call.method}() is not answered through the MCP door`))
       })
   }
