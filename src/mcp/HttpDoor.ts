@@ -14,7 +14,8 @@
  * token (404 for an unknown or ended id, or one another token owns, so the client starts
  * again), and an `MCP-Protocol-Version` header, when sent, must name a version the server
  * speaks (400 otherwise). A session idle for longer than `idleTtlMs` with nothing running
- * is ended like a DELETE. Any other path is 404.
+ * (no call, no task running or holding a result not yet fetched) is ended like a DELETE.
+ * Any other path is 404.
  */
 import { ByteSize, Duration, Effect, Queue, Result, Schedule, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -161,7 +162,8 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
 
     const sweep = Effect.suspend(() => {
       const now = Date.now()
-      const idle = [...open.values()].filter((session) => session.running === 0 && now - session.lastSeen > options.idleTtlMs)
+      const idle = [...open.values()].filter((session) =>
+        session.running === 0 && door.inFlight(session.clientId) === 0 && now - session.lastSeen > options.idleTtlMs)
       return Effect.forEach(idle, endSession, { discard: true })
     })
     const sweepEvery = Duration.millis(Math.max(1_000, Math.min(60_000, Math.floor(options.idleTtlMs / 2))))
