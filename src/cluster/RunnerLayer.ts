@@ -9,6 +9,7 @@ import type { Sharding } from "effect/cluster/Sharding"
 import type { SocketServerError } from "effect/socket/SocketServer"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
+import { bridgeUnavailable } from "../kernel/AgentBridge.ts"
 import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
 import type { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
 import type { KernelRegistry } from "../services/registry/KernelRegistry.ts"
@@ -32,6 +33,11 @@ export interface RunnerLayerOptions extends EvalLayerOptions {
   readonly workspace?: RunnerWorkspaceSettings
 }
 
+/** What answers a runner's cells' `completion()`, `agent()` and `input()` unless the embedder gives a bridge: nobody yet, saying so. */
+const RUNNER_BRIDGE = bridgeUnavailable(
+  "cells on a cluster runner are not bound to an MCP client (this release answers completion(), agent() and input() through the stdio and HTTP doors of one process, or an embedder's AgentBridge)"
+)
+
 /** A runner of the cluster `cluster` describes, running kernels with the eval layer `options` builds. */
 export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOptions = {}): Layer.Layer<Sharding | KernelRegistry, RunnerLayerError> => {
   const workspaceSettings = options.workspace !== undefined
@@ -42,7 +48,7 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
   const sharding = runnerShardingLayer(cluster)
   const ledger = SessionLedger.layer(randomUUID(), advertised)
   // kv in Postgres under the eval layer; the publisher copies each cell's artifacts there.
-  const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer(options).pipe(Layer.provide(PgKvStoreLive))))
+  const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer({ bridge: RUNNER_BRIDGE, ...options }).pipe(Layer.provide(PgKvStoreLive))))
   // Closed before the sharding hands the shards off, so the releases of a stop say so.
   const stopMarker = Layer.effectDiscard(Effect.gen(function*() {
     const log = yield* ShardMoveLog

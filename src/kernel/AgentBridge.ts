@@ -40,6 +40,17 @@ export const bridgeForSession = (bridge: AgentBridge["Service"], sessionId: stri
 export const inputUnanswered = (reason: string): AgentBridgeError =>
   new AgentBridgeError({ name: "EOFError", message: `input() got no line: ${reason}` })
 
+/** A bridge for a door with no model or person to ask: model calls fail as unavailable and `input()` gets end of input, each saying `reason`. */
+export const bridgeUnavailable = (reason: string): Layer.Layer<AgentBridge> =>
+  Layer.succeed(AgentBridge, {
+    call: (call) =>
+      Effect.fail(
+        call.method === INPUT_METHOD
+          ? inputUnanswered(reason)
+          : new AgentBridgeError({ name: "AgentBridgeUnavailable", message: `${call.method}() has no one to answer it: ${reason}` })
+      )
+  })
+
 /** The bridge used when the embedder provides none: every call fails and says why. */
 export const AgentBridgeNotConfigured = Layer.succeed(AgentBridge, {
   call: (call) =>
