@@ -35,6 +35,13 @@ export interface McpHostCalls {
 /** How the bridge sizes its requests. */
 export interface HostCallsOptions extends SamplingDefaults {}
 
+/** Whether a client's `elicitation` capability covers form mode (an empty one does, as before modes existed). */
+export const offersFormElicitation = (capability: unknown): boolean => {
+  if (typeof capability !== "object" || capability === null) return false
+  const modes = capability as { readonly form?: unknown; readonly url?: unknown }
+  return modes.form !== undefined || modes.url === undefined
+}
+
 const unavailable = (message: string) => new AgentBridgeError({ name: "AgentBridgeUnavailable", message })
 
 /** A short label of a session for the person to tell sessions apart. */
@@ -70,8 +77,8 @@ export const makeMcpHostCalls = (options: HostCallsOptions): McpHostCalls => {
 
   const elicit = (link: ClientLink, call: BridgeCall, sessionId: string) =>
     Effect.gen(function*() {
-      if (link.capabilities.elicitation === undefined) {
-        return yield* inputUnanswered("the MCP client does not offer elicitation, so there is no one to ask")
+      if (!offersFormElicitation(link.capabilities.elicitation)) {
+        return yield* inputUnanswered("the MCP client does not offer elicitation (in form mode), so there is no one to ask")
       }
       const result = yield* Effect.mapError(
         link.ask("elicitation/create", inputRequest(call.params, sessionLabel(sessionId), link.protocolVersion)),

@@ -9,7 +9,7 @@ import { Effect, Exit, Fiber, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { type ClientChannel, makeClientRequests } from "../../src/mcp/ClientRequests.ts"
 import { inputAnswer, inputRequest } from "../../src/mcp/Elicitation.ts"
-import { makeMcpHostCalls } from "../../src/mcp/HostCalls.ts"
+import { makeMcpHostCalls, offersFormElicitation } from "../../src/mcp/HostCalls.ts"
 import type { JsonRpcOut } from "../../src/mcp/JsonRpc.ts"
 import { samplingAnswer, samplingRequest } from "../../src/mcp/Sampling.ts"
 
@@ -137,6 +137,16 @@ describe("ClientRequests", () => {
       expect(messages.at(-1)).toMatchObject({ method: "notifications/cancelled", params: { requestId: (messages[2] as { readonly id: string }).id } })
       expect(table.waiting(1)).toBe(0)
     }))
+})
+
+describe("offersFormElicitation", () => {
+  it("is true for an empty capability (before modes existed) or one naming form, false for URL-only or none", () => {
+    expect(offersFormElicitation({})).toBe(true)
+    expect(offersFormElicitation({ form: {} })).toBe(true)
+    expect(offersFormElicitation({ form: {}, url: {} })).toBe(true)
+    expect(offersFormElicitation({ url: {} })).toBe(false)
+    expect(offersFormElicitation(undefined)).toBe(false)
+  })
 })
 
 describe("makeMcpHostCalls", () => {
