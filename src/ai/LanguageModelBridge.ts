@@ -24,7 +24,13 @@ const answer = (model: LanguageModel.LanguageModel, call: BridgeCall): Effect.Ef
   return model.generateText({
     prompt: [
       { role: "system", content: question.success.systemPrompt },
-      { role: "user", content: question.success.prompt }
+      {
+        role: "user",
+        content: [
+          { type: "text", text: question.success.prompt },
+          ...question.success.images.map((image) => ({ type: "file" as const, mediaType: image.mimeType, data: Buffer.from(image.data, "base64") }))
+        ]
+      }
     ]
   }).pipe(
     Effect.map((response) => ({ text: response.text })),

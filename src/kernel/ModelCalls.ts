@@ -3,7 +3,7 @@
  * question to a model, whoever answers it (an MCP client's model by sampling, an
  * embedder's `effect/ai` model): the prompt, a system prompt saying what asks and why
  * (with the JSON Schema the answer must match, when the call gave one), the model the
- * call prefers. `isolated`, `apply` and `merge` have no meaning for a model asked this
+ * call prefers, the images it passes (PNG or JPEG, bounded). `isolated`, `apply` and `merge` have no meaning for a model asked this
  * way and are refused. Pure functions.
  */
 import { Result } from "effect"
@@ -22,6 +22,8 @@ export interface ModelQuestion {
   readonly model?: string
   /** The `maxTokens` the call asks for, when it asks. */
   readonly maxTokens?: number
+  /** The images the model sees with the prompt. */
+  readonly images: ReadonlyArray<ModelImage>
 }
 
 /** The longest `maxTokens` a call may ask for. */
@@ -66,12 +68,48 @@ export const modelQuestion = (method: string, params: unknown, answeredBy: strin
       )
     }
   }
+  const images = modelImages(params.images)
+  if (Result.isFailure(images)) return refused("ProtocolError", `${method}(): ${images.failure}`)
   const asked = params.maxTokens
   const model = text(params.model)
   return Result.succeed({
     prompt,
+    images: images.success,
     systemPrompt: systemPrompt(method, params),
     ...(model === undefined ? {} : { model }),
     ...(typeof asked === "number" && Number.isInteger(asked) && asked > 0 ? { maxTokens: Math.min(asked, MAX_MODEL_TOKENS) } : {})
   })
+}
+
+/** An image a call passes to the model. */
+export interface ModelImage {
+  readonly mimeType: "image/png" | "image/jpeg"
+  /** Base64. */
+  readonly data: string
+}
+
+/** The most images one call may pass. */
+export const MAX_MODEL_IMAGES = 8
+
+/** The largest image, in base64 characters (5 MiB of bytes). */
+export const MAX_IMAGE_CHARS = Math.ceil((5 * 1024 * 1024) / 3) * 4
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+/** The images of a call's params, or the sentence saying which one is unfit. */
+export const modelImages = (images: unknown): Result.Result<ReadonlyArray<ModelImage>, string> => {
+  if (images === undefined || images === null) return Result.succeed([])
+  if (!Array.isArray(images)) return Result.fail("images must be a list")
+  if (images.length > MAX_MODEL_IMAGES) return Result.fail(`a call may pass at most ${MAX_MODEL_IMAGES} images, not ${images.length}`)
+  const found: Array<ModelImage> = []
+  for (const [index, image] of images.entries()) {
+    const mimeType = isRecord(image) ? image.mimeType : undefined
+    const data = isRecord(image) ? image.data : undefined
+    if (mimeType !== "image/png" && mimeType !== "image/jpeg") return Result.fail(`images[${index}] must be a PNG or JPEG image`)
+    if (typeof data !== "string" || data.length > MAX_IMAGE_CHARS || !BASE64.test(data)) {
+      return Result.fail(`images[${index}] must be base64 of at most 5 MiB`)
+    }
+    found.push({ mimeType, data })
+  }
+  return Result.succeed(found)
 }

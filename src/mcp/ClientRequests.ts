@@ -6,6 +6,7 @@
  * or for an id nobody waits on, is dropped.
  */
 import { Data, Deferred, Duration, Effect } from "effect"
+import { randomBytes } from "node:crypto"
 import { type JsonRpcId, type JsonRpcOut, notification, requestMessage, type ResponseError } from "./JsonRpc.ts"
 
 /** Why a request to a client got no result. */
@@ -45,15 +46,14 @@ export interface ClientRequests {
   readonly waiting: (clientId: number) => number
 }
 
-/** A fresh table; ids are `veyyon-<n>`, unique in the door. */
+/** A fresh table; ids are `veyyon-` and 64 random bits. */
 export const makeClientRequests = (): ClientRequests => {
   const pending = new Map<string, { readonly clientId: number; readonly deferred: Deferred.Deferred<unknown, ClientRequestFailed> }>()
-  let next = 1
   const keyOf = (clientId: number, id: JsonRpcId | null) => `${clientId}/${typeof id}:${id}`
 
   const ask: ClientRequests["ask"] = (clientId, channel, method, params, timeoutMs) =>
     Effect.suspend(() => {
-      const id = `veyyon-${next++}`
+      const id = `veyyon-${randomBytes(8).toString("hex")}`
       const key = keyOf(clientId, id)
       const deferred = Deferred.makeUnsafe<unknown, ClientRequestFailed>()
       pending.set(key, { clientId, deferred })

@@ -26,7 +26,11 @@ export const samplingRequest = (
   defaults: SamplingDefaults
 ): Result.Result<Record<string, unknown>, AgentBridgeError> =>
   Result.map(modelQuestion(method, params, "the MCP client's model (by sampling)"), (question) => ({
-    messages: [{ role: "user", content: { type: "text", text: question.prompt } }],
+    // One message per block: before 2025-11-25 a sampling message holds one content block.
+    messages: [
+      { role: "user", content: { type: "text", text: question.prompt } },
+      ...question.images.map((image) => ({ role: "user", content: { type: "image", data: image.data, mimeType: image.mimeType } }))
+    ],
     systemPrompt: question.systemPrompt,
     includeContext: "none",
     maxTokens: question.maxTokens ?? defaults.maxTokens,

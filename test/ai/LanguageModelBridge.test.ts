@@ -18,7 +18,7 @@ const python = findPython()
 const root = tempDir("veyyon-lm-bridge-")
 
 /** What the scripted model was asked: each prompt's system and user text. */
-const asked: Array<{ readonly system: string; readonly user: string }> = []
+const asked: Array<{ readonly system: string; readonly user: string; readonly files: ReadonlyArray<string> }> = []
 
 const textOf = (message: Prompt.Message): string =>
   typeof message.content === "string"
@@ -31,8 +31,10 @@ const scriptedModel = Layer.effect(
   LanguageModel.make({
     generateText: (options) => {
       const system = textOf(options.prompt.content.find((message) => message.role === "system")!)
-      const user = textOf(options.prompt.content.find((message) => message.role === "user")!)
-      asked.push({ system, user })
+      const message = options.prompt.content.find((message) => message.role === "user")!
+      const user = textOf(message)
+      const files = typeof message.content === "string" ? [] : message.content.flatMap((part) => (part.type === "file" ? [part.mediaType] : []))
+      asked.push({ system, user, files })
       if (user === "fail") {
         return Effect.fail(AiError.make({ module: "Scripted", method: "generateText", reason: new AiError.UnknownError({ description: "the provider is down" }) }))
       }
@@ -66,6 +68,12 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("an effect
     const many = await run("parallel(completion.defer('a'), agent.defer('b'))")
     expect(many.text).toContain("['answer to a', 'answer to b']")
     expect(asked.some((entry) => entry.user === "b" && entry.system.includes("sub-agent"))).toBe(true)
+  })
+
+  it("gives the model the images a cell passes as file parts", async () => {
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+    await run(`import base64\ncompletion('look', images=[base64.b64decode('${png}')])`)
+    expect(asked.at(-1)).toMatchObject({ user: "look", files: ["image/png"] })
   })
 
   it("puts agent()'s schema in the system prompt and the answer through the prelude's parse and check", async () => {

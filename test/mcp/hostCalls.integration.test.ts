@@ -30,7 +30,7 @@ const TOKEN = "host-calls-token-0123456789abcdef0123"
 
 /** What the scripted person and model saw and will answer. */
 interface Script {
-  readonly sampled: Array<{ readonly prompt: string; readonly system: string; readonly maxTokens: number }>
+  readonly sampled: Array<{ readonly prompt: string; readonly system: string; readonly maxTokens: number; readonly images: ReadonlyArray<string> }>
   readonly elicited: Array<string>
   /** The next elicitation's answer. */
   elicit: { readonly action: "accept" | "decline" | "cancel"; readonly line?: string }
@@ -50,7 +50,11 @@ const makeClient = (script: Script | undefined) => {
   if (script !== undefined) {
     client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
       const content = request.params.messages[0]!.content as { readonly text: string }
-      script.sampled.push({ prompt: content.text, system: request.params.systemPrompt ?? "", maxTokens: request.params.maxTokens })
+      const images = request.params.messages.slice(1).map((message) => {
+        const block = message.content as { readonly type: string; readonly mimeType?: string }
+        return `${block.type} ${block.mimeType ?? ""}`.trim()
+      })
+      script.sampled.push({ prompt: content.text, system: request.params.systemPrompt ?? "", maxTokens: request.params.maxTokens, images })
       if (script.hang) {
         await new Promise<void>((resolve) => extra.signal.addEventListener("abort", () => resolve()))
         script.cancelled.push(extra.requestId)
@@ -92,6 +96,14 @@ const hostCallCases = (connect: (script: Script | undefined) => Promise<Client>)
     const many = await call(client, "parallel(*[completion.defer('q%d' % i) for i in range(3)])")
     expect(text(many)).toContain("['answer to q0', 'answer to q1', 'answer to q2']")
     expect(script.sampled.map((entry) => entry.prompt).sort()).toEqual(["q0", "q1", "q2"])
+  })
+
+  it("sends the images a cell passes as image content", async () => {
+    script.sampled.length = 0
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+    const result = await call(client, `import base64\ncompletion('what is this', images=[base64.b64decode('${png}')])`)
+    expect(text(result)).toBe("'answer to what is this'")
+    expect(script.sampled[0]!.images).toEqual(["image image/png"])
   })
 
   it("answers agent() with a system prompt naming a sub-agent's task, and refuses isolated= at once", async () => {

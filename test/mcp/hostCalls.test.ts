@@ -38,6 +38,20 @@ describe("samplingRequest", () => {
     expect(request.systemPrompt).toContain(JSON.stringify(schema))
   })
 
+  it("sends a call's images as image messages after the prompt, and refuses unfit ones", () => {
+    const images = [{ mimeType: "image/png", data: "iVBORw0KGgo=" }, { mimeType: "image/jpeg", data: "/9j/4A==" }]
+    const request = Result.getOrThrow(samplingRequest("completion", { prompt: "what is it", images }, DEFAULTS))
+    expect(request.messages).toEqual([
+      { role: "user", content: { type: "text", text: "what is it" } },
+      { role: "user", content: { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" } },
+      { role: "user", content: { type: "image", data: "/9j/4A==", mimeType: "image/jpeg" } }
+    ])
+    for (const bad of [[{ mimeType: "image/svg+xml", data: "AAAA" }], [{ mimeType: "image/png", data: "not base64!" }], "AAAA", Array(9).fill(images[0])]) {
+      const refused = samplingRequest("completion", { prompt: "p", images: bad }, DEFAULTS)
+      expect(Result.isFailure(refused) && refused.failure.message).toMatch(/images/)
+    }
+  })
+
   it("refuses isolated, apply and merge, and params without a prompt, with the error the cell raises", () => {
     const refused = samplingRequest("agent", { prompt: "x", isolated: true, merge: "ours" }, DEFAULTS)
     expect(Result.isFailure(refused) && refused.failure).toMatchObject({ name: "AgentOptionUnsupported" })
