@@ -42,8 +42,8 @@ export const RESOURCES_GUIDANCE =
 export interface McpSessions {
   /** The kernel session of a client. */
   readonly sessionIdOf: (clientId: number) => string
-  /** Ends a client: interrupts its calls and shuts its kernels down. */
-  readonly end: (clientId: number) => Effect.Effect<void>
+  /** Ends a client: interrupts its calls and shuts its kernels down; `forget` also forgets its saved state (an explicit delete). */
+  readonly end: (clientId: number, options?: { readonly forget?: boolean }) => Effect.Effect<void>
 }
 
 /** How the server runs. */
@@ -53,6 +53,8 @@ export interface McpServeOptions {
   readonly progressIntervalMs: number
   /** Each session's cells run in its own directory here (removed when it ends); without it, in the server's directory. */
   readonly sessionDirs?: SessionWorkspace | undefined
+  /** The session id of every client (the stdio door's one client, named so a restarted server restores it); without it, a random id per client. */
+  readonly sessionId?: string | undefined
   /** The bridge the kernels were given, answered through each session's client. */
   readonly hostCalls?: McpHostCalls | undefined
   /** How long a request to a client (sampling, elicitation) may wait for its answer. */
@@ -131,7 +133,7 @@ export const serveMcp = <E, R>(
     const sessionIdOf = (clientId: number) => {
       let id = ids.get(clientId)
       if (id === undefined) {
-        id = `mcp-${randomBytes(16).toString("hex")}`
+        id = options.sessionId ?? `mcp-${randomBytes(16).toString("hex")}`
         ids.set(clientId, id)
       }
       return id
@@ -212,7 +214,8 @@ export const serveMcp = <E, R>(
     })
     const sessions: McpSessions = {
       sessionIdOf,
-      end: (clientId) => Effect.andThen(door.disconnect(clientId), Effect.andThen(tool.endSession(sessionIdOf(clientId)), forget(clientId)))
+      end: (clientId, endOptions) =>
+        Effect.andThen(door.disconnect(clientId), Effect.andThen(tool.endSession(sessionIdOf(clientId), endOptions), forget(clientId)))
     }
 
     yield* server.addTool({

@@ -148,10 +148,10 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
     const open = new Map<string, Session>()
     let nextClientId = 1
 
-    const endSession = (session: Session) =>
+    const endSession = (session: Session, options?: { readonly forget?: boolean }) =>
       Effect.suspend(() => {
         if (!open.delete(session.id)) return Effect.void
-        return Effect.andThen(sessions.end(session.clientId), session.events?.(undefined) ?? Effect.void)
+        return Effect.andThen(sessions.end(session.clientId, options), session.events?.(undefined) ?? Effect.void)
       })
 
     const channelOf = (session: Session): ClientChannel => (message) =>
@@ -164,11 +164,11 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       const now = Date.now()
       const idle = [...open.values()].filter((session) =>
         session.running === 0 && door.inFlight(session.clientId) === 0 && now - session.lastSeen > options.idleTtlMs)
-      return Effect.forEach(idle, endSession, { discard: true })
+      return Effect.forEach(idle, (session) => endSession(session), { discard: true })
     })
     const sweepEvery = Duration.millis(Math.max(1_000, Math.min(60_000, Math.floor(options.idleTtlMs / 2))))
     yield* Effect.forkScoped(Effect.repeat(Effect.delay(sweep, sweepEvery), Schedule.spaced(sweepEvery)))
-    yield* Effect.addFinalizer(() => Effect.forEach([...open.values()], endSession, { discard: true }))
+    yield* Effect.addFinalizer(() => Effect.forEach([...open.values()], (session) => endSession(session), { discard: true }))
 
     /** The refusal for a request, or the identity of the token it carries. */
     const guard = (request: HttpServerRequest.HttpServerRequest): Result.Result<string, HttpServerResponse.HttpServerResponse> => {
@@ -316,7 +316,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       if (Result.isFailure(admitted)) return admitted.failure
       const session = ownedSession(request, admitted.success)
       if (session === undefined) return httpError(404, ErrorCode.InvalidRequest, "Session not found: nothing to end.")
-      yield* endSession(session)
+      yield* endSession(session, { forget: true })
       return HttpServerResponse.empty({ status: 204 })
     })
 

@@ -63,6 +63,9 @@ export const MCP_PROGRESS_INTERVAL_ENV = "VEYYON_MCP_PROGRESS_INTERVAL_MS"
 /** The variable naming the root of the HTTP door's per-session directories (default `<state dir>/workspaces/mcp-http`). */
 export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
 
+/** The variable naming the stdio door's session, as `--session` does. */
+export const MCP_SESSION_ENV = "VEYYON_MCP_SESSION"
+
 /** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 
@@ -94,6 +97,8 @@ export interface McpVariables {
   readonly samplingMaxTokens: number
   /** How long a request to a client waits for its answer, in seconds (`VEYYON_MCP_CLIENT_TIMEOUT_S`). */
   readonly clientTimeoutS: number
+  /** The stdio door's session id (`VEYYON_MCP_SESSION`), when one is set. */
+  readonly session: string | undefined
 }
 
 const mcpConfig: Config.Config<McpVariables> = Config.all({
@@ -103,20 +108,25 @@ const mcpConfig: Config.Config<McpVariables> = Config.all({
   workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
   cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false)),
   samplingMaxTokens: setting(PositiveIntText, MCP_SAMPLING_MAX_TOKENS_ENV).pipe(Config.withDefault(DEFAULT_SAMPLING_MAX_TOKENS)),
-  clientTimeoutS: setting(PositiveIntText, MCP_CLIENT_TIMEOUT_ENV).pipe(Config.withDefault(DEFAULT_CLIENT_TIMEOUT_S))
+  clientTimeoutS: setting(PositiveIntText, MCP_CLIENT_TIMEOUT_ENV).pipe(Config.withDefault(DEFAULT_CLIENT_TIMEOUT_S)),
+  session: optionalSetting(TrimmedText, MCP_SESSION_ENV)
 })
 
 /** The variables of `veyyon mcp` from `env` (the process's by default); an unreadable one fails naming it. */
 export const readMcpVariables = (env?: EnvRecord): Result.Result<McpVariables, InvalidSettings> =>
   readConfig(mcpConfig, fromVariables(env))
 
-const serveOptions = (variables: McpVariables, hostCalls: McpHostCalls | undefined, sessionDirs?: SessionWorkspace) => ({
+const serveOptions = (variables: McpVariables, hostCalls: McpHostCalls | undefined, sessionDirs?: SessionWorkspace, sessionId?: string) => ({
   version: VERSION,
   progressIntervalMs: variables.progressIntervalMs,
   sessionDirs,
+  sessionId,
   hostCalls,
   clientRequestTimeoutMs: variables.clientTimeoutS * 1000
 })
+
+/** The longest session id `--session` takes. */
+const MAX_SESSION_ID = 200
 
 /** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
 const httpSessionDirs = (variables: McpVariables): SessionWorkspace =>
@@ -157,14 +167,15 @@ const hostCallsFor = (placement: Placement, variables: McpVariables): McpHostCal
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: Placement, variables: McpVariables, hostCalls = hostCallsFor(cluster, variables)) =>
+const stdioServer = (cluster: Placement, variables: McpVariables, sessionId: string | undefined, hostCalls = hostCallsFor(cluster, variables)) =>
   prepareSpares.pipe(
     // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
-    Effect.andThen(serveMcp(serveOptions(variables, hostCalls), (door, sessions) =>
+    // Its saved state is kept for a named session (a server started again with it restores it); nobody can name a random one again.
+    Effect.andThen(serveMcp(serveOptions(variables, hostCalls, undefined, sessionId), (door, sessions) =>
       Effect.gen(function*() {
         const stdio = yield* Stdio.Stdio
         yield* serveStdio(door, stdio.stdin, writeStdout)
-      }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
+      }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID, { forget: sessionId === undefined }))))),
     Effect.provide(toolLayer("stdio", cluster, hostCalls))
   )
 
@@ -230,6 +241,13 @@ const host = Flag.String("host").pipe(
   Flag.withDescription(`With --http: the address to listen on (default ${DEFAULT_MCP_HOST}).`),
   Flag.withDefault(DEFAULT_MCP_HOST)
 )
+const session = Flag.String("session").pipe(
+  Flag.withMetavar("ID"),
+  Flag.withDescription(
+    `On stdio: the session the client's cells run in (also ${MCP_SESSION_ENV}); a server started again with the same ID finds its kv, artifacts and variables (restored). Default: a new random session.`
+  ),
+  Flag.optional
+)
 const port = Flag.Int("port").pipe(
   Flag.withMetavar("PORT"),
   Flag.withDescription(`With --http: the TCP port (default ${DEFAULT_MCP_PORT}; 0 picks a free one).`),
@@ -237,7 +255,7 @@ const port = Flag.Int("port").pipe(
 )
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth }, (options) => {
+export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth, session }, (options) => {
   if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
@@ -247,7 +265,12 @@ export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insec
   const asClient = options.cluster || variables.success.cluster
   if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
   const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
-  if (!options.http) return serve(stdioServer(placement, variables.success))
+  const sessionId = Option.getOrUndefined(options.session) ?? variables.success.session
+  if (options.http && Option.isSome(options.session)) return Effect.fail(usageError("--session applies only on stdio: each HTTP client gets its own session"))
+  if (sessionId !== undefined && (sessionId.length === 0 || sessionId.length > MAX_SESSION_ID || /[\u0000-\u001f]/.test(sessionId))) {
+    return Effect.fail(usageError(`the session id must be 1 to ${MAX_SESSION_ID} characters without control characters`))
+  }
+  if (!options.http) return serve(stdioServer(placement, variables.success, sessionId))
   const tokens = resolveTokens(variables.success.token, variables.success.tokensFile)
   if (Result.isFailure(tokens)) return Effect.fail(usageError(tokens.failure))
   return serve(httpServer(options.host, options.port, placement, variables.success, tokens.success))
