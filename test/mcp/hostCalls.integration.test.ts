@@ -36,10 +36,12 @@ interface Script {
   elicit: { readonly action: "accept" | "decline" | "cancel"; readonly line?: string }
   /** Set while a sampling request hangs until the server cancels it. */
   hang: boolean
+  /** How long the model takes to answer, in ms. */
+  delayMs: number
   readonly cancelled: Array<unknown>
 }
 
-const newScript = (): Script => ({ sampled: [], elicited: [], elicit: { action: "accept", line: "" }, hang: false, cancelled: [] })
+const newScript = (): Script => ({ sampled: [], elicited: [], elicit: { action: "accept", line: "" }, hang: false, delayMs: 0, cancelled: [] })
 
 /** A client that declared sampling and elicitation and answers from `script` (or, bare, one that declared neither). */
 const makeClient = (script: Script | undefined) => {
@@ -60,6 +62,7 @@ const makeClient = (script: Script | undefined) => {
         script.cancelled.push(extra.requestId)
         throw new Error("cancelled")
       }
+      if (script.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, script.delayMs))
       return { model: "scripted-model", role: "assistant", content: { type: "text", text: `answer to ${content.text}` } }
     })
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
@@ -96,6 +99,17 @@ const hostCallCases = (connect: (script: Script | undefined) => Promise<Client>)
     const many = await call(client, "parallel(*[completion.defer('q%d' % i) for i in range(3)])")
     expect(text(many)).toContain("['answer to q0', 'answer to q1', 'answer to q2']")
     expect(script.sampled.map((entry) => entry.prompt).sort()).toEqual(["q0", "q1", "q2"])
+  })
+
+  it("pauses the cell's timeout while the client's model answers", async () => {
+    script.delayMs = 4_000
+    try {
+      const result = await call(client, "completion('slow one')", 2)
+      expect(result.isError).toBe(false)
+      expect(text(result)).toBe("'answer to slow one'")
+    } finally {
+      script.delayMs = 0
+    }
   })
 
   it("sends the images a cell passes as image content", async () => {

@@ -78,6 +78,7 @@ describe("HttpDoor request checks", () => {
       expect(JSON.stringify(yield* refused.json)).toContain("2025-06-18")
       expect((yield* client.execute(rpc(ping, session, { "mcp-protocol-version": "2025-06-18" }))).status).toBe(200)
       expect((yield* client.execute(rpc(ping, session, { "mcp-protocol-version": "2024-11-05" }))).status).toBe(200)
+      expect((yield* client.execute(rpc(ping, session, { "mcp-protocol-version": "2025-11-25" }))).status).toBe(200)
     }).pipe(Effect.provide(NodeHttpServer.layerTest)), 30_000)
 
   it.live("refuses a body over the limit sent without a length (413, or the connection cut while the client still sends), and keeps serving", () =>
