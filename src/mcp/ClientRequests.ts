@@ -46,13 +46,28 @@ export interface ClientRequests {
   readonly waiting: (clientId: number) => number
 }
 
+/** The most requests one client may have awaiting its answer: a cell's threads cannot flood their client. */
+export const MAX_WAITING_PER_CLIENT = 32
+
 /** A fresh table; ids are `veyyon-` and 64 random bits. */
-export const makeClientRequests = (): ClientRequests => {
+export const makeClientRequests = (maxWaiting: number = MAX_WAITING_PER_CLIENT): ClientRequests => {
   const pending = new Map<string, { readonly clientId: number; readonly deferred: Deferred.Deferred<unknown, ClientRequestFailed> }>()
   const keyOf = (clientId: number, id: JsonRpcId | null) => `${clientId}/${typeof id}:${id}`
 
+  const waiting = (clientId: number) => {
+    let count = 0
+    for (const entry of pending.values()) if (entry.clientId === clientId) count++
+    return count
+  }
+
   const ask: ClientRequests["ask"] = (clientId, channel, method, params, timeoutMs) =>
     Effect.suspend(() => {
+      if (waiting(clientId) >= maxWaiting) {
+        return Effect.fail(new ClientRequestFailed({
+          reason: "unreachable",
+          message: `${maxWaiting} requests already await this client's answer, the most the server sends at once; wait for some to finish`
+        }))
+      }
       const id = `veyyon-${randomBytes(8).toString("hex")}`
       const key = keyOf(clientId, id)
       const deferred = Deferred.makeUnsafe<unknown, ClientRequestFailed>()
@@ -100,10 +115,5 @@ export const makeClientRequests = (): ClientRequests => {
         Deferred.fail(entry.deferred, new ClientRequestFailed({ reason: "gone", message: "the client's session ended before it answered" })), { discard: true })
     })
 
-  return {
-    ask,
-    settle,
-    forget,
-    waiting: (clientId) => [...pending.values()].filter((entry) => entry.clientId === clientId).length
-  }
+  return { ask, settle, forget, waiting }
 }

@@ -134,6 +134,20 @@ describe("ClientRequests", () => {
       expect(yield* Effect.flip(Fiber.join(orphan))).toMatchObject({ reason: "gone" })
     }))
 
+  it.effect("refuses a request past the bound of those awaiting one client, at once, leaving other clients alone", () =>
+    Effect.gen(function*() {
+      const table = makeClientRequests(2)
+      const { messages, channel } = recording()
+      yield* Effect.forkChild(table.ask(1, channel, "m", {}, 60_000))
+      yield* Effect.forkChild(table.ask(1, channel, "m", {}, 60_000))
+      yield* Effect.yieldNow
+      expect(yield* Effect.flip(table.ask(1, channel, "m", {}, 60_000))).toMatchObject({ reason: "unreachable", message: expect.stringContaining("2 requests already await") })
+      expect(messages).toHaveLength(2)
+      yield* Effect.forkChild(table.ask(2, channel, "m", {}, 60_000))
+      yield* Effect.yieldNow
+      expect(table.waiting(2)).toBe(1)
+    }))
+
   it.effect("sends notifications/cancelled when the asker is interrupted or the time limit passes", () =>
     Effect.gen(function*() {
       const table = makeClientRequests()
