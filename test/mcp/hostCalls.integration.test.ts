@@ -118,6 +118,9 @@ const hostCallCases = (connect: (script: Script | undefined) => Promise<Client>)
     const result = await call(client, `import base64\ncompletion('what is this', images=[base64.b64decode('${png}')])`)
     expect(text(result)).toBe("'answer to what is this'")
     expect(script.sampled[0]!.images).toEqual(["image image/png"])
+    const js = await call(client, `await completion('and this', { images: [Buffer.from('${png}', 'base64')] })`, 60, "js")
+    expect(text(js)).toBe("'answer to and this'")
+    expect(script.sampled[1]!.images).toEqual(["image image/png"])
   })
 
   it("answers agent() with a system prompt naming a sub-agent's task, and refuses isolated= at once", async () => {
