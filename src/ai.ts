@@ -13,3 +13,5 @@ export { EvalToolkitLive } from "./ai/EvalToolkit.ts"
 export { EvalSession } from "./ai/EvalToolkit.ts"
 /** A call that could not run, as the model reads it: the error's tag and its sentence. */
 export { EvalCallFailed } from "./ai/EvalToolkit.ts"
+/** An `AgentBridge` layer answered by the app's `effect/ai` `LanguageModel`: cells' `completion()`, `agent()` and `parallel()` ask it. */
+export { languageModelBridge } from "./ai/LanguageModelBridge.ts"

@@ -25,7 +25,7 @@ const expected: Record<string, ReadonlyArray<string>> = {
     "enabledLanguages", "evalDescription", "evalLayer", "evalParametersSchema", "notebookOf", "notebookOutputs",
     "registeredBackends", "structuredResult"
   ],
-  "./ai": ["EvalAiTool", "EvalCallFailed", "EvalSession", "EvalToolkit", "EvalToolkitLive"],
+  "./ai": ["EvalAiTool", "EvalCallFailed", "EvalSession", "EvalToolkit", "EvalToolkitLive", "languageModelBridge"],
   "./cluster": ["InvalidClusterSettings", "evalClusterLayer", "resolveClusterSettings", "runnerLayer"],
   "./render": [
     "EXECUTION_MAX_DISPLAY_COLUMNS", "EXECUTION_PREVIEW_LINES", "EXECUTION_STREAMING_LINE_CAP", "TOOL_PREVIEW_LINES",

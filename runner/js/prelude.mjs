@@ -11,8 +11,10 @@
  *   kv.has(key), kv.list() -> string[], kv.delete(key) -> Promise<boolean>
  *   defs() -> Definitions                       name -> shape, sorted, at most 200
  *   env(key?, value?)                           all variables, one, or set one (printing it)
- *   agent(prompt, {agent, model, label, schema, handle, isolated, apply, merge}?) -> Promise
- *   completion(prompt, {model, schema}?) -> Promise
+ *   agent(prompt, {agent, model, label, schema, handle, isolated, apply, merge, images}?) -> Promise
+ *   completion(prompt, {model, schema, images}?) -> Promise   images: PNG/JPEG Buffers the model sees
+ *   input(prompt?) -> Promise<string>           a line the host asks a person for (one "input"
+ *                                               bridge call); rejects with EOFError when none comes
  *
  * agent() and completion() send the same bridge frames and params as the Python prelude
  * (method "agent" | "completion", missing options as null) and read the answer the same
@@ -437,6 +439,30 @@ const requireOptions = (fn, options, known) => {
 
 const orNull = (value) => (value === undefined ? null : value)
 
+/** The most images one agent()/completion() call may pass, and the largest one, in bytes. */
+export const IMAGES_LIMIT = 8
+export const IMAGE_BYTES_MAX = 5 * 1024 * 1024
+
+const imageMime = (bytes) => {
+  if (bytes.length >= 8 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47) return "image/png"
+  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return "image/jpeg"
+  return undefined
+}
+
+/** The "images" param for PNG or JPEG bytes (Buffers, Uint8Arrays), or undefined when none were given. */
+export const imagesParam = (images) => {
+  if (images === undefined || images === null) return undefined
+  const list = Array.isArray(images) ? images : [images]
+  if (list.length > IMAGES_LIMIT) throw new RangeError(`a call may pass at most ${IMAGES_LIMIT} images, not ${list.length}`)
+  return list.map((image, index) => {
+    if (!(image instanceof Uint8Array)) throw new TypeError(`images[${index}] must be PNG or JPEG bytes (a Buffer or Uint8Array), not ${clip(util.inspect(image), 40)}`)
+    const mimeType = imageMime(image)
+    if (mimeType === undefined) throw new TypeError(`images[${index}] is bytes that are neither PNG nor JPEG`)
+    if (image.length > IMAGE_BYTES_MAX) throw new RangeError(`images[${index}] is larger than ${IMAGE_BYTES_MAX / (1024 * 1024)} MiB`)
+    return { mimeType, data: Buffer.from(image.buffer, image.byteOffset, image.byteLength).toString("base64") }
+  })
+}
+
 /** Builds agent(), completion(), defs() and env() over the kernel runtime runner.mjs provides. */
 export const createPrelude = (runtime) => {
   const readAnswer = (method, value) => {
@@ -448,7 +474,7 @@ export const createPrelude = (runtime) => {
     )
   }
 
-  const AGENT_OPTIONS = ["agent", "model", "label", "schema", "handle", "isolated", "apply", "merge"]
+  const AGENT_OPTIONS = ["agent", "model", "label", "schema", "handle", "isolated", "apply", "merge", "images"]
 
   /** Runs one subagent on the host; resolves to its final text (schema: the parsed object; handle: a node object). */
   async function agent(prompt, options) {
@@ -476,6 +502,8 @@ export const createPrelude = (runtime) => {
       apply: orNull(given.apply),
       merge: orNull(given.merge)
     }
+    const images = imagesParam(given.images)
+    if (images !== undefined) params.images = images
     const answer = readAnswer("agent", await runtime.bridgeCall("agent", params))
     const data = schema === null ? MISSING : structuredAnswer(answer, schema, "agent() output")
     if (given.handle !== true) return data === MISSING ? answer.text : data
@@ -493,12 +521,14 @@ export const createPrelude = (runtime) => {
 
   /** Asks the host's model for one completion; resolves to its text (with schema, the parsed object). */
   async function completion(prompt, options) {
-    const given = requireOptions("completion", options, ["model", "schema"])
+    const given = requireOptions("completion", options, ["model", "schema", "images"])
     requireText("prompt", prompt)
     requireText("model", given.model, true)
     if (given.schema !== undefined && given.schema !== null) checkSchemaArgument(given.schema)
     const schema = orNull(given.schema)
-    const answer = readAnswer("completion", await runtime.bridgeCall("completion", { prompt, model: orNull(given.model), schema }))
+    const images = imagesParam(given.images)
+    const params = { prompt, model: orNull(given.model), schema, ...(images === undefined ? {} : { images }) }
+    const answer = readAnswer("completion", await runtime.bridgeCall("completion", params))
     return schema === null ? answer.text : structuredAnswer(answer, schema, "completion() output")
   }
 
@@ -537,7 +567,31 @@ export const createPrelude = (runtime) => {
     return call.then((answer) => answer)
   }
 
-  return { kv: new KvStore(kvCall), defs, env, agent, completion }
+  /** Asks the host for a line (a person answers, through MCP elicitation); the prompt and the line are echoed as a terminal shows them. */
+  async function input(prompt = "") {
+    if (typeof prompt !== "string") throw new TypeError(`input() takes a string prompt, not ${clip(util.inspect(prompt), 40)}`)
+    if (prompt !== "") runtime.print(prompt)
+    let line
+    try {
+      line = await runtime.bridgeCall("input", { prompt })
+    } catch (error) {
+      if (error?.code === "EOFError") throw new EOFError(error.reason)
+      throw error
+    }
+    const text = typeof line === "string" ? line : ""
+    runtime.print(`${text}\n`)
+    return text
+  }
+
+  return { kv: new KvStore(kvCall), defs, env, agent, completion, input, EOFError }
+}
+
+/** input() found no line: nobody answered, or the person declined. */
+export class EOFError extends Error {
+  constructor(message) {
+    super(message)
+    this.name = "EOFError"
+  }
 }
 
 // ---------------------------------------------------------------------------

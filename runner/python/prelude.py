@@ -11,9 +11,9 @@ Loaded any other way (``importlib``, ``exec`` into a fresh dict) it only defines
 
 Public names:
     agent(prompt, *, agent="deep", model=None, label=None, schema=None, handle=False,
-          isolated=None, apply=None, merge=None) -> str | object | dict
+          isolated=None, apply=None, merge=None, images=None) -> str | object | dict
     agent.defer(...same...) -> DeferredCall
-    completion(prompt, *, model=None, schema=None) -> str | object
+    completion(prompt, *, model=None, schema=None, images=None) -> str | object
     completion.defer(...same...) -> DeferredCall
     parallel(*calls, limit=8) -> list          calls: DeferredCall, or one list of them
     kv.set(key, value), kv.get(key, default=None), kv.list(), kv.delete(key) -> bool
@@ -28,6 +28,8 @@ Host bridge, one ``bridge`` frame per call (method, params -> the value the host
                   -> {"text": str, "id": str, "agent": str, "output"?: any}
     "completion"  {"prompt": str, "model": str|null, "schema": object|null}
                   -> {"text": str, "output"?: any}
+    Either may carry "images": [{"mimeType": "image/png"|"image/jpeg", "data": base64}] (at most
+    8, each at most 5 MiB), from the call's images= (figures, PIL images, PNG/JPEG bytes).
     null asks for the host's default. "isolated" runs the subagent in its own copy of the
     workspace, "apply" brings its changes back, "merge" names how (host-defined). A bare
     string answer is read as {"text": <it>}. With a schema, an "output" that is not a string
@@ -74,6 +76,10 @@ import types
 MODULE_NAME = "veyyon_prelude"
 EXPORTS = ("agent", "completion", "parallel", "kv", "defs", "env", "_emit_status")
 PARALLEL_LIMIT = 8
+# The most images one agent()/completion() call may pass, and the largest one, in bytes.
+IMAGES_LIMIT = 8
+IMAGE_BYTES_MAX = 5 * 1024 * 1024
+_IMAGE_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"))
 PARALLEL_STOP_SECONDS = 2.0
 DEFS_LIMIT = 200
 KV_KEY_MAX = 256
@@ -304,6 +310,38 @@ def _require_flag(name, value):
         raise TypeError("%s must be True, False or None, not %r" % (name, value))
 
 
+def _image_of(index, image):
+    """{"mimeType", "data" (base64)} for PNG/JPEG bytes, or for anything display() shows as a PNG or JPEG (a figure)."""
+    import base64
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        data = bytes(image)
+        mime = next((m for signature, m in _IMAGE_SIGNATURES if data.startswith(signature)), None)
+        if mime is None:
+            raise TypeError("images[%d] is bytes that are neither PNG nor JPEG" % index)
+        encoded = base64.b64encode(data).decode("ascii")
+    else:
+        bundle = _runtime().mime_bundle(image)
+        mime = next((m for m in ("image/png", "image/jpeg") if isinstance(bundle.get(m), str)), None)
+        if mime is None:
+            raise TypeError("images[%d] is %s, which shows no PNG or JPEG image (pass a figure, a PIL image, "
+                            "or PNG or JPEG bytes)" % (index, type(image).__name__))
+        encoded = bundle[mime]
+    if len(encoded) * 3 // 4 > IMAGE_BYTES_MAX:
+        raise ValueError("images[%d] is larger than %d MiB" % (index, IMAGE_BYTES_MAX // (1024 * 1024)))
+    return {"mimeType": mime, "data": encoded}
+
+
+def _images_param(images):
+    if images is None:
+        return None
+    if isinstance(images, (bytes, bytearray, memoryview, str)) or not hasattr(images, "__iter__"):
+        images = [images]
+    images = list(images)
+    if len(images) > IMAGES_LIMIT:
+        raise ValueError("a call may pass at most %d images, not %d" % (IMAGES_LIMIT, len(images)))
+    return [_image_of(index, image) for index, image in enumerate(images)]
+
+
 def _read_answer(method, value):
     if isinstance(value, str):
         return {"text": value}
@@ -340,7 +378,7 @@ def _agent_node(answer, requested_agent, data):
 
 
 def _defer_agent(prompt, *, agent="deep", model=None, label=None, schema=None, handle=False,
-                 isolated=None, apply=None, merge=None):
+                 isolated=None, apply=None, merge=None, images=None):
     """Describe an agent() call without sending it (for parallel())."""
     _require_text("prompt", prompt)
     _require_text("agent", agent)
@@ -356,14 +394,19 @@ def _defer_agent(prompt, *, agent="deep", model=None, label=None, schema=None, h
         raise TypeError("merge must be a str, a bool or None, not %s" % type(merge).__name__)
     params = {"prompt": prompt, "agent": agent, "model": model, "label": label, "schema": schema,
               "isolated": isolated, "apply": apply, "merge": merge}
+    encoded = _images_param(images)
+    if encoded is not None:
+        params["images"] = encoded
     return DeferredCall("agent", params, _agent_finish(agent, schema, handle))
 
 
 def agent(prompt, *, agent="deep", model=None, label=None, schema=None, handle=False,
-          isolated=None, apply=None, merge=None):
-    """Run one subagent on the host and return its final text (schema: the parsed object; handle: a node dict)."""
+          isolated=None, apply=None, merge=None, images=None):
+    """Run one subagent on the host and return its final text (schema: the parsed object; handle: a node dict).
+
+    images: figures, PIL images or PNG/JPEG bytes the model sees with the prompt."""
     return _defer_agent(prompt, agent=agent, model=model, label=label, schema=schema, handle=handle,
-                        isolated=isolated, apply=apply, merge=merge)()
+                        isolated=isolated, apply=apply, merge=merge, images=images)()
 
 
 def _completion_finish(schema):
@@ -373,19 +416,24 @@ def _completion_finish(schema):
     return finish
 
 
-def _defer_completion(prompt, *, model=None, schema=None):
+def _defer_completion(prompt, *, model=None, schema=None, images=None):
     """Describe a completion() call without sending it (for parallel())."""
     _require_text("prompt", prompt)
     _require_text("model", model, optional=True)
     if schema is not None:
         check_schema_argument(schema)
     params = {"prompt": prompt, "model": model, "schema": schema}
+    encoded = _images_param(images)
+    if encoded is not None:
+        params["images"] = encoded
     return DeferredCall("completion", params, _completion_finish(schema))
 
 
-def completion(prompt, *, model=None, schema=None):
-    """Ask the host's model for one completion and return its text (with schema, the parsed object)."""
-    return _defer_completion(prompt, model=model, schema=schema)()
+def completion(prompt, *, model=None, schema=None, images=None):
+    """Ask the host's model for one completion and return its text (with schema, the parsed object).
+
+    images: figures, PIL images or PNG/JPEG bytes the model sees with the prompt."""
+    return _defer_completion(prompt, model=model, schema=schema, images=images)()
 
 
 agent.defer = _defer_agent

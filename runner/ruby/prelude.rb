@@ -14,6 +14,8 @@
 #   agent(prompt, agent: "deep", model: nil, label: nil, schema: nil, handle: false,
 #         isolated: nil, apply: nil, merge: nil)    -> String | parsed output | Hash (handle)
 #   completion(prompt, model: nil, schema: nil)     -> String | parsed output
+#   gets, $stdin.gets / readline / read / each_line  a line the host asks a person for (one
+#                                                   "input" bridge call each); nil at end of input
 # agent and completion send one "agent"/"completion" bridge call with the same params as
 # runner/prelude.py; its answer is a string or {"text" => ..., "output"? => ...}; with a
 # schema the output (or the text, parsed as JSON, one ``` fence allowed) is checked against it.
@@ -436,6 +438,64 @@ unless defined?(::Veyyon::Prelude)
         answer = read_answer("completion", Veyyon.bridge_call("completion", { "prompt" => prompt, "model" => model, "schema" => schema }))
         schema.nil? ? answer["text"] : structured_answer(answer, schema, "completion() output")
       end
+    end
+
+    # $stdin in a kernel: the protocol does not travel on standard input, so each line a cell
+    # reads is asked of the host ("input" bridge call); nil (end of input) when none comes.
+    class HostStdin
+      def gets(*_args)
+        line = Veyyon.bridge_call("input", { "prompt" => "" })
+        line.is_a?(String) ? "#{line}\n" : "\n"
+      rescue Veyyon::BridgeError => e
+        raise unless e.name == "EOFError"
+
+        nil
+      end
+
+      def readline(*args)
+        gets(*args) || raise(EOFError, "end of input: nothing answered the cell's read")
+      end
+
+      def read(*_args)
+        gets || ""
+      end
+
+      def each_line
+        return enum_for(:each_line) unless block_given?
+
+        while (line = gets)
+          yield line
+        end
+        self
+      end
+
+      def readlines(*_args)
+        each_line.to_a
+      end
+
+      def eof?
+        false
+      end
+
+      def tty?
+        false
+      end
+      alias isatty tty?
+
+      def fileno
+        0
+      end
+    end
+  end
+
+  $stdin = Veyyon::HostStdin.new
+
+  # Kernel#gets reads ARGF; with no files named it reads the host's line, as $stdin.gets does.
+  class ::Object
+    private
+
+    def gets(*args)
+      ARGV.empty? && $stdin.is_a?(Veyyon::HostStdin) ? $stdin.gets(*args) : super
     end
   end
 

@@ -6,6 +6,7 @@
 import { Effect, type Layer, Option, Stream } from "effect"
 import { Flag } from "effect/cli"
 import { type BackendId, backendOf, defaultBackendId, registeredBackends } from "../backends/index.ts"
+import { bridgeUnavailable } from "../kernel/AgentBridge.ts"
 import { evalLayer, type EvalServices } from "../layers/EvalLive.ts"
 import type { ArtifactStore } from "../services/output/ArtifactStore.ts"
 import type { SettingsInput } from "../services/config/Settings.ts"
@@ -60,8 +61,13 @@ export const cliEvalLayer = (
 ): Layer.Layer<EvalServices, CliFailure> => {
   const python = options.python === undefined ? undefined : Option.getOrUndefined(options.python)
   const env = python === undefined ? hostVariables() : { ...hostVariables(), VEYYON_PYTHON_INTERPRETER: python }
-  return mapLayerError(evalLayer({ settings: cliSettings(options), env }), failureOf)
+  return mapLayerError(evalLayer({ settings: cliSettings(options), env, bridge: CLI_BRIDGE }), failureOf)
 }
+
+/** What answers the CLI's cells' `completion()`, `agent()` and `input()`: nobody, saying where they are answered. */
+const CLI_BRIDGE = bridgeUnavailable(
+  "the veyyon CLI has no model or person to ask; through `veyyon mcp`, a client that offers MCP sampling and elicitation answers these, and an embedder answers them with an AgentBridge"
+)
 
 /** The `--python PATH` option of the commands that run cells. */
 export const pythonOption = Flag.String("python").pipe(

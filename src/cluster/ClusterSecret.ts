@@ -5,7 +5,7 @@
  * from argv. At least 32 characters once trimmed; `openssl rand -hex 32` makes one.
  */
 import { Result } from "effect"
-import * as NodeFs from "node:fs"
+import { readSecretFile as readPrivateSecret } from "../services/storage/SecretFile.ts"
 
 /** The variable naming the secret's file. */
 export const SECRET_FILE_ENV = "VEYYON_CLUSTER_SECRET_FILE"
@@ -19,19 +19,6 @@ export const MIN_SECRET_CHARS = 32
 /** The largest secret file read, in bytes. */
 export const MAX_SECRET_FILE_BYTES = 4096
 
-const currentUid = (): number | undefined => (typeof process.geteuid === "function" ? process.geteuid() : undefined)
-
-/** Why a secret file's fstat makes it unfit to hold the secret, or undefined when it is fit. */
-export const secretFileProblem = (stats: NodeFs.Stats, uid: number | undefined = currentUid()): string | undefined => {
-  if (!stats.isFile()) return "it is not a regular file"
-  if (uid !== undefined && stats.uid !== uid) return `it is owned by uid ${stats.uid}, not by the running user (uid ${uid})`
-  if (uid !== undefined && (stats.mode & 0o077) !== 0) {
-    return `group or other users may read or write it (mode ${(stats.mode & 0o777).toString(8).padStart(4, "0")}); chmod 600 it`
-  }
-  if (stats.size > MAX_SECRET_FILE_BYTES) return `it is larger than ${MAX_SECRET_FILE_BYTES} bytes`
-  return undefined
-}
-
 /** The secret's text checked for length; `source` names where it came from in the error. */
 export const checkSecretText = (raw: string, source: string): Result.Result<string, string> => {
   const text = raw.trim()
@@ -41,24 +28,8 @@ export const checkSecretText = (raw: string, source: string): Result.Result<stri
 }
 
 /** Reads and checks a secret file (opened without following a symbolic link, checked on the open file). */
-export const readSecretFile = (file: string): Result.Result<string, string> => {
-  let fd: number
-  try {
-    fd = NodeFs.openSync(file, NodeFs.constants.O_RDONLY | (NodeFs.constants.O_NOFOLLOW ?? 0))
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    return Result.fail(`${SECRET_FILE_ENV}: cannot open ${file} (${code === "ELOOP" ? "it is a symbolic link" : code ?? String(error)})`)
-  }
-  try {
-    const problem = secretFileProblem(NodeFs.fstatSync(fd))
-    if (problem !== undefined) return Result.fail(`${SECRET_FILE_ENV}: refusing ${file}: ${problem}`)
-    const buffer = Buffer.alloc(MAX_SECRET_FILE_BYTES + 1)
-    const length = NodeFs.readSync(fd, buffer, 0, buffer.length, 0)
-    return checkSecretText(buffer.subarray(0, length).toString("utf8"), `${SECRET_FILE_ENV} (${file})`)
-  } finally {
-    NodeFs.closeSync(fd)
-  }
-}
+export const readSecretFile = (file: string): Result.Result<string, string> =>
+  Result.flatMap(readPrivateSecret(file, SECRET_FILE_ENV, MAX_SECRET_FILE_BYTES), (text) => checkSecretText(text, `${SECRET_FILE_ENV} (${file})`))
 
 /**
  * The secret from `given` (an embedder's own value), else the file `VEYYON_CLUSTER_SECRET_FILE`

@@ -11,6 +11,7 @@ import type { Sharding } from "effect/cluster/Sharding"
 import type { SocketServerError } from "effect/socket/SocketServer"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomUUID } from "node:crypto"
+import { bridgeUnavailable } from "../kernel/AgentBridge.ts"
 import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
 import type { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
 import type { KernelRegistry } from "../services/registry/KernelRegistry.ts"
@@ -35,6 +36,11 @@ export interface RunnerLayerOptions extends EvalLayerOptions {
   readonly workspace?: RunnerWorkspaceSettings
 }
 
+/** What answers a runner's cells' `completion()`, `agent()` and `input()` unless the embedder gives a bridge: nobody yet, saying so. */
+const RUNNER_BRIDGE = bridgeUnavailable(
+  "cells on a cluster runner are not bound to an MCP client (this release answers completion(), agent() and input() through the stdio and HTTP doors of one process, or an embedder's AgentBridge)"
+)
+
 /** A runner of the cluster `cluster` describes, running kernels with the eval layer `options` builds. */
 export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOptions = {}): Layer.Layer<Sharding | KernelRegistry, RunnerLayerError> => {
   const workspaceSettings = options.workspace !== undefined
@@ -46,8 +52,8 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
   const ledger = SessionLedger.layer(randomUUID(), advertised)
   const secret = cluster.auth._tag === "Secret" ? cluster.auth.secret : undefined
   const evalOptions: RunnerLayerOptions = secret === undefined
-    ? { ...options, settings: { ...options.settings, session: { ...options.settings?.session, snapshots: "off" } } }
-    : options
+    ? { bridge: RUNNER_BRIDGE, ...options, settings: { ...options.settings, session: { ...options.settings?.session, snapshots: "off" } } }
+    : { bridge: RUNNER_BRIDGE, ...options }
   const settings = evalOptions.env === false ? Settings.layer(evalOptions.settings) : Settings.fromEnv(evalOptions.settings, evalOptions.env)
   // Snapshots sealed with the secret's key, written only while this runner owns the session.
   const snapshots = secret === undefined

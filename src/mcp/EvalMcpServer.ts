@@ -5,7 +5,10 @@
  * answered through the framing layer of `McpDoor`: the handshake, the lists and the
  * calls are `McpSchema` values, tool calls dispatched by the server. Each client (a stdio connection, an HTTP session) is one kernel session;
  * its artifacts are its resources. A `tools/call` that carries a progress token gets
- * progress notifications until its answer.
+ * progress notifications until its answer; one that carries a `task` runs as a task
+ * (`Tasks`), declared with `execution.taskSupport` and the `tasks` capability. With `hostCalls`, each client's session is
+ * bound to it on `initialize`, so its cells' `completion()`, `agent()` and `input()` ask
+ * that client (sampling, elicitation).
  */
 import { Cause, Context, Effect, Exit, Option, Result, Schema, type Scope } from "effect"
 import { McpSchema, McpServer } from "effect/ai"
@@ -17,11 +20,14 @@ import { clampTimeoutSeconds, DEFAULT_TIMEOUT_SECONDS } from "../services/tool/C
 import { type EvalContext, EvalTool, type EvalToolService } from "../services/tool/EvalTool.ts"
 import type { PrivateDirRefused } from "../services/storage/PrivateDir.ts"
 import type { SessionWorkspace } from "../services/storage/SessionWorkspace.ts"
+import type { KernelOutput } from "../kernel/KernelOutput.ts"
 import { listResult, readArtifact } from "./ArtifactResources.ts"
 import { type CellObserver, type CellWatch, personInterrupted } from "./CellObserver.ts"
+import type { McpHostCalls } from "./HostCalls.ts"
 import { ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "./JsonRpc.ts"
 import { McpCall, type McpDoor, McpFailure, makeMcpDoor } from "./McpDoor.ts"
 import { makeLineTracker, withProgress } from "./Progress.ts"
+import { SERVER_TASKS_CAPABILITY, TASKS_PROTOCOL_VERSION } from "./Tasks.ts"
 
 /** The tool's human-readable title. */
 export const EVAL_TOOL_TITLE = "Run code in a persistent kernel"
@@ -52,7 +58,14 @@ export interface McpServeOptions {
   readonly sessionId?: string | undefined
   /** Told of every session and cell (the viewer page); the door is the same without it. */
   readonly observer?: CellObserver | undefined
+  /** The bridge the kernels were given, answered through each session's client. */
+  readonly hostCalls?: McpHostCalls | undefined
+  /** How long a request to a client (sampling, elicitation) may wait for its answer. */
+  readonly clientRequestTimeoutMs?: number | undefined
 }
+
+/** How long a request to a client waits unless `clientRequestTimeoutMs` says otherwise: a person may have to read and approve it. */
+export const DEFAULT_CLIENT_REQUEST_TIMEOUT_MS = 600_000
 
 const toolTotalSeconds = (payload: unknown): number =>
   Result.getOrElse(clampTimeoutSeconds((payload as { readonly timeout?: unknown } | undefined)?.timeout), () => DEFAULT_TIMEOUT_SECONDS)
@@ -103,9 +116,11 @@ const evalHandler = (
     const cwd = yield* cwdOf(sessionId)
     const run = (context: EvalContext) =>
       observer === undefined ? withoutWatch(tool, payload, context) : watched(tool, payload, context, observer.cell(sessionId, payload))
-    if (Option.isNone(call) || Option.isNone(token)) return yield* run({ sessionId, cwd })
+    const observe = Option.isSome(call) ? call.value.observe : undefined
+    if (Option.isNone(call) || Option.isNone(token)) return yield* run({ sessionId, cwd, ...(observe === undefined ? {} : { onEvent: observe }) })
     const tracker = makeLineTracker()
-    return yield* withProgress(run({ sessionId, cwd, onEvent: tracker.onEvent }), {
+    const onEvent = observe === undefined ? tracker.onEvent : (output: KernelOutput) => (tracker.onEvent(output), observe(output))
+    return yield* withProgress(run({ sessionId, cwd, onEvent }), {
       token: token.value,
       totalSeconds: toolTotalSeconds(payload),
       intervalMs: progressIntervalMs,
@@ -131,6 +146,9 @@ const asMcpFailure = (error: { readonly code: number; readonly message: string }
 const encoded = <S extends Schema.Codec<any, any>>(schema: S) => (value: S["Type"]) => Schema.encodeEffect(schema)(value).pipe(Effect.orDie)
 
 const noReverseRequests = Effect.die(new Error("this server sends no requests to its clients"))
+
+/** The methods a client may run as a task. */
+const TASK_METHODS: ReadonlySet<string> = new Set(["tools/call"])
 
 /**
  * Serves the eval tool through a door for as long as `transport` runs: `transport`
@@ -163,6 +181,7 @@ export const serveMcp = <E, R>(
         const id = ids.get(clientId)
         ids.delete(clientId)
         clients.delete(clientId)
+        if (id !== undefined) options.hostCalls?.unbind(id)
         return id === undefined || sessionDirs === undefined ? Effect.void : sessionDirs.remove(id)
       })
     const storeOf = (clientId: number) =>
@@ -182,6 +201,7 @@ export const serveMcp = <E, R>(
       clientOf(clientId, { protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0]!, capabilities: {}, clientInfo: { name: "unknown", version: "0" } })
 
     const door = yield* makeMcpDoor({
+      tasks: { methods: TASK_METHODS, isFailure: (result) => typeof result === "object" && result !== null && "isError" in result && result.isError === true },
       methods: {
         initialize: (clientId, params) =>
           Effect.gen(function*() {
@@ -189,14 +209,28 @@ export const serveMcp = <E, R>(
             const client = clientOf(clientId, initialize)
             clients.set(clientId, client)
             options.observer?.opened(sessionIdOf(clientId), initialize.clientInfo.name)
-            return yield* encoded(McpSchema.InitializeResult)({
+            options.hostCalls?.bind(sessionIdOf(clientId), {
+              capabilities: initialize.capabilities,
+              protocolVersion: client.protocolVersion,
+              ask: (method, askParams) => door.ask(clientId, method, askParams, options.clientRequestTimeoutMs ?? DEFAULT_CLIENT_REQUEST_TIMEOUT_MS)
+            })
+            const result = yield* encoded(McpSchema.InitializeResult)({
               protocolVersion: client.protocolVersion,
               capabilities: { tools: { listChanged: false }, resources: { listChanged: false, subscribe: false } },
               serverInfo: { name: MCP_SERVER_NAME, version: options.version }
             })
+            // McpSchema knows no tasks: the capability is added to what it encoded.
+            return client.protocolVersion >= TASKS_PROTOCOL_VERSION
+              ? { ...result, capabilities: { ...result.capabilities, tasks: SERVER_TASKS_CAPABILITY } }
+              : result
           }),
         ping: () => Effect.succeed({}),
-        "tools/list": () => encoded(McpSchema.ListToolsResult)(new McpSchema.ListToolsResult({ tools: server.tools.map((entry) => entry.tool) })),
+        "tools/list": () =>
+          Effect.map(
+            encoded(McpSchema.ListToolsResult)(new McpSchema.ListToolsResult({ tools: server.tools.map((entry) => entry.tool) })),
+            // McpSchema knows no `execution`: each tool may run as a task or not, as the client asks.
+            (result) => ({ ...result, tools: result.tools.map((tool) => ({ ...tool, execution: { taskSupport: "optional" } })) })
+          ),
         "tools/call": (clientId, params) =>
           server.callTool(params as typeof McpSchema.CallTool.payloadSchema.Type).pipe(
             Effect.provideService(McpSchema.McpServerClient, clients.get(clientId) ?? anonymous(clientId)),

@@ -8,7 +8,7 @@
 export const MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 /** The MCP protocol versions the server speaks, newest first (those `initialize` can negotiate). */
-export const SUPPORTED_PROTOCOL_VERSIONS: ReadonlyArray<string> = ["2025-06-18", "2025-03-26", "2024-11-05"]
+export const SUPPORTED_PROTOCOL_VERSIONS: ReadonlyArray<string> = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
 /** JSON-RPC error codes used by the doors. */
 export const ErrorCode = {
@@ -29,12 +29,19 @@ export type JsonRpcOut =
   | { readonly jsonrpc: "2.0"; readonly id: JsonRpcId | null; readonly result: unknown }
   | { readonly jsonrpc: "2.0"; readonly id: JsonRpcId | null; readonly error: { readonly code: number; readonly message: string } }
   | { readonly jsonrpc: "2.0"; readonly method: string; readonly params?: unknown }
+  | { readonly jsonrpc: "2.0"; readonly id: JsonRpcId; readonly method: string; readonly params: unknown }
+
+/** The error member of a client's response, as far as the server reads it. */
+export interface ResponseError {
+  readonly code: number
+  readonly message: string
+}
 
 /** What one incoming frame holds. */
 export type Frame =
   | { readonly _tag: "Request"; readonly id: JsonRpcId; readonly method: string; readonly params: unknown }
   | { readonly _tag: "Notification"; readonly method: string; readonly params: unknown }
-  | { readonly _tag: "Response" }
+  | { readonly _tag: "Response"; readonly id: JsonRpcId | null; readonly result?: unknown; readonly error?: ResponseError }
   | { readonly _tag: "Invalid"; readonly reply: JsonRpcOut }
 
 /** An error reply. */
@@ -46,6 +53,9 @@ export const errorReply = (id: JsonRpcId | null, code: number, message: string):
 
 /** A result reply. */
 export const resultReply = (id: JsonRpcId, result: unknown): JsonRpcOut => ({ jsonrpc: "2.0", id, result })
+
+/** A request from the server to its client. */
+export const requestMessage = (id: JsonRpcId, method: string, params: unknown): JsonRpcOut => ({ jsonrpc: "2.0", id, method, params })
 
 /** A notification. */
 export const notification = (method: string, params?: unknown): JsonRpcOut =>
@@ -71,6 +81,15 @@ const invalid = (id: JsonRpcId | null, message: string): Frame => ({
   reply: errorReply(id, ErrorCode.InvalidRequest, message)
 })
 
+const MAX_ERROR_MESSAGE_CHARS = 500
+
+/** A client's error member, its message clamped (a hostile client's text reaches a cell). */
+const responseErrorOf = (error: unknown): ResponseError => {
+  const code = isRecord(error) && typeof error.code === "number" && Number.isFinite(error.code) ? error.code : ErrorCode.InternalError
+  const message = isRecord(error) && typeof error.message === "string" ? error.message : "the client answered with an error"
+  return { code, message: message.length > MAX_ERROR_MESSAGE_CHARS ? `${message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…` : message }
+}
+
 /** Classifies an already parsed JSON value as a JSON-RPC frame. */
 export const classifyFrame = (value: unknown): Frame => {
   if (Array.isArray(value)) return invalid(null, "Batches are not supported: send one JSON-RPC message per line or request.")
@@ -78,7 +97,8 @@ export const classifyFrame = (value: unknown): Frame => {
   const id = isId(value.id) ? value.id : null
   if (value.jsonrpc !== "2.0") return invalid(id, "The message must have \"jsonrpc\": \"2.0\".")
   if (!("method" in value)) {
-    if ("result" in value || "error" in value) return { _tag: "Response" }
+    if ("result" in value) return { _tag: "Response", id, result: value.result }
+    if ("error" in value) return { _tag: "Response", id, error: responseErrorOf(value.error) }
     return invalid(id, "A request needs a \"method\" string.")
   }
   if (typeof value.method !== "string") return invalid(id, "\"method\" must be a string.")

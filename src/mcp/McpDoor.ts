@@ -10,11 +10,17 @@
  * notifications and its one answer go (stdout on stdio, the POST's response over HTTP).
  * Handlers see the call as the `McpCall` service, so a tool can send progress for its
  * own request; `notifications/cancelled` interrupts the request, which then gets no answer.
+ * The server asks its clients through `ask` (`ClientRequests`): a client's responses are
+ * routed back to the request awaiting them.
  */
 import { Cause, Context, Data, Effect, Exit, FiberMap, Schema } from "effect"
 import { McpSchema } from "effect/ai"
 import { type FieldHints, PARAMS_PARSE_OPTIONS, paramsProblem } from "../services/tool/ParamsProblem.ts"
+import { type ClientChannel, type ClientRequestFailed, makeClientRequests } from "./ClientRequests.ts"
+import type { KernelOutput } from "../kernel/KernelOutput.ts"
+import { ClientTasksCapability, makeTaskTable, type TaskFailure, type TaskOptions, TaskParams } from "./Tasks.ts"
 import { ErrorCode, errorReply, type Frame, type JsonRpcId, type JsonRpcOut, progressTokenOf, resultReply } from "./JsonRpc.ts"
+import { lastLine } from "./Progress.ts"
 
 /** Where the messages about one request go. */
 export interface Reply {
@@ -32,6 +38,8 @@ export interface McpCallInfo {
   readonly progressToken?: JsonRpcId
   /** Sends a notification about this request to its client. */
   readonly notify: (message: JsonRpcOut) => Effect.Effect<void>
+  /** Sees the call's output as it comes (a task's status shows its latest line). */
+  readonly observe?: (output: KernelOutput) => void
 }
 
 /** The call being handled; present in every request handler the door starts. */
@@ -49,17 +57,26 @@ export interface DoorOptions {
   readonly methods: Readonly<Record<string, Method>>
   /** Called for every notification a client sends but `notifications/cancelled`. */
   readonly onNotification?: (clientId: number, method: string, params: unknown) => Effect.Effect<void>
+  /** The methods a client may run as a task (a `task` param), and how tasks are kept; none without it. */
+  readonly tasks?: {
+    readonly methods: ReadonlySet<string>
+    readonly options?: TaskOptions
+    /** Whether a task's result counts as failed (a tool result with `isError`). */
+    readonly isFailure?: (result: unknown) => boolean
+  }
 }
 
 /** The door: the entry points for a transport. */
 export interface McpDoor {
-  /** Registers a client; `push` receives messages not tied to a request, when the transport has a channel for them. */
-  readonly connect: (clientId: number, push?: (message: JsonRpcOut) => Effect.Effect<void>) => Effect.Effect<void>
+  /** Registers a client; `channel` carries the server's requests to it, when the transport has one. */
+  readonly connect: (clientId: number, channel?: ClientChannel) => Effect.Effect<void>
+  /** Sends a request to a client and waits up to `timeoutMs` for its result. */
+  readonly ask: (clientId: number, method: string, params: unknown, timeoutMs: number) => Effect.Effect<unknown, ClientRequestFailed>
   /** Handles one frame from a client. Returns once it is dispatched, not answered. */
   readonly receive: (clientId: number, frame: Frame, reply: Reply) => Effect.Effect<void>
   /** Ends a client: its calls are interrupted and their replies ended without an answer. */
   readonly disconnect: (clientId: number) => Effect.Effect<void>
-  /** How many of a client's requests await their answer. */
+  /** How many of a client's requests await their answer, and of its tasks run or hold an unfetched result. */
   readonly inFlight: (clientId: number) => number
 }
 
@@ -86,14 +103,41 @@ const defectText = (defect: unknown): string => {
   return "an unexpected failure"
 }
 
-/** The problem with `params` for `method` by its `McpSchema` payload schema, or undefined when they fit (or it has none). */
-const paramsProblemOf = (method: string, params: Record<string, unknown>): string | undefined => {
-  const rpc = McpSchema.ClientRequestRpcs.requests.get(method)
-  if (rpc === undefined) return undefined
-  const decoded = Schema.decodeUnknownExit(rpc.payloadSchema as Schema.Codec<unknown, unknown>)(params, PARAMS_PARSE_OPTIONS)
+/** The problem with `value` by `schema`, or undefined when it fits. */
+const problemOf = (schema: Schema.Codec<unknown, unknown>, value: unknown, method: string): string | undefined => {
+  const decoded = Schema.decodeUnknownExit(schema)(value, PARAMS_PARSE_OPTIONS)
   if (Exit.isSuccess(decoded)) return undefined
   const error = Cause.findErrorOption(decoded.cause)
   return error._tag === "Some" ? paramsProblem(error.value, method, PARAM_HINTS) : "the params could not be read"
+}
+
+/** The problem with `params` for `method` by its `McpSchema` payload schema, or undefined when they fit (or it has none). */
+const paramsProblemOf = (method: string, params: Record<string, unknown>): string | undefined => {
+  const rpc = McpSchema.ClientRequestRpcs.requests.get(method)
+  return rpc === undefined ? undefined : problemOf(rpc.payloadSchema as Schema.Codec<unknown, unknown>, params, method)
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * `params` without the 2025-11-25 fields effect's McpSchema lacks (a request's `task`,
+ * `initialize`'s `capabilities.tasks`), each checked by its own schema: the rest, the
+ * task asked for, or the problem with them.
+ */
+const withoutExtensions = (method: string, params: Record<string, unknown>, taskMethods: ReadonlySet<string>):
+  | { readonly params: Record<string, unknown>; readonly task?: { readonly ttl?: number } }
+  | { readonly problem: string } =>
+{
+  if (method === "initialize" && isRecord(params.capabilities) && "tasks" in params.capabilities) {
+    const { tasks, ...capabilities } = params.capabilities
+    const problem = problemOf(ClientTasksCapability as Schema.Codec<unknown, unknown>, tasks, method)
+    return problem === undefined ? { params: { ...params, capabilities } } : { problem: `capabilities.tasks: ${problem}` }
+  }
+  if (!("task" in params)) return { params }
+  if (!taskMethods.has(method)) return { problem: `${method} cannot run as a task; send it without "task"` }
+  const { task, ...rest } = params
+  const problem = problemOf(TaskParams as Schema.Codec<unknown, unknown>, task, method)
+  return problem === undefined ? { params: rest, task: task as { readonly ttl?: number } } : { problem: `task: ${problem}` }
 }
 
 /** The JSON-RPC answer for a finished request, or undefined when it was interrupted. */
@@ -105,13 +149,19 @@ export const exitReply = (id: JsonRpcId, exit: Exit.Exit<unknown, McpFailure>): 
   return errorReply(id, ErrorCode.InternalError, `Internal error: ${defectText(Cause.squash(exit.cause))}.`)
 }
 
-/** Builds a door; its requests' fibers live in the current scope. */
+const asFailure = (failure: TaskFailure) => new McpFailure({ code: failure.code, message: failure.message })
+
+/** Builds a door; its requests' and tasks' fibers live in the current scope. */
 export const makeMcpDoor = (options: DoorOptions) =>
   Effect.gen(function*() {
     const fibers = yield* FiberMap.make<string>()
     const pending = new Map<string, Pending>()
-    const pushes = new Map<number, ((message: JsonRpcOut) => Effect.Effect<void>) | undefined>()
-    const known = Object.keys(options.methods)
+    const tasks = yield* makeTaskTable(options.tasks?.options)
+    const taskMethods = options.tasks?.methods ?? new Set<string>()
+    const isTaskFailure = options.tasks?.isFailure ?? (() => false)
+    const channels = new Map<number, ClientChannel>()
+    const asked = makeClientRequests()
+    const noChannel: ClientChannel = () => Effect.succeed(false)
 
     const idKey = (clientId: number, id: JsonRpcId) => `${clientId}/${typeof id}:${id}`
 
@@ -132,15 +182,46 @@ export const makeMcpDoor = (options: DoorOptions) =>
         )
       })
 
+    const taskRequests: Readonly<Record<string, Method>> = options.tasks === undefined ? {} : {
+      "tasks/get": (clientId, params) => Effect.mapError(tasks.get(clientId, params.taskId), asFailure),
+      "tasks/result": (clientId, params) => Effect.mapError(tasks.result(clientId, params.taskId), asFailure),
+      "tasks/cancel": (clientId, params) => Effect.mapError(tasks.cancel(clientId, params.taskId), asFailure),
+      "tasks/list": (clientId) => Effect.map(tasks.list(clientId), (list) => ({ tasks: list }))
+    }
+    const methods = { ...options.methods, ...taskRequests }
+    const known = Object.keys(methods)
+
+    /** Starts a request with a `task` param as a task and answers with it at once. */
+    const startTask = (clientId: number, frame: Frame & { readonly _tag: "Request" }, method: Method, params: Record<string, unknown>, ttl: number | undefined, reply: Reply) =>
+      Effect.gen(function*() {
+        let latest: string | undefined
+        const call: McpCallInfo = {
+          clientId,
+          method: frame.method,
+          notify: () => Effect.void,
+          observe: (output) => {
+            if (output._tag === "Stdout" || output._tag === "Stderr") latest = lastLine(output.text) ?? latest
+          }
+        }
+        const run = Effect.mapError(Effect.provideService(method(clientId, params), McpCall, call), (failure): TaskFailure => ({ code: failure.code, message: failure.message }))
+        const started = yield* Effect.result(tasks.start(clientId, run, ttl, () => latest, isTaskFailure))
+        return yield* reply.end(
+          started._tag === "Success" ? resultReply(frame.id, { task: started.success }) : errorReply(frame.id, started.failure.code, started.failure.message)
+        )
+      })
+
     const request = (clientId: number, frame: Frame & { readonly _tag: "Request" }, reply: Reply) =>
       Effect.suspend(() => {
-        const params = (frame.params ?? {}) as Record<string, unknown>
-        const method = options.methods[frame.method]
+        const given = (frame.params ?? {}) as Record<string, unknown>
+        const method = methods[frame.method]
         if (method === undefined) {
           return reply.end(errorReply(frame.id, ErrorCode.MethodNotFound, `Method not found: ${frame.method}. This server answers ${known.join(", ")}.`))
         }
-        const problem = paramsProblemOf(frame.method, params)
-        if (problem !== undefined) return reply.end(errorReply(frame.id, ErrorCode.InvalidParams, `Invalid params: ${problem}.`))
+        const split = withoutExtensions(frame.method, given, taskMethods)
+        const problem = "problem" in split ? split.problem : paramsProblemOf(frame.method, split.params)
+        if (problem !== undefined || "problem" in split) return reply.end(errorReply(frame.id, ErrorCode.InvalidParams, `Invalid params: ${problem}.`))
+        const params = frame.method === "initialize" ? given : split.params
+        if (split.task !== undefined) return startTask(clientId, frame, method, split.params, split.task.ttl, reply)
         const key = idKey(clientId, frame.id)
         if (pending.has(key)) {
           return reply.end(errorReply(frame.id, ErrorCode.InvalidRequest, `Request id ${JSON.stringify(frame.id)} is already in use by a request still running; use a new id.`))
@@ -180,7 +261,7 @@ export const makeMcpDoor = (options: DoorOptions) =>
             ? Effect.andThen(cancel(clientId, frame.params), reply.end())
             : Effect.andThen(options.onNotification?.(clientId, frame.method, frame.params) ?? Effect.void, reply.end())
         case "Response":
-          return reply.end()
+          return Effect.andThen(asked.settle(clientId, frame), reply.end())
         case "Invalid":
           return reply.end(frame.reply)
       }
@@ -188,7 +269,9 @@ export const makeMcpDoor = (options: DoorOptions) =>
 
     const disconnect = (clientId: number) =>
       Effect.gen(function*() {
-        pushes.delete(clientId)
+        channels.delete(clientId)
+        yield* asked.forget(clientId)
+        yield* tasks.forget(clientId)
         const prefix = `${clientId}/`
         for (const key of [...pending.keys()]) {
           if (!key.startsWith(prefix)) continue
@@ -199,11 +282,12 @@ export const makeMcpDoor = (options: DoorOptions) =>
       })
 
     const door: McpDoor = {
-      connect: (clientId, push) => Effect.sync(() => void pushes.set(clientId, push)),
+      connect: (clientId, channel) => Effect.sync(() => void channels.set(clientId, channel ?? noChannel)),
+      ask: (clientId, method, params, timeoutMs) => asked.ask(clientId, channels.get(clientId) ?? noChannel, method, params, timeoutMs),
       receive,
       disconnect,
       inFlight: (clientId) => {
-        let count = 0
+        let count = tasks.holding(clientId)
         for (const key of pending.keys()) if (key.startsWith(`${clientId}/`)) count++
         return count
       }

@@ -23,7 +23,7 @@ export const serveStdio = <E, R>(
     const reply = writerReply(write)
     const splitter = new LineSplitter(maxMessageBytes)
     const handle = (line: string) => (line.trim() === "" ? Effect.void : door.receive(STDIO_CLIENT_ID, parseFrame(line), reply))
-    yield* door.connect(STDIO_CLIENT_ID, write)
+    yield* door.connect(STDIO_CLIENT_ID, (message) => Effect.as(write(message), true))
     yield* Stream.runForEach(stdin, (chunk) =>
       Effect.gen(function*() {
         const { lines, overlong } = splitter.push(chunk)

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Result } from "effect"
 import { colorAllowed, dumbTerminal } from "../../src/cli/color.ts"
-import { readMcpVariables } from "../../src/cli/commands/mcp.ts"
+import { DEFAULT_CLIENT_TIMEOUT_S, DEFAULT_SAMPLING_MAX_TOKENS, readMcpVariables } from "../../src/cli/commands/mcp.ts"
 import { DEFAULT_PROGRESS_INTERVAL_MS, MAX_PROGRESS_INTERVAL_MS } from "../../src/mcp/Progress.ts"
 
 const tty = { isTTY: true }
@@ -29,8 +29,23 @@ describe("colour and the terminal", () => {
 describe("veyyon mcp's variables", () => {
   const read = (env: Record<string, string>) => Result.getOrThrow(readMcpVariables(env))
 
-  it("default: the default progress interval, no token or workspace, not a cluster client", () => {
-    expect(read({})).toEqual({ progressIntervalMs: DEFAULT_PROGRESS_INTERVAL_MS, token: undefined, workspace: undefined, cluster: false, viewer: false })
+  it("default: the default progress interval, no token or workspace, not a cluster client, the host calls' defaults", () => {
+    expect(read({})).toEqual({
+      progressIntervalMs: DEFAULT_PROGRESS_INTERVAL_MS,
+      token: undefined,
+      tokensFile: undefined,
+      workspace: undefined,
+      cluster: false,
+      viewer: false,
+      samplingMaxTokens: DEFAULT_SAMPLING_MAX_TOKENS,
+      clientTimeoutS: DEFAULT_CLIENT_TIMEOUT_S
+    })
+  })
+
+  it("VEYYON_MCP_SAMPLING_MAX_TOKENS and VEYYON_MCP_CLIENT_TIMEOUT_S are positive whole numbers; anything else fails naming it", () => {
+    expect(read({ VEYYON_MCP_SAMPLING_MAX_TOKENS: " 800 ", VEYYON_MCP_CLIENT_TIMEOUT_S: "30" })).toMatchObject({ samplingMaxTokens: 800, clientTimeoutS: 30 })
+    const bad = readMcpVariables({ VEYYON_MCP_CLIENT_TIMEOUT_S: "0" })
+    expect(Result.isFailure(bad) && bad.failure).toMatchObject({ source: "VEYYON_MCP_CLIENT_TIMEOUT_S" })
   })
 
   it("VEYYON_MCP_PROGRESS_INTERVAL_MS sets the interval within its bounds; blank or unreadable keeps the default", () => {

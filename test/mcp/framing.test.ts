@@ -15,7 +15,19 @@ describe("parseFrame", () => {
     expect(parseFrame(`{"jsonrpc":"2.0","id":"a","method":"ping"}`)).toEqual({ _tag: "Request", id: "a", method: "ping", params: undefined })
     expect(parseFrame(`{"jsonrpc":"2.0","id":0,"method":"ping","params":{}}`)).toMatchObject({ _tag: "Request", id: 0 })
     expect(parseFrame(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)).toMatchObject({ _tag: "Notification" })
-    expect(parseFrame(`{"jsonrpc":"2.0","id":1,"result":{}}`)).toEqual({ _tag: "Response" })
+    expect(parseFrame(`{"jsonrpc":"2.0","id":1,"result":{}}`)).toEqual({ _tag: "Response", id: 1, result: {} })
+    expect(parseFrame(`{"jsonrpc":"2.0","id":"veyyon-2","error":{"code":-1,"message":"no"}}`)).toEqual({
+      _tag: "Response",
+      id: "veyyon-2",
+      error: { code: -1, message: "no" }
+    })
+  })
+
+  it("reads a client's error response defensively: a missing code or message is supplied, a long message clamped", () => {
+    expect(parseFrame(`{"jsonrpc":"2.0","id":3,"error":"bad"}`)).toMatchObject({ error: { code: -32603, message: "the client answered with an error" } })
+    const long = parseFrame(JSON.stringify({ jsonrpc: "2.0", id: 3, error: { code: 7, message: "x".repeat(10_000) } }))
+    expect(long).toMatchObject({ error: { code: 7 } })
+    expect((long as { readonly error: { readonly message: string } }).error.message.length).toBe(500)
   })
 
   it("answers what is not a request with the JSON-RPC error it is owed", () => {

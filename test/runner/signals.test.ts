@@ -40,7 +40,7 @@ describe.skipIf(!integrationEnabled())(titled("runner SIGINT handling", integrat
     expect(plainResult(await kernel.execute("'alive'"))).toBe("'alive'")
   })
 
-  it("makes input() block until SIGINT", async () => {
+  it("makes input() wait for the host's answer until SIGINT", async () => {
     const id = kernel.request("answer = input('name? ')")
     const prompt = await kernel.waitForStdout("name? ", id)
     expect(prompt.data).toBe("name? ")
@@ -53,7 +53,7 @@ describe.skipIf(!integrationEnabled())(titled("runner SIGINT handling", integrat
     expect(plainResult(await kernel.execute("'answer' in dir()"))).toBe("False")
   })
 
-  it("makes sys.stdin reads block until SIGINT too", async () => {
+  it("makes sys.stdin reads wait for the host until SIGINT too", async () => {
     const cell = await interruptAfter("import sys\nprint('reading', flush=True)\nsys.stdin.read()", "reading")
     expect(cell.done).toMatchObject({ status: "error", cancelled: true })
   })

@@ -280,55 +280,6 @@ class _BinaryOut:
         return self._stream.fileno()
 
 
-class _BlockingStdin(io.TextIOBase):
-    """sys.stdin replacement: stdin carries requests, so reads block until the cell is interrupted."""
-
-    def __init__(self):
-        super().__init__()
-        self._never = threading.Event()
-
-    @property
-    def encoding(self):
-        return "utf-8"
-
-    @property
-    def closed(self):
-        return False
-
-    def close(self):
-        """Ignored."""
-
-    def readable(self):
-        return True
-
-    def isatty(self):
-        return False
-
-    def fileno(self):
-        return 0
-
-    def _block(self):
-        self._never.wait()
-        return ""
-
-    def read(self, size=-1):
-        """Block until interrupted."""
-        return self._block()
-
-    def readline(self, size=-1):
-        """Block until interrupted."""
-        return self._block()
-
-    def readlines(self, hint=-1):
-        """Block until interrupted."""
-        self._block()
-        return []
-
-    def __next__(self):
-        self._block()
-        raise StopIteration
-
-
 _stdout = _OutStream("stdout", _emit_stdout, 1)
 _stderr = _OutStream("stderr", _emit_stderr, 2)
 

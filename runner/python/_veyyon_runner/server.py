@@ -32,7 +32,6 @@ from .protocol import (
     encode_bundle_frame,
 )
 from .output import (
-    _BlockingStdin,
     _Capture,
     _emit_display,
     _FdPump,
@@ -55,6 +54,7 @@ from .bridge import (
     cancel_bridge_calls,
     end_bridge,
 )
+from . import hostinput
 from .transform import transform
 from .execution import (
     _BASE_NAMES,
@@ -492,7 +492,7 @@ def main():
     snapshot.baseline.capture()
     sys.stdout = _stdout
     sys.stderr = _stderr
-    sys.stdin = _BlockingStdin()
+    hostinput.install()
     # Installed once: between cells the handler ignores SIGINT (nothing is active), so no cell pays
     # for switching it on and off.
     signal.signal(signal.SIGINT, _on_sigint)

@@ -3,8 +3,11 @@
  * one client, one kernel session for the life of the server, stopping (and shutting its
  * kernels down) when stdin closes or on SIGINT/SIGTERM; stdout is the protocol and logs
  * go to stderr. With `--http`: streamable HTTP at `/mcp` on `--host` (default 127.0.0.1)
- * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, or one
- * generated and printed once on stderr), one kernel session per MCP session.
+ * and `--port` (default 7523), a bearer token always required (`VEYYON_MCP_TOKEN`, the
+ * lines of `VEYYON_MCP_TOKENS_FILE` with each session bound to the token that started it,
+ * or one generated and printed once on stderr), one kernel session per MCP session.
+ * Cells' `completion()`, `agent()` and `input()` ask the session's client (sampling,
+ * elicitation) when it offers them.
  * On stdio cells run in the directory the server started in; over HTTP each session runs
  * in its own private directory (under `VEYYON_MCP_WORKSPACE`), removed when it ends.
  * Session ids carry 128 random bits. With `--viewer` (HTTP only) the door also serves a live
@@ -17,15 +20,17 @@ import * as HttpServer from "effect/http/HttpServer"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { evalLayer } from "../../layers/EvalLive.ts"
+import { AgentBridge } from "../../kernel/AgentBridge.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
-import { bearerMatches, makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import { bearerIndex, type HttpDoor, makeHttpDoor, MCP_PATH, tokenIdentity } from "../../mcp/HttpDoor.ts"
 import type { CellObserver } from "../../mcp/CellObserver.ts"
 import { makeSessionWatch } from "../../mcp/viewer/SessionWatch.ts"
-import { SOLE_TOKEN } from "../../mcp/viewer/ViewerAccess.ts"
 import { LINK_LIFETIME_TEXT, makeViewerAuth } from "../../mcp/viewer/ViewerAuth.ts"
 import { VIEWER_PATH } from "../../mcp/viewer/ViewerHtml.ts"
 import { linkUrl, makeViewer, viewerOrigin } from "../../mcp/viewer/ViewerRoutes.ts"
 import { SessionRecord } from "../../services/output/SessionRecord.ts"
+import { makeMcpHostCalls, type McpHostCalls } from "../../mcp/HostCalls.ts"
+import { MCP_TOKEN_ENV, MCP_TOKENS_FILE_ENV, resolveTokens } from "../../mcp/McpTokens.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/storage/SessionWorkspace.ts"
@@ -34,7 +39,7 @@ import { treeResidentBytes } from "../../process/ProcessMemory.ts"
 import { doorSandboxDefaults } from "../../services/isolation/SandboxSettings.ts"
 import { fromVariables, type InvalidSettings, optionalSetting, readConfig, setting } from "../../services/config/ConfigSources.ts"
 import { Settings, type SettingsInput } from "../../services/config/Settings.ts"
-import { FlagText, TrimmedText } from "../../services/config/Spellings.ts"
+import { FlagText, PositiveIntText, TrimmedText } from "../../services/config/Spellings.ts"
 import type { EnvRecord } from "../../services/isolation/EnvPolicy.ts"
 import { failureOf, usageError } from "../exitCodes.ts"
 import { mapLayerError } from "../layerFailure.ts"
@@ -47,8 +52,6 @@ export const DEFAULT_MCP_PORT = 7523
 /** The host `mcp --http` listens on unless `--host` says otherwise. */
 export const DEFAULT_MCP_HOST = "127.0.0.1"
 
-/** The environment variable holding the HTTP door's bearer token. */
-export const MCP_TOKEN_ENV = "VEYYON_MCP_TOKEN"
 
 /**
  * The settings each door starts from. stdio serves the one local client that started
@@ -77,16 +80,34 @@ export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
 /** The environment variable that turns the viewer page on, as `--viewer` does. */
 export const MCP_VIEWER_ENV = "VEYYON_MCP_VIEWER"
 
+/** The variable bounding a sampling request's `maxTokens` when the cell's call names none. */
+export const MCP_SAMPLING_MAX_TOKENS_ENV = "VEYYON_MCP_SAMPLING_MAX_TOKENS"
+
+/** The `maxTokens` of a sampling request unless the call or `VEYYON_MCP_SAMPLING_MAX_TOKENS` says otherwise. */
+export const DEFAULT_SAMPLING_MAX_TOKENS = 4096
+
+/** The variable bounding how long a request to a client (sampling, elicitation) waits, in seconds. */
+export const MCP_CLIENT_TIMEOUT_ENV = "VEYYON_MCP_CLIENT_TIMEOUT_S"
+
+/** The longest wait for a client's answer unless `VEYYON_MCP_CLIENT_TIMEOUT_S` says otherwise, in seconds. */
+export const DEFAULT_CLIENT_TIMEOUT_S = 600
+
 /** What `veyyon mcp` reads from its variables. */
 export interface McpVariables {
   /** The interval of a long call's progress notifications (`VEYYON_MCP_PROGRESS_INTERVAL_MS`, kept within bounds). */
   readonly progressIntervalMs: number
   /** The HTTP door's bearer token (`VEYYON_MCP_TOKEN`), when one is set. */
   readonly token: string | undefined
+  /** The file of the HTTP door's bearer tokens, one per line (`VEYYON_MCP_TOKENS_FILE`), when one is set. */
+  readonly tokensFile: string | undefined
   /** The root of the HTTP door's per-session directories (`VEYYON_MCP_WORKSPACE`), when one is set. */
   readonly workspace: string | undefined
   /** Whether to serve as a cluster client (`VEYYON_CLUSTER`, a boolean). */
   readonly cluster: boolean
+  /** A sampling request's `maxTokens` when the call names none (`VEYYON_MCP_SAMPLING_MAX_TOKENS`). */
+  readonly samplingMaxTokens: number
+  /** How long a request to a client waits for its answer, in seconds (`VEYYON_MCP_CLIENT_TIMEOUT_S`). */
+  readonly clientTimeoutS: number
   /** The stdio door's session id (`VEYYON_MCP_SESSION`), when one is set. */
   readonly session: string | undefined
   /** Whether the HTTP door also serves the viewer page (`VEYYON_MCP_VIEWER`, a boolean). */
@@ -96,8 +117,11 @@ export interface McpVariables {
 const mcpConfig: Config.Config<McpVariables> = Config.all({
   progressIntervalMs: Config.map(optionalSetting(TrimmedText, MCP_PROGRESS_INTERVAL_ENV), progressIntervalMs),
   token: optionalSetting(TrimmedText, MCP_TOKEN_ENV),
+  tokensFile: optionalSetting(TrimmedText, MCP_TOKENS_FILE_ENV),
   workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
   cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false)),
+  samplingMaxTokens: setting(PositiveIntText, MCP_SAMPLING_MAX_TOKENS_ENV).pipe(Config.withDefault(DEFAULT_SAMPLING_MAX_TOKENS)),
+  clientTimeoutS: setting(PositiveIntText, MCP_CLIENT_TIMEOUT_ENV).pipe(Config.withDefault(DEFAULT_CLIENT_TIMEOUT_S)),
   session: optionalSetting(TrimmedText, MCP_SESSION_ENV),
   viewer: setting(FlagText, MCP_VIEWER_ENV).pipe(Config.withDefault(false))
 })
@@ -106,12 +130,18 @@ const mcpConfig: Config.Config<McpVariables> = Config.all({
 export const readMcpVariables = (env?: EnvRecord): Result.Result<McpVariables, InvalidSettings> =>
   readConfig(mcpConfig, fromVariables(env))
 
-const serveOptions = (variables: McpVariables, options: { readonly sessionDirs?: SessionWorkspace; readonly sessionId?: string | undefined; readonly observer?: CellObserver } = {}) => ({
+const serveOptions = (
+  variables: McpVariables,
+  hostCalls: McpHostCalls | undefined,
+  options: { readonly sessionDirs?: SessionWorkspace; readonly sessionId?: string | undefined; readonly observer?: CellObserver } = {}
+) => ({
   version: VERSION,
   progressIntervalMs: variables.progressIntervalMs,
   sessionDirs: options.sessionDirs,
   sessionId: options.sessionId,
-  observer: options.observer
+  observer: options.observer,
+  hostCalls,
+  clientRequestTimeoutMs: variables.clientTimeoutS * 1000
 })
 
 /** The longest session id `--session` takes. */
@@ -135,27 +165,37 @@ const clusterToolLayer = (settings: SettingsInput, insecureNoAuth: boolean) =>
 /** How the tool runs: in this process, or on a cluster's runners (`insecureNoAuth`: without the cluster secret). */
 type Placement = { readonly _tag: "Local" } | { readonly _tag: "Cluster"; readonly insecureNoAuth: boolean }
 
-/** The tool's layer for a door: kernels in this process, or (with `--cluster`) on the cluster's runners. */
-const toolLayer = (door: "stdio" | "http", placement: Placement) =>
+/**
+ * The tool's layer for a door: kernels in this process, their `completion()`, `agent()`
+ * and `input()` answered through the door's clients (`hostCalls`), or (with `--cluster`)
+ * on the cluster's runners, whose cells get the clear error for those calls.
+ */
+const toolLayer = (door: "stdio" | "http", placement: Placement, hostCalls: McpHostCalls | undefined) =>
   mapLayerError(
-    placement._tag === "Cluster" ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth) : evalLayer({ settings: doorSettings(door) }),
+    placement._tag === "Cluster"
+      ? clusterToolLayer(doorSettings(door), placement.insecureNoAuth)
+      : evalLayer({ settings: doorSettings(door), ...(hostCalls === undefined ? {} : { bridge: Layer.succeed(AgentBridge, hostCalls.bridge) }) }),
     failureOf
   )
+
+/** The bridge of a door's kernels: none for a cluster client (its runners answer with their own error). */
+const hostCallsFor = (placement: Placement, variables: McpVariables): McpHostCalls | undefined =>
+  placement._tag === "Cluster" ? undefined : makeMcpHostCalls({ maxTokens: variables.samplingMaxTokens })
 
 /** Starts the default backend's spare for the server's directory (where its cells run) while the client connects; none as a cluster client. */
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: Placement, variables: McpVariables, sessionId: string | undefined) =>
+const stdioServer = (cluster: Placement, variables: McpVariables, sessionId: string | undefined, hostCalls = hostCallsFor(cluster, variables)) =>
   prepareSpares.pipe(
     // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
     // Its saved state is kept for a named session (a server started again with it restores it); nobody can name a random one again.
-    Effect.andThen(serveMcp(serveOptions(variables, { sessionId }), (door, sessions) =>
+    Effect.andThen(serveMcp(serveOptions(variables, hostCalls, { sessionId }), (door, sessions) =>
       Effect.gen(function*() {
         const stdio = yield* Stdio.Stdio
         yield* serveStdio(door, stdio.stdin, writeStdout)
       }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID, { forget: sessionId === undefined }))))),
-    Effect.provide(toolLayer("stdio", cluster))
+    Effect.provide(toolLayer("stdio", cluster, hostCalls))
   )
 
 /** What a session's kernels hold in memory now (their process trees' resident sets), when any can be measured. */
@@ -165,22 +205,38 @@ const kernelMemory = (registry: KernelRegistryService) => (sessionId: string) =>
     return measured.length === 0 ? undefined : measured.reduce((sum, bytes) => sum + bytes, 0)
   })
 
-const tokenOf = (given: string | undefined): { readonly token: string; readonly generated: boolean } =>
-  given !== undefined ? { token: given, generated: false } : { token: randomBytes(32).toString("base64url"), generated: true }
+/** The door's tokens: the configured ones, or one made now (and printed once). */
+const tokensOf = (given: ReadonlyArray<string> | undefined): { readonly tokens: ReadonlyArray<string>; readonly generated: boolean } =>
+  given !== undefined ? { tokens: given, generated: false } : { tokens: [randomBytes(32).toString("base64url")], generated: true }
 
 /** Node's HTTP server as a layer, its module (with undici and ws) loaded only for `--http`: it is a third of the CLI's start-up otherwise. */
 const nodeHttpServer = (host: string, port: number) =>
   Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
-const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables, withViewer: boolean) =>
+const httpServer = (
+  host: string,
+  port: number,
+  cluster: Placement,
+  variables: McpVariables,
+  configured: ReadonlyArray<string> | undefined,
+  withViewer: boolean,
+  hostCalls = hostCallsFor(cluster, variables)
+) =>
   Effect.gen(function*() {
-    const { token, generated } = tokenOf(variables.token)
+    const { tokens, generated } = tokensOf(configured)
     const settings = yield* Settings
     const records = yield* Effect.serviceOption(SessionRecord)
     const registry = yield* Effect.serviceOption(KernelRegistry)
-    const watch = withViewer && Option.isSome(records) ? makeSessionWatch() : undefined
+    // The viewer's sessions belong to the token that started their MCP session (known once the door runs).
+    let door: { readonly http: HttpDoor; readonly sessionIdOf: (clientId: number) => string } | undefined
+    const ownerOf = (sessionId: string) =>
+      door?.http.sessions().find((session) => door!.sessionIdOf(session.clientId) === sessionId)?.owner ?? "unknown"
+    const watch = withViewer && Option.isSome(records) ? makeSessionWatch({ ownerOf }) : undefined
     yield* prepareSpares
-    yield* serveMcp(serveOptions(variables, { ...(cluster._tag === "Local" ? { sessionDirs: httpSessionDirs(variables) } : {}), ...(watch === undefined ? {} : { observer: watch.observer }) }), (door, sessions) =>
+    yield* serveMcp(serveOptions(variables, hostCalls, {
+      ...(cluster._tag === "Local" ? { sessionDirs: httpSessionDirs(variables) } : {}),
+      ...(watch === undefined ? {} : { observer: watch.observer })
+    }), (mcpDoor, sessions) =>
       Effect.gen(function*() {
         const server = yield* HttpServer.HttpServer
         const origin = server.address._tag === "UnixPathAddress" ? undefined : viewerOrigin(host, server.address.port)
@@ -189,30 +245,36 @@ const httpServer = (host: string, port: number, cluster: Placement, variables: M
           origin,
           watch,
           auth,
-          authenticate: (header) => (bearerMatches(header, token) ? SOLE_TOKEN : undefined),
+          authenticate: (header) => {
+            const index = bearerIndex(header, tokens)
+            return index === -1 ? undefined : tokenIdentity(tokens[index]!)
+          },
           notebook: (sessionId) => records.value.notebook(sessionId),
           ...(Option.isNone(registry) ? {} : { memoryOf: kernelMemory(registry.value) })
         })
-        const router = yield* makeHttpDoor(door, sessions, {
-          token,
+        const httpDoor = yield* makeHttpDoor(mcpDoor, sessions, {
+          tokens,
           host,
           idleTtlMs: settings.kernel.idleTtlMs,
           ...(viewer === undefined ? {} : { beside: { prefix: VIEWER_PATH, app: viewer } })
         })
-        yield* server.serve(router)
+        door = { http: httpDoor, sessionIdOf: sessions.sessionIdOf }
+        yield* server.serve(httpDoor.app)
         const address = server.address._tag === "UnixPathAddress" ? MCP_PATH : `${HttpServer.formatAddress(server.address)}${MCP_PATH}`
         process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
-        if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
+        if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} or ${MCP_TOKENS_FILE_ENV} to choose your own): ${tokens[0]}\n`)
         if (viewer !== undefined && origin !== undefined) {
           process.stderr.write(
-            `veyyon mcp: viewer page (this link works for ${LINK_LIFETIME_TEXT}; POST ${VIEWER_PATH}/link with the bearer token for a fresh one): ${linkUrl(origin, auth.mint(SOLE_TOKEN).code)}\n`
+            tokens.length === 1
+              ? `veyyon mcp: viewer page (this link works for ${LINK_LIFETIME_TEXT}; POST ${VIEWER_PATH}/link with the bearer token for a fresh one): ${linkUrl(origin, auth.mint(tokenIdentity(tokens[0]!)).code)}\n`
+              : `veyyon mcp: viewer page at ${origin}${VIEWER_PATH}/: each client gets its sign-in link with POST ${VIEWER_PATH}/link and its own bearer token (it shows that token's sessions)\n`
           )
         }
         return yield* Effect.never
       }).pipe(Effect.scoped))
   }).pipe(
     Effect.provide(nodeHttpServer(host, port)),
-    Effect.provide(toolLayer("http", cluster)),
+    Effect.provide(toolLayer("http", cluster, hostCalls)),
     Effect.catchTag("ServeError", (error) =>
       Effect.fail(usageError(`cannot listen on ${host}:${port} (${String(error.cause)}); choose another --host or --port`)))
   )
@@ -280,11 +342,10 @@ export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insec
   if (sessionId !== undefined && (sessionId.length === 0 || sessionId.length > MAX_SESSION_ID || /[\u0000-\u001f]/.test(sessionId))) {
     return Effect.fail(usageError(`the session id must be 1 to ${MAX_SESSION_ID} characters without control characters`))
   }
-  return serve(
-    options.http
-      ? httpServer(options.host, options.port, placement, variables.success, withViewer)
-      : stdioServer(placement, variables.success, sessionId)
-  )
+  if (!options.http) return serve(stdioServer(placement, variables.success, sessionId))
+  const tokens = resolveTokens(variables.success.token, variables.success.tokensFile)
+  if (Result.isFailure(tokens)) return Effect.fail(usageError(tokens.failure))
+  return serve(httpServer(options.host, options.port, placement, variables.success, tokens.success, withViewer))
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )

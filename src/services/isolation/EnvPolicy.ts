@@ -60,7 +60,7 @@ export const DENIED_ENV_NAMES: ReadonlySet<string> = new Set([
   "GITLAB_TOKEN", "GL_TOKEN", "GITLAB_PRIVATE_TOKEN", "CI_JOB_TOKEN", "NPM_TOKEN", "PIP_PASSWORD",
   // the cluster secret and where it is kept, the cluster's Postgres (its URL may hold the
   // password in any form), and the HTTP door's bearer token
-  "VEYYON_CLUSTER_SECRET", "VEYYON_CLUSTER_SECRET_FILE", "VEYYON_CLUSTER_POSTGRES_URL", "VEYYON_MCP_TOKEN"
+  "VEYYON_CLUSTER_SECRET", "VEYYON_CLUSTER_SECRET_FILE", "VEYYON_CLUSTER_POSTGRES_URL", "VEYYON_MCP_TOKEN", "VEYYON_MCP_TOKENS_FILE"
 ])
 
 const SECRET_SEGMENT =

@@ -47,7 +47,7 @@ import * as Kernel from "../../kernel/Kernel.ts"
 import { type BackendInterpreter, type BackendRuntime, isScript, type KernelBackend } from "../../backends/Backend.ts"
 import { RuntimeUnavailable } from "../../backends/Backend.ts"
 import { type BackendId, type BackendRuntimeError, type BackendsContext, defaultBackendId, registeredBackends } from "../../backends/index.ts"
-import { AgentBridge } from "../../kernel/AgentBridge.ts"
+import { AgentBridge, bridgeForSession } from "../../kernel/AgentBridge.ts"
 import { sessionArtifactsDir } from "../output/ArtifactStore.ts"
 import { KvStore, makeKvStore, withKvWrites } from "../storage/KvStore.ts"
 import { type BreachedLimit, breachNotice, breachOfDeath, explainBreach, limitSentence } from "../isolation/LimitBreach.ts"
@@ -406,7 +406,7 @@ const makeRegistry = Effect.gen(function*() {
     const artifactsDir = yield* ensurePrivateDir(sessionArtifactsDir(settings.artifactsDir, key.sessionId)).pipe(
       Effect.mapError((refused) => new KernelStartError({ reason: refused.message, stderr: "" }))
     )
-    const kernelBridge = withKvWrites(bridge, kv, kv.spaceOf(key.sessionId, artifactsDir))
+    const kernelBridge = withKvWrites(bridgeForSession(bridge, key.sessionId), kv, kv.spaceOf(key.sessionId, artifactsDir))
     const { backend, runtime } = yield* backendFor(key.language)
     if (fromPool && sparesFor(key) > 0) {
       yield* wantSpares(key)

@@ -20,6 +20,7 @@ import { makeViewer, viewerOrigin } from "../../../src/mcp/viewer/ViewerRoutes.t
 
 const door: McpDoor = {
   connect: () => Effect.void,
+  ask: () => Effect.die("the scripted door asks nothing"),
   receive: (_clientId, frame, reply) => (frame._tag === "Request" ? reply.end(resultReply(frame.id, { ok: true })) : reply.end()),
   disconnect: () => Effect.void,
   inFlight: () => 0
@@ -35,8 +36,8 @@ describe("viewer beside the HTTP door", () => {
       const watch = makeSessionWatch()
       const auth = makeViewerAuth()
       const viewer = makeViewer({ origin, watch, auth, authenticate: () => undefined, notebook: () => Effect.succeed({}) })
-      const router = yield* makeHttpDoor(door, sessions, { token: "t", host: "127.0.0.1", idleTtlMs: 60_000, beside: { prefix: VIEWER_PATH, app: viewer } })
-      yield* server.serve(router)
+      const httpDoor = yield* makeHttpDoor(door, sessions, { tokens: ["t"], host: "127.0.0.1", idleTtlMs: 60_000, beside: { prefix: VIEWER_PATH, app: viewer } })
+      yield* server.serve(httpDoor.app)
 
       const get = (path: string, init: RequestInit = {}) => Effect.promise(() => fetch(`${origin}${path}`, init))
       expect((yield* get("/viewer/")).status).toBe(401)
