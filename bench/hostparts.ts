@@ -47,7 +47,7 @@ const instantProcess = Effect.map(Deferred.make<ProcessExit>(), (exited): Kernel
     write: (text) =>
       Effect.sync(() => {
         let answer = ""
-        for (const line of text.split("\n")) {
+        for (const line of (typeof text === "string" ? text : Buffer.from(text).toString("utf8")).split("\n")) {
           if (line.length === 0) continue
           const request = JSON.parse(line)
           if (request.type === "exit") end({ code: 0, signal: null })

@@ -3,7 +3,9 @@
  *
  * 1. The warm round trip (`x = 1 + 1`) with `session.snapshots` `every-cell` and `off`,
  *    rounds alternated in one run: p50 latency and this process's CPU per cell (the host's
- *    share: the request, the payload's digest check and the store write run here).
+ *    share: the request, the payload's digest check and the store write run here). Back to
+ *    back, as a benchmark loop sends them, and with a 50 ms pause after each answer, as an
+ *    agent's calls come (then every cell is followed by a snapshot).
  * 2. A large namespace (numpy arrays and a pandas DataFrame when the interpreter has them,
  *    else lists and dicts) of about `SNAPSHOT_BENCH_MB` (default 100): the cell's own
  *    answer beside the same cell with snapshots off (the save is off its path), how long
@@ -46,15 +48,27 @@ const cpu = () => {
   return used.user + used.system
 }
 
-const warmRound = async (mode: Mode) => {
+const GAP_MS = 50
+
+const warmRound = async (mode: Mode, gap = 0, count = cells) => {
   const samples: Array<number> = []
-  const before = cpu()
-  for (let i = 0; i < cells; i++) {
+  let busy = 0
+  for (let i = 0; i < count; i++) {
+    if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap))
+    const before = cpu()
     const start = performance.now()
-    await run(mode, "x = 1 + 1", `warm-${mode}`)
+    await run(mode, "x = 1 + 1", `warm-${mode}-${gap}`)
     samples.push((performance.now() - start) * 1000)
+    busy += cpu() - before
   }
-  return { p50: quantile(samples, 0.5), cpu: (cpu() - before) / cells }
+  // With a pause, the snapshot is made during the next pause: its host CPU is counted by measuring the whole pause too.
+  return { p50: quantile(samples, 0.5), cpu: busy / count }
+}
+
+const pausedRound = async (mode: Mode, count: number) => {
+  const before = cpu()
+  const result = await warmRound(mode, GAP_MS, count)
+  return { p50: result.p50, cpu: (cpu() - before) / count }
 }
 
 const metaOf = (sessionId: string) => path.join(sessionArtifactsDir(snapshotsRoot(path.join(root, "on")), sessionId), "py.meta")
@@ -111,6 +125,14 @@ try {
     `${mode.padEnd(3)} p50 ${figures[mode].map((f) => f.p50.toFixed(0)).join(" / ")} us; host CPU per cell ${figures[mode].map((f) => f.cpu.toFixed(0)).join(" / ")} us`
   console.log(`warm round trip, ${rounds} alternated rounds of ${cells} cells (load ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}):`)
   console.log(`  ${show("on")}\n  ${show("off")}`)
+  const paused: Record<Mode, Array<{ p50: number; cpu: number }>> = { on: [], off: [] }
+  for (let round = 0; round < rounds; round++) {
+    for (const mode of round % 2 === 0 ? (["on", "off"] as const) : (["off", "on"] as const)) paused[mode].push(await pausedRound(mode, Math.ceil(cells / 5)))
+  }
+  const showPaused = (mode: Mode) =>
+    `${mode.padEnd(3)} p50 ${paused[mode].map((f) => f.p50.toFixed(0)).join(" / ")} us; host CPU per cell and its pause ${paused[mode].map((f) => f.cpu.toFixed(0)).join(" / ")} us`
+  console.log(`with a ${GAP_MS} ms pause after each answer, ${rounds} alternated rounds of ${Math.ceil(cells / 5)} cells:`)
+  console.log(`  ${showPaused("on")}\n  ${showPaused("off")}`)
   const large = await big()
   const mbOf = (bytes: number) => bytes / 1024 / 1024
   const restoreMs = large.restoreCell - large.freshCell

@@ -270,9 +270,39 @@ const isString = (value: unknown): value is string => typeof value === "string"
 const isBundle = (value: unknown): value is MimeBundle =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
+const isSkipped = (value: unknown): value is SkippedName =>
+  typeof value === "object" && value !== null && isString((value as SkippedName).name) && isString((value as SkippedName).reason)
+
+const isStringArray = (value: unknown): value is ReadonlyArray<string> => Array.isArray(value) && value.every(isString)
+
+const SNAPSHOT_STATUSES: ReadonlyArray<unknown> = ["saved", "unchanged", "yielded", "failed"]
+
+/** The end of a snapshot (one per cell) or of a restore, built by hand when it has exactly the expected shape. */
+const decodeStateEnd = (frame: Record<string, unknown>, id: string): RunnerFrame | undefined => {
+  const { skipped, error } = frame
+  if (!Array.isArray(skipped) || !skipped.every(isSkipped) || (error !== undefined && !isString(error))) return undefined
+  const rest = error === undefined ? {} : { error }
+  if (frame.type === "restore_done") {
+    return isStringArray(frame.restored) ? { type: "restore_done", id, restored: frame.restored, skipped, ...rest } : undefined
+  }
+  const { status, digest, bytes, names } = frame
+  if (!SNAPSHOT_STATUSES.includes(status) || !isStringArray(names)) return undefined
+  if ((digest !== undefined && !isString(digest)) || (bytes !== undefined && typeof bytes !== "number")) return undefined
+  return {
+    type: "snapshot_done",
+    id,
+    status: status as SnapshotDoneFrame["status"],
+    names,
+    skipped,
+    ...(digest === undefined ? {} : { digest }),
+    ...(bytes === undefined ? {} : { bytes }),
+    ...rest
+  }
+}
+
 /**
- * The frames that arrive by the thousand (stream text, displays, start and end of a cell),
- * built as plain objects without the schema interpreter when they have exactly the expected
+ * The frames that arrive by the thousand (stream text, displays, start and end of a cell,
+ * the end of the snapshot after each cell, a snapshot's chunks), built as plain objects without the schema interpreter when they have exactly the expected
  * shape; anything else returns undefined and goes through the schema.
  */
 const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
@@ -289,6 +319,11 @@ const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
       return isBundle(frame.bundle) ? { type: frame.type, id, bundle: frame.bundle } : undefined
     case "started":
       return { type: "started", id }
+    case "snapshot_chunk":
+      return isString(frame.data) ? { type: "snapshot_chunk", id, data: frame.data } : undefined
+    case "snapshot_done":
+    case "restore_done":
+      return decodeStateEnd(frame, id)
     case "done": {
       const { status, executionCount, cancelled } = frame
       if ((status !== "ok" && status !== "error") || typeof executionCount !== "number") return undefined
@@ -298,6 +333,25 @@ const decodeHotFrame = (value: unknown): RunnerFrame | undefined => {
     default:
       return undefined
   }
+}
+
+const CHUNK_LINE = /^\{\s*"type"\s*:\s*"snapshot_chunk"\s*,\s*"id"\s*:\s*"([A-Za-z0-9_-]{1,64})"\s*,\s*"data"\s*:\s*"/
+const CHUNK_END = /"\s*\}\s*$/
+const BASE64 = /^[A-Za-z0-9+/=]*$/
+
+/**
+ * A snapshot chunk's line read without the JSON parser: its base64 data is most of a
+ * payload's bytes, and a sliced string of it is all a chunk needs. Undefined for any
+ * other line, or a chunk line in another shape (which the parser then reads).
+ */
+export const decodeChunkLine = (line: string): RunnerFrame | undefined => {
+  const head = CHUNK_LINE.exec(line.length > 256 ? line.slice(0, 256) : line)
+  if (head === null) return undefined
+  const end = CHUNK_END.exec(line.slice(-16))
+  if (end === null) return undefined
+  const data = line.slice(head[0].length, line.length - 16 + end.index)
+  if (data.length > 4096 ? !BASE64.test(data.slice(0, 64)) || data.includes("\\") || data.includes('"') : !BASE64.test(data)) return undefined
+  return { type: "snapshot_chunk", id: head[1]!, data }
 }
 
 /** Decodes a parsed NDJSON value into a runner frame: the hot frames by hand, the rest by the schema. */

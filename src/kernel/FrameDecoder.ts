@@ -3,14 +3,21 @@
  * logged and skipped; it never ends the stream.
  */
 import { Effect, Result, type Schema, Stream } from "effect"
-import { decodeRunnerLineWithSchema, decodeRunnerValue, type RunnerFrame } from "./Frame.ts"
+import { decodeChunkLine, decodeRunnerLineWithSchema, decodeRunnerValue, type RunnerFrame } from "./Frame.ts"
 import { decodeStreamLine } from "./StreamLine.ts"
 import { LineSplitter } from "./LineSplitter.ts"
+
+/** Lines longer than this are first tried as a snapshot chunk read without the JSON parser. */
+const CHUNK_LINE_MIN = 64 * 1024
 
 /** Decodes one NDJSON line into a runner frame, never throwing. */
 export const decodeRunnerLine = (line: string): Result.Result<RunnerFrame, Schema.SchemaError> => {
   const stream = decodeStreamLine(line)
   if (stream !== undefined) return Result.succeed(stream)
+  if (line.length > CHUNK_LINE_MIN) {
+    const chunk = decodeChunkLine(line)
+    if (chunk !== undefined) return Result.succeed(chunk)
+  }
   let value: unknown
   try {
     value = JSON.parse(line)

@@ -251,10 +251,11 @@ export const spawn = Effect.fnUntraced(function*(
   const stderrTail = new StderrTail()
   const table = new RequestTable()
 
-  const sendLine = (line: string): Effect.Effect<void, KernelClosed> =>
+  const sendLine = (line: string | Uint8Array): Effect.Effect<void, KernelClosed> =>
     Effect.catch(proc.write(line), () => Effect.fail(new KernelClosed({ reason: "its process no longer reads requests" })))
   const writeLine = launch.trace === true
-    ? (line: string) => Effect.andThen(Effect.logInfo(`ipc -> ${line.trimEnd().slice(0, 200)}`), sendLine(line))
+    ? (line: string | Uint8Array) =>
+      Effect.andThen(Effect.logInfo(`ipc -> ${(typeof line === "string" ? line : Buffer.from(line.subarray(0, 200)).toString("latin1")).trimEnd().slice(0, 200)}`), sendLine(line))
     : sendLine
   const write = (frame: HostFrame) => writeLine(encodeHostLine(frame))
 
@@ -491,6 +492,7 @@ export const spawn = Effect.fnUntraced(function*(
     const queryContext = {
       table,
       write,
+      writeLine,
       closed: () => isTerminal(lifecycle),
       dead: Deferred.await(deadSignal)
     }

@@ -83,7 +83,7 @@ export interface KernelProcess {
   /** Raw stderr bytes; a single consumer. Ends when the pipe closes. */
   readonly stderr: Stream.Stream<Uint8Array>
   /** Writes request text to the runner (stdin, or fd 3), waiting for the pipe to accept it. */
-  readonly write: (text: string) => Effect.Effect<void, StdinClosed>
+  readonly write: (text: string | Uint8Array) => Effect.Effect<void, StdinClosed>
   /** Sends a signal to the process group without waiting for anything. */
   readonly signal: (signal: KernelSignal) => Effect.Effect<void>
   /** Completes when the process has exited. */

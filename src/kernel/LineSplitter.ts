@@ -2,6 +2,7 @@
  * Splits a byte stream into UTF-8 lines without ever holding more than a bounded
  * partial line: bytes past the bound are dropped up to the next newline and counted.
  */
+import { Buffer, isAscii } from "node:buffer"
 
 /** What one chunk produced: complete lines, and how many overlong lines were cut short. */
 export interface SplitResult {
@@ -10,6 +11,9 @@ export interface SplitResult {
 }
 
 const NEWLINE = 0x0a
+
+/** Lines at least this long are read as Latin-1 when they are pure ASCII (the same text, without a UTF-8 decoder's work). */
+const ASCII_LINE_BYTES = 64 * 1024
 
 /** The partial-line buffer kept between lines; a longer line's buffer is dropped once the line is taken. */
 const KEPT_BUFFER_BYTES = 256 * 1024
@@ -62,11 +66,16 @@ export class LineSplitter {
   }
 
   private take(tail: Uint8Array): string {
-    if (this.partLength === 0) return this.decoder.decode(tail)
+    if (this.partLength === 0) return this.decode(tail)
     this.append(tail)
-    const text = this.decoder.decode(this.buffer.subarray(0, this.partLength))
+    const text = this.decode(this.buffer.subarray(0, this.partLength))
     this.reset()
     return text
+  }
+
+  private decode(bytes: Uint8Array): string {
+    if (bytes.length >= ASCII_LINE_BYTES && isAscii(bytes)) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString("latin1")
+    return this.decoder.decode(bytes)
   }
 
   private append(bytes: Uint8Array): void {

@@ -23,6 +23,8 @@ import type { QueryReply, RequestTable } from "./RequestTable.ts"
 export interface QueryContext {
   readonly table: RequestTable
   readonly write: (frame: HostFrame) => Effect.Effect<void, KernelClosed>
+  /** Writes an encoded line (a large one as bytes, built without a string). */
+  readonly writeLine?: ((line: string | Uint8Array) => Effect.Effect<void, KernelClosed>) | undefined
   /** Whether the kernel can no longer answer. */
   readonly closed: () => boolean
   /** Completes when the kernel is dead. */

@@ -70,6 +70,21 @@ export const takenSnapshot = (frame: SnapshotDoneFrame, chunks: ReadonlyArray<Ui
   return { ...common, status: "saved", payload, digest }
 }
 
+/**
+ * A `restore` request line as bytes: the frame's JSON around the piece's base64, encoded
+ * straight to bytes (a payload of a hundred megabytes is not turned into one JSON string).
+ */
+export const restoreLine = (id: string, piece: Uint8Array, more: boolean, count: { readonly executionCount?: number }): Uint8Array => {
+  const data = Buffer.from(piece.buffer, piece.byteOffset, piece.length).toString("base64")
+  const head = `{"type":"restore","id":${JSON.stringify(id)},"data":"`
+  const tail = `","more":${more}${count.executionCount === undefined ? "" : `,"executionCount":${JSON.stringify(count.executionCount)}`}}\n`
+  const line = Buffer.allocUnsafe(head.length + data.length + tail.length)
+  line.write(head, 0, "latin1")
+  line.write(data, head.length, "latin1")
+  line.write(tail, head.length + data.length, "latin1")
+  return line
+}
+
 /** The snapshot and restore of the kernel `context` describes. */
 export const stateTransfers = (context: QueryContext): StateTransfers => {
   /** Sends a request (the outer effect) and gives the wait for its end (the inner one). */
@@ -121,9 +136,12 @@ export const stateTransfers = (context: QueryContext): StateTransfers => {
             const pieces = Math.max(1, Math.ceil(payload.length / RESTORE_PIECE_BYTES))
             for (let piece = 0; piece < pieces; piece++) {
               const start = piece * RESTORE_PIECE_BYTES
-              const data = Buffer.from(payload.buffer, payload.byteOffset + start, Math.min(RESTORE_PIECE_BYTES, payload.length - start)).toString("base64")
+              const bytes = payload.subarray(start, Math.min(payload.length, start + RESTORE_PIECE_BYTES))
               const more = piece < pieces - 1
-              yield* context.write({ type: "restore", id, data, more, ...(more || executionCount === undefined ? {} : { executionCount }) })
+              const count = more || executionCount === undefined ? {} : { executionCount }
+              yield* context.writeLine === undefined
+                ? context.write({ type: "restore", id, data: Buffer.from(bytes).toString("base64"), more, ...count })
+                : context.writeLine(restoreLine(id, bytes, more, count))
             }
           }),
         (frame): RestoreOutcome =>

@@ -128,7 +128,7 @@ const spawnProcess = (afterStep: (step: SpawnStep) => Effect.Effect<void>) => Ef
     proc.signalGroup(signal)
     if (signal === "SIGKILL") group?.kill()
   }
-  const write = (text: string): Effect.Effect<void, StdinClosed> =>
+  const write = (text: string | Uint8Array): Effect.Effect<void, StdinClosed> =>
     Effect.suspend(() => {
       if (input === null || input.destroyed || input.writableEnded) return Effect.fail(new StdinClosed({ pid }))
       input.write(text)

@@ -209,7 +209,7 @@ const spawnScripted = Effect.fnUntraced(function*(spawns: ScriptedSpawns, comman
     write: (text) =>
       record.exit !== undefined
         ? Effect.fail(new StdinClosed({ pid }))
-        : Effect.forEach(text.split("\n").filter((l) => l.length > 0), readLine, { discard: true }),
+        : Effect.forEach((typeof text === "string" ? text : new TextDecoder().decode(text)).split("\n").filter((l) => l.length > 0), readLine, { discard: true }),
     signal,
     exited: Deferred.await(exited),
     exitNow: Effect.sync(() => record.exit)

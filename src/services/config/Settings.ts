@@ -98,6 +98,8 @@ export const DEFAULT_SNAPSHOT_VALUE_BUDGET_MB = 256
 export const DEFAULT_SNAPSHOT_MAX_AGE_DAYS = 7
 /** Milliseconds a session stays idle before `idle` snapshots save it. */
 export const SNAPSHOT_IDLE_MS = 2000
+/** Milliseconds without a new cell before `every-cell` snapshots save a session (cells back to back are saved when they pause). */
+export const SNAPSHOT_SETTLE_MS = 20
 
 /** The resolved settings every service reads. */
 export interface SettingsValues {

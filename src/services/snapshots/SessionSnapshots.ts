@@ -1,19 +1,22 @@
 /**
  * Saving a session's state after its cells and restoring it into the next fresh kernel.
  *
- * After a finished cell the request for a snapshot is sent at once (before the cell's
- * answer returns, so the session's next cell is written after it and the runner yields to
- * that cell); the wait for the payload and the write to the store go on in the background,
- * off the answer's path. Writes of one session and language happen in the order their
- * snapshots were asked for; an older one never replaces a newer, and none lands after the
- * session's snapshots were forgotten. In `idle` mode the request waits until the session
- * has had no cell for a moment. A fresh kernel of a session with a stored snapshot gets it
+ * After a finished cell the request for a snapshot is sent once the session has had no
+ * new cell for a moment (`every-cell`: `SNAPSHOT_SETTLE_MS`; `idle`: `SNAPSHOT_IDLE_MS`): a
+ * session whose cells come back to back is saved when they pause, not after each (a request
+ * per cell costs a write to the runner and the runner's work, which the next cell would
+ * only make it drop). A cell that starts drops the request waiting; one already sent is
+ * yielded by the runner to that cell. The wait for the payload and the write to the store
+ * go on in the background, off the answer's path. Writes of one session and language
+ * happen in the order their snapshots were asked for; an older one never replaces a
+ * newer, and none lands after the session's snapshots were forgotten. Shutting down sends
+ * the requests still waiting. A fresh kernel of a session with a stored snapshot gets it
  * before its first cell, when its seal holds (see `SnapshotSeal`); the notice says what
  * came back, as of which cell, and what did not.
  */
 import { Duration, Effect, FiberSet, Result, type Scope, Semaphore } from "effect"
 import type * as Kernel from "../../kernel/Kernel.ts"
-import { SNAPSHOT_IDLE_MS, type SnapshotMode } from "../config/Settings.ts"
+import { SNAPSHOT_IDLE_MS, SNAPSHOT_SETTLE_MS, type SnapshotMode } from "../config/Settings.ts"
 import { cellTitleOf, failedNotice, refusedNotice, restoredNotice } from "./SnapshotNotice.ts"
 import { openMeta, payloadProblem, sealMeta, SNAPSHOT_FORMAT, type SnapshotMeta } from "./SnapshotSeal.ts"
 import type { SnapshotStoreService } from "./SnapshotStore.ts"
@@ -38,15 +41,15 @@ export interface FinishedCell {
 
 /** A session's snapshots, for the registry. */
 export interface SessionSnapshots {
-  /** A cell of `place` is about to run (an `idle` snapshot waiting for it is dropped). */
+  /** A cell of `place` is about to run (a snapshot request waiting for the session to settle is dropped). */
   readonly cellStarting: (place: SnapshotPlace) => void
-  /** Asks `kernel` for a snapshot after `cell` (now, or once idle); returns once the request is sent or scheduled. */
+  /** Asks `kernel` for a snapshot after `cell` once the session settles; returns at once. */
   readonly afterCell: (place: SnapshotPlace, kernel: Kernel.Kernel, cell: FinishedCell) => Effect.Effect<void>
   /** Restores `place`'s stored snapshot into a fresh `kernel`, if there is one. */
   readonly restoreInto: (place: SnapshotPlace, kernel: Kernel.Kernel) => Effect.Effect<RestoreResult>
   /** Forgets `sessionId`'s snapshots (of `language`, or all), and any still being saved. */
   readonly forget: (sessionId: string, language?: string) => Effect.Effect<void>
-  /** Sends the snapshots waiting for idleness and waits (bounded) for every save under way. */
+  /** Sends the snapshot requests still waiting and waits (bounded) for every save under way. */
   readonly drain: Effect.Effect<void>
 }
 
@@ -61,8 +64,9 @@ interface PlaceState {
   readonly writing: Semaphore.Semaphore
   /** The digest of the snapshot stored, when this process knows it. */
   known: string | undefined
-  /** The `idle` snapshot waiting to be sent. */
+  /** The snapshot request waiting for the session to settle, and its timer. */
   idle: { readonly kernel: Kernel.Kernel; readonly cell: FinishedCell; readonly number: number } | undefined
+  timer: ReturnType<typeof setTimeout> | undefined
 }
 
 const placeId = (place: SnapshotPlace): string => `${place.language}\u0000${place.sessionId}`
@@ -80,7 +84,7 @@ export const makeSessionSnapshots = (
     const stateOf = (place: SnapshotPlace): PlaceState => {
       const id = placeId(place)
       let state = places.get(id)
-      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, idle: undefined })
+      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, idle: undefined, timer: undefined })
       return state
     }
 
@@ -128,23 +132,32 @@ export const makeSessionSnapshots = (
       Effect.suspend(() => {
         const idle = state.idle
         state.idle = undefined
+        if (state.timer !== undefined) clearTimeout(state.timer)
+        state.timer = undefined
         return idle === undefined || idle.number !== state.asked ? Effect.void : request(place, state, idle.kernel, idle.cell, idle.number)
       })
 
-    const idleDelay = Duration.millis(SNAPSHOT_IDLE_MS)
+    const settleMs = options.mode === "every-cell" ? SNAPSHOT_SETTLE_MS : SNAPSHOT_IDLE_MS
+    const runInSaves = yield* FiberSet.runtime(saves)<never>()
 
     return {
       cellStarting: (place) => {
         const state = places.get(placeId(place))
-        if (state?.idle !== undefined) state.idle = undefined
+        if (state?.idle === undefined) return
+        state.idle = undefined
+        clearTimeout(state.timer)
+        state.timer = undefined
       },
       afterCell: (place, kernel, cell) =>
-        Effect.suspend(() => {
+        Effect.sync(() => {
           const state = stateOf(place)
-          const number = ++state.asked
-          if (options.mode === "every-cell") return request(place, state, kernel, cell, number)
-          state.idle = { kernel, cell, number }
-          return Effect.asVoid(FiberSet.run(saves, Effect.andThen(Effect.sleep(idleDelay), sendIdle(place, state))))
+          state.idle = { kernel, cell, number: ++state.asked }
+          if (state.timer !== undefined) clearTimeout(state.timer)
+          state.timer = setTimeout(() => {
+            state.timer = undefined
+            runInSaves(sendIdle(place, state))
+          }, settleMs)
+          state.timer.unref?.()
         }),
       restoreInto: (place, kernel) =>
         Effect.gen(function*() {
@@ -176,6 +189,8 @@ export const makeSessionSnapshots = (
             if (placeSession !== sessionId || (language !== undefined && placeLanguage !== language)) continue
             state.written = state.asked = state.asked + 1
             state.idle = undefined
+            clearTimeout(state.timer)
+            state.timer = undefined
             state.known = undefined
             affected.push(state)
           }

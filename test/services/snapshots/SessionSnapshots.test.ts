@@ -1,13 +1,15 @@
 /**
  * The order of saves and what a restore makes of a stored snapshot, over a fake kernel and
- * an in-memory store: saves land in the order they were asked for, an older never replaces
- * a newer, none lands after `forget`; `unchanged` writes nothing; an empty namespace
- * forgets; a restore names the cell and what did not come back, refuses what its seal
- * does not hold, and asks for an empty kernel when the runner could not read the payload.
+ * an in-memory store: a snapshot is asked for once the session settles (cells back to back
+ * make one request, a cell that starts drops the one waiting); saves land in the order they
+ * were asked for, an older never replaces a newer, none lands after `forget`; `unchanged`
+ * writes nothing; an empty namespace forgets; a restore names the cell and what did not
+ * come back, refuses what its seal does not hold, and asks for an empty kernel when the
+ * runner could not read the payload.
  */
 import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import type * as Kernel from "../../../src/kernel/Kernel.ts"
 import type { RestoreOutcome, SnapshotOptions, TakenSnapshot } from "../../../src/kernel/StateTransfer.ts"
 import { makeSessionSnapshots } from "../../../src/services/snapshots/SessionSnapshots.ts"
@@ -55,17 +57,26 @@ const saved = (text: string, names: ReadonlyArray<string> = ["x"]): TakenSnapsho
   return { status: "saved", payload, digest: payloadDigest(payload), names, skipped: [], error: undefined }
 }
 
+/** Waits (real time: the settle delay is a host timer) until `count` snapshots were asked for. */
+const asked = (pending: ReadonlyArray<unknown>, count: number) =>
+  Effect.promise(async () => {
+    for (let waited = 0; pending.length < count && waited < 5000; waited += 5) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(pending.length).toBe(count)
+  })
+
 const place = { sessionId: "s", language: "py" }
 const options = { mode: "every-cell" as const, budgetMb: 1, valueBudgetMb: 1 }
 
 describe("SessionSnapshots", () => {
-  it.effect("asks after each cell with the budgets and the digest it holds, and keeps saves in the order asked", () =>
+  it.live("asks after each cell with the budgets and the digest it holds, and keeps saves in the order asked", () =>
     Effect.gen(function*() {
       const { store, writes } = memoryStore()
       const { kernel, pending } = fakeKernel()
       const snapshots = yield* makeSessionSnapshots(store, options)
       yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a = 1" })
+      yield* asked(pending, 1)
       yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "b = 2" })
+      yield* asked(pending, 2)
       expect(pending.map((entry) => entry.options.budget)).toEqual([1024 * 1024, 1024 * 1024])
       yield* Deferred.succeed(pending[1]!.end, saved("two"))
       yield* Effect.yieldNow
@@ -73,22 +84,48 @@ describe("SessionSnapshots", () => {
       yield* snapshots.drain
       expect(writes).toEqual(["b = 2"])
       yield* snapshots.afterCell(place, kernel, { executionCount: 3, code: "print(b)" })
+      yield* asked(pending, 3)
       expect(pending[2]!.options.known).toBe(payloadDigest(new TextEncoder().encode("two")))
       yield* Deferred.succeed(pending[2]!.end, { ...saved("two"), status: "unchanged", payload: undefined })
       yield* snapshots.drain
       expect(writes).toEqual(["b = 2"])
     }).pipe(Effect.scoped))
 
-  it.effect("writes nothing for a snapshot yielded to a cell or failed, and nothing after forget", () =>
+  it.live("asks once for cells back to back, drops the request a starting cell finds waiting, and sends a waiting one at shutdown", () =>
+    Effect.gen(function*() {
+      const { store, writes } = memoryStore()
+      const { kernel, pending } = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      for (let cell = 1; cell <= 5; cell++) yield* snapshots.afterCell(place, kernel, { executionCount: cell, code: `c${cell}` })
+      yield* asked(pending, 1)
+      yield* Effect.sleep("100 millis")
+      expect(pending).toHaveLength(1)
+      yield* Deferred.succeed(pending[0]!.end, saved("five"))
+      yield* snapshots.afterCell(place, kernel, { executionCount: 6, code: "c6" })
+      snapshots.cellStarting(place)
+      yield* Effect.sleep("100 millis")
+      expect(pending).toHaveLength(1)
+      yield* snapshots.afterCell(place, kernel, { executionCount: 7, code: "c7" })
+      const draining = yield* Effect.forkChild(snapshots.drain)
+      yield* asked(pending, 2)
+      yield* Deferred.succeed(pending[1]!.end, saved("seven"))
+      yield* Fiber.join(draining)
+      expect(writes).toEqual(["c5", "c7"])
+    }).pipe(Effect.scoped))
+
+  it.live("writes nothing for a snapshot yielded to a cell or failed, and nothing after forget", () =>
     Effect.gen(function*() {
       const { store, rows, writes } = memoryStore()
       const { kernel, pending } = fakeKernel()
       const snapshots = yield* makeSessionSnapshots(store, options)
       yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a" })
+      yield* asked(pending, 1)
       yield* Deferred.succeed(pending[0]!.end, { ...saved("x"), status: "yielded", payload: undefined })
       yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "b" })
+      yield* asked(pending, 2)
       yield* Deferred.succeed(pending[1]!.end, { ...saved("x"), status: "failed", payload: undefined, error: "no" })
       yield* snapshots.afterCell(place, kernel, { executionCount: 3, code: "c" })
+      yield* asked(pending, 3)
       yield* snapshots.forget("s")
       yield* Deferred.succeed(pending[2]!.end, saved("late"))
       yield* snapshots.drain
@@ -96,27 +133,30 @@ describe("SessionSnapshots", () => {
       expect(rows.size).toBe(0)
     }).pipe(Effect.scoped))
 
-  it.effect("forgets the stored snapshot when the namespace is empty (after %reset)", () =>
+  it.live("forgets the stored snapshot when the namespace is empty (after %reset)", () =>
     Effect.gen(function*() {
       const { store, rows } = memoryStore()
       const { kernel, pending } = fakeKernel()
       const snapshots = yield* makeSessionSnapshots(store, options)
       yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a = 1" })
+      yield* asked(pending, 1)
       yield* Deferred.succeed(pending[0]!.end, saved("one"))
       yield* snapshots.drain
       expect(rows.size).toBe(1)
       yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "%reset -f" })
+      yield* asked(pending, 2)
       yield* Deferred.succeed(pending[1]!.end, saved("", []))
       yield* snapshots.drain
       expect(rows.size).toBe(0)
     }).pipe(Effect.scoped))
 
-  it.effect("restores with the count it was saved at, and words what came back and what did not", () =>
+  it.live("restores with the count it was saved at, and words what came back and what did not", () =>
     Effect.gen(function*() {
       const { store } = memoryStore()
       const writer = fakeKernel()
       const snapshots = yield* makeSessionSnapshots(store, options)
       yield* snapshots.afterCell(place, writer.kernel, { executionCount: 4, code: "model = fit()" })
+      yield* asked(writer.pending, 1)
       yield* Deferred.succeed(writer.pending[0]!.end, { ...saved("state", ["model", "conn"]), skipped: [{ name: "conn", reason: "socket objects cannot be saved" }] })
       yield* snapshots.drain
       const reader = fakeKernel({ restored: ["model"], skipped: [{ name: "np", reason: "No module named 'numpy'" }], error: undefined })
@@ -128,7 +168,7 @@ describe("SessionSnapshots", () => {
       expect(result.notice).toContain("np: No module named 'numpy'")
     }).pipe(Effect.scoped))
 
-  it.effect("refuses and discards a snapshot sealed for another session, and never hands it to the kernel", () =>
+  it.live("refuses and discards a snapshot sealed for another session, and never hands it to the kernel", () =>
     Effect.gen(function*() {
       const { store, rows } = memoryStore()
       const payload = new TextEncoder().encode("theirs")
@@ -145,12 +185,13 @@ describe("SessionSnapshots", () => {
       expect(rows.size).toBe(0)
     }).pipe(Effect.scoped))
 
-  it.effect("asks for an empty kernel when the runner could not read the payload", () =>
+  it.live("asks for an empty kernel when the runner could not read the payload", () =>
     Effect.gen(function*() {
       const { store } = memoryStore()
       const writer = fakeKernel()
       const snapshots = yield* makeSessionSnapshots(store, options)
       yield* snapshots.afterCell(place, writer.kernel, { executionCount: 1, code: "a = 1" })
+      yield* asked(writer.pending, 1)
       yield* Deferred.succeed(writer.pending[0]!.end, saved("state"))
       yield* snapshots.drain
       const reader = fakeKernel({ restored: [], skipped: [], error: "unknown payload format 9" })
