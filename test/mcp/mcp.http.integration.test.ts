@@ -6,9 +6,11 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { waitForExit } from "../cli/support.ts"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { tempDir, waitForExit } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { initializeRequest, kernelProcesses, type McpChild, startMcp } from "./support.ts"
+import { initializeRequest, kernelProcesses, type McpChild, poll, startMcp } from "./support.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
@@ -24,6 +26,7 @@ interface ToolResult {
 describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mcp --http", skipReason(integrationOff(), python === undefined && "no python3 found")), { timeout: 90_000 }, () => {
   let server: McpChild
   let url: string
+  const artifacts = tempDir("veyyon-mcp-http-artifacts-")
   const clients: Array<Client> = []
 
   const connect = async () => {
@@ -44,7 +47,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mc
     })
 
   beforeAll(async () => {
-    server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: TOKEN, VEYYON_MCP_PROGRESS_INTERVAL_MS: "250" })
+    server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: TOKEN, VEYYON_MCP_PROGRESS_INTERVAL_MS: "250", VEYYON_ARTIFACTS_DIR: artifacts })
     url = (await server.stderrMatch(/serving MCP \(streamable HTTP\) at (http:\S+)/))[1]!
   }, 100_000)
 
@@ -132,10 +135,13 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mc
     expect(text(result)).toContain("bwrap")
   })
 
-  it("DELETE ends the session and shuts its kernels down", async () => {
+  it("DELETE ends the session, shuts its kernels down and forgets its saved variables", async () => {
     const { client, transport } = await connect()
     const before = new Set(kernelProcesses(server.child.pid!))
     await call(client, "import os; os.getpid()")
+    const snapshots = path.join(artifacts, ".snapshots")
+    const sessionDirs = () => (fs.existsSync(snapshots) ? fs.readdirSync(snapshots).filter((name) => name !== "key") : [])
+    const saved = await poll(() => (sessionDirs().length > 0 ? sessionDirs() : undefined), 30_000, "the session's snapshot")
     const kernels = kernelProcesses(server.child.pid!).filter((pid) => !before.has(pid))
     expect(kernels.length).toBeGreaterThan(0)
     const session = transport.sessionId!
@@ -143,6 +149,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mc
     for (const pid of kernels) expect(await waitForExit(pid, 20_000)).toBe(true)
     const after = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }), { "mcp-session-id": session })
     expect(after.status).toBe(404)
+    for (const dir of saved) expect(fs.existsSync(path.join(snapshots, dir))).toBe(false)
   }, 60_000)
 })
 
