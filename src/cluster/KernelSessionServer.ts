@@ -18,7 +18,7 @@ import { EvalResultSchema } from "../services/tool/EvalResult.ts"
 import { checkParams, EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
-import { type ExecuteBatch, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
+import { type ExecuteBatch, KernelSession, type SessionCallError, SessionLedgerUnavailable, toSessionCallError } from "./KernelSession.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { CellHandOff } from "./CellHandOff.ts"
@@ -192,6 +192,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         }
       }
     }).pipe(
+      Effect.mapError(toSessionCallError),
       Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
       Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
       Effect.onExit((exit) =>
@@ -286,10 +287,10 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: runningCell()?.callId ?? null }),
     Complete: (request) =>
       Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd })),
+        Effect.mapError(tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }), toSessionCallError)),
     Inspect: (request) =>
       Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }))
+        Effect.mapError(tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }), toSessionCallError))
   })
 })
 
