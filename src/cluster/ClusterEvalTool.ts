@@ -12,6 +12,7 @@
  */
 import { Cause, Data, Duration, Effect, Result, Schedule } from "effect"
 import type { Sharding } from "effect/cluster/Sharding"
+import * as RpcClient from "effect/rpc/RpcClient"
 import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
@@ -33,6 +34,7 @@ import { DEFAULT_MAX_RICH_OUTPUTS, type SinkOutput } from "../services/output/Ou
 import { makeTextWindow } from "../services/output/TextWindow.ts"
 import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
 import { LOST_CELL_NOTICE } from "./LedgerDecision.ts"
+import { LOCAL_VERSIONS, VERSIONS_HEADER, versionsHeaderValue } from "./ProtocolVersion.ts"
 import { withStreamedOutputs } from "./NoticeResult.ts"
 
 /** The attribute of a cell's `eval.run` span naming the runner that answered it (host:port). */
@@ -43,14 +45,20 @@ class CallInTransit extends Data.TaggedError("CallInTransit")<{ readonly reason:
 
 /** The runner's error as the error the in-process tool would have failed with: itself, or a closed kernel for one of the runner's own. */
 const evalErrorOf = (failure: SessionCallError): EvalError =>
-  failure._tag === "SessionLedgerUnavailable" || failure._tag === "IntrospectionFailed" ? new KernelClosed({ reason: failure.message }) : failure
+  failure._tag === "SessionLedgerUnavailable" || failure._tag === "IntrospectionFailed" || failure._tag === "ProtocolMismatch"
+    ? new KernelClosed({ reason: failure.message })
+    : failure
 
 const describe = (error: unknown): string =>
   error instanceof Error ? error.message : typeof error === "object" && error !== null && "_tag" in error ? String((error as { _tag: unknown })._tag) : String(error)
 
-/** Failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
+/** This process's protocol versions, stated in each request (the runner refuses a call from a release it cannot talk with). */
+const VERSIONS_HEADERS = { [VERSIONS_HEADER]: versionsHeaderValue(LOCAL_VERSIONS) }
+
+/** Sends the call stating this process's versions; failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
 const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallError | CallInTransit, R> =>
   effect.pipe(
+    RpcClient.withHeaders(VERSIONS_HEADERS),
     // Our own interruption skips this handler; an interruption seen here is the runner's
     // (it shut down or lost the shard mid-call), so the call goes out again.
     Effect.catchCause((cause): Effect.Effect<never, SessionCallError | CallInTransit> => {
@@ -147,7 +155,7 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
       Effect.mapError((error) =>
         error._tag === "CallInTransit"
           ? new IntrospectionFailed({ reason: `no runner of the cluster answered (${error.reason})` })
-          : error._tag === "ArtifactDirUnavailable" || error._tag === "SessionLedgerUnavailable"
+          : error._tag === "ArtifactDirUnavailable" || error._tag === "SessionLedgerUnavailable" || error._tag === "ProtocolMismatch"
           ? new IntrospectionFailed({ reason: error.message })
           : error
       )

@@ -50,6 +50,15 @@ export class SessionLedgerUnavailable extends Schema.TaggedError<SessionLedgerUn
   }
 }
 
+/** The caller's release and the runner's cannot talk (their protocol or effect versions); the sentence names both. */
+export class ProtocolMismatch extends Schema.TaggedError<ProtocolMismatch>()("ProtocolMismatch", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `the runner refused the call: ${this.reason}`
+  }
+}
+
 /**
  * Every error a session call fails with, crossing the wire as itself: the tool's and the
  * runner's own, with one language-neutral `RuntimeUnavailable` for any backend's
@@ -69,7 +78,8 @@ export const SessionCallError = Schema.Union([
   KernelClosed,
   ArtifactDirUnavailable,
   IntrospectionFailed,
-  SessionLedgerUnavailable
+  SessionLedgerUnavailable,
+  ProtocolMismatch
 ])
 
 /** An error a session call fails with. */

@@ -40,6 +40,20 @@ export interface SessionLedgerOptions {
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
 
+/**
+ * The layout of the ledger rows this release writes, and the newest it reads: a row's
+ * `format` column (rows from before the column are format 1), separate from its
+ * concurrency `version`. A release that changes what a row means bumps it; an older
+ * release then refuses such a row instead of misreading it.
+ */
+export const LEDGER_FORMAT = 1
+
+/** Why this release must not act on a row of `format`, or undefined when it may. */
+export const rowFormatProblem = (sessionId: string, format: number): string | undefined =>
+  format <= LEDGER_FORMAT
+    ? undefined
+    : `the ledger row of session ${sessionId} is format ${format}, written by a newer release; this release reads formats up to ${LEDGER_FORMAT} (finish the upgrade of every runner)`
+
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
   session_id text PRIMARY KEY,
@@ -52,10 +66,13 @@ const SCHEMA = [
   done_result text,
   ended boolean NOT NULL DEFAULT false,
   version bigint NOT NULL DEFAULT 0,
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  format integer NOT NULL DEFAULT 1
 )`,
   // Tables made before rows had versions.
-  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`,
+  // Tables made before rows had formats: their rows are format 1.
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS format integer NOT NULL DEFAULT 1`
 ]
 
 interface DbRow {
@@ -69,6 +86,7 @@ interface DbRow {
   readonly done_result: string | null
   readonly ended: boolean
   readonly version: number | string
+  readonly format: number
 }
 
 const fromDb = (row: DbRow): LedgerRow => ({
@@ -151,19 +169,19 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
 
 
   const upsert = (row: LedgerRow) =>
-    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at)
-      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now())
+    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at, format)
+      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now(), ${LEDGER_FORMAT})
       ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
         generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
         done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended,
-        version = ${table}.version + 1, updated_at = now()
+        version = ${table}.version + 1, updated_at = now(), format = EXCLUDED.format
       RETURNING version`
 
   /** Writes `row` only when the session has none yet; the new version, or undefined when it had one. */
   const insertNew = (row: LedgerRow) =>
     Effect.map(
-      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at)
-        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now())
+      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at, format)
+        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now(), ${LEDGER_FORMAT})
         ON CONFLICT (session_id) DO NOTHING
         RETURNING version`,
       (rows) => rows[0]?.version
@@ -188,6 +206,11 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
   const locked = <A>(sessionId: string, step: Step<A>) =>
     sql.withTransaction(Effect.gen(function*() {
       const rows = yield* sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId} FOR UPDATE`
+      const problem = rows.length === 0 ? undefined : rowFormatProblem(sessionId, Number(rows[0]!.format))
+      if (problem !== undefined) {
+        cache.delete(sessionId)
+        return yield* new SqlError({ reason: new UnknownError({ cause: new Error(problem), message: problem, operation: "ledger" }) })
+      }
       const found = rows.length === 0 ? undefined : fromDb(rows[0]!)
       const { next, value } = step(found)
       if (next !== undefined && next !== found) {
