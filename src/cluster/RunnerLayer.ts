@@ -18,6 +18,7 @@ import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { CellHandOff } from "./CellHandOff.ts"
+import { describeDatabase } from "./DatabaseOutage.ts"
 import { kernelSessionServer } from "./KernelSessionServer.ts"
 import { PgKvStoreLive } from "./PgKvStore.ts"
 import { type InvalidWorkspaceSettings, resolveWorkspaceSettings, RunnerWorkspace, type RunnerWorkspaceSettings } from "./RunnerWorkspace.ts"
@@ -40,7 +41,7 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
   const workspace = Layer.unwrap(Effect.map(Effect.fromResult(workspaceSettings), RunnerWorkspace.layer))
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)
-  const ledger = SessionLedger.layer(randomUUID(), advertised)
+  const ledger = SessionLedger.layer(randomUUID(), advertised, { database: describeDatabase(cluster.postgresUrl) })
   // kv in Postgres under the eval layer; the publisher copies each cell's artifacts there.
   const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer(options).pipe(Layer.provide(PgKvStoreLive))))
   // Closed before the sharding hands the shards off, so the releases of a stop say so.

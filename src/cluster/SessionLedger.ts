@@ -16,13 +16,16 @@
  * and writes in one transaction, as every step did before. So a decision is always taken
  * on the row as it stands when its write lands.
  * Every call is bounded (`LEDGER_CALL_TIMEOUT`): a stuck database makes a cell fail to
- * start with a clear error, never hang.
+ * start with a clear error, never hang. A database that cannot be reached (restarting) is
+ * waited for up to `DATABASE_OUTAGE_WAIT`, each step tried again (every step is idempotent
+ * for its incarnation), then the call fails with a sentence naming the database.
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { type CachedRow, cachedRow, decidesFromCache, decisionWritesResult } from "./LedgerCache.ts"
 import { decideExecute, endedRow, finishedRow, inflightElsewhere, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
+import { waitOutOutage } from "./DatabaseOutage.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
 /** A finished call's result is kept for a second delivery when its JSON is at most this long (characters). */
@@ -35,6 +38,10 @@ export const LEDGER_CALL_TIMEOUT = Duration.seconds(30)
 export interface SessionLedgerOptions {
   /** The longest one call may take (default `LEDGER_CALL_TIMEOUT`). */
   readonly callTimeout?: Duration.Input
+  /** How long a call waits for an unreachable database to come back (default `DATABASE_OUTAGE_WAIT`). */
+  readonly outageWait?: Duration.Input
+  /** The database as errors name it (see `describeDatabase`). */
+  readonly database?: string
 }
 
 /** The ledger's table. */
@@ -156,7 +163,9 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
     else cache.set(row.sessionId, entry)
   }
 
-  const bounded = <A>(effect: Effect.Effect<A, SqlError>) =>
+  const database = options.database ?? "the cluster's database (Postgres)"
+  /** One try of a call, bounded. */
+  const once = <A>(effect: Effect.Effect<A, SqlError>) =>
     effect.pipe(
       Effect.timeoutOrElse({
         duration: callTimeout,
@@ -166,6 +175,8 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
         }
       })
     )
+  /** A call whose tries, each bounded, go on while the database cannot be reached (a restart), up to the outage wait. */
+  const bounded = <A>(effect: Effect.Effect<A, SqlError>) => waitOutOutage(once(effect), database, options.outageWait)
 
 
   const upsert = (row: LedgerRow) =>
@@ -263,8 +274,11 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
       const cached = cache.get(sessionId)
       return cached === undefined ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step, () => true)
     },
+    // Not waited for: a runner letting sessions go (its shards moved, it is stopping) does not
+    // stall on an outage; a release not recorded only makes the next owner of a call still
+    // in flight ask whether this runner answers before it decides.
     release: (sessionId) =>
-      bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined }))),
+      once(locked(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined }))),
     end: (sessionId) =>
       bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined }))),
     row: (sessionId) =>
