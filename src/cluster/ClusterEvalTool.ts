@@ -12,7 +12,6 @@
  */
 import { Cause, Data, Duration, Effect, Result, Schedule } from "effect"
 import type { Sharding } from "effect/cluster/Sharding"
-import * as RpcClient from "effect/rpc/RpcClient"
 import { randomBytes } from "node:crypto"
 import { IntrospectionFailed } from "../kernel/Introspection.ts"
 import { cellSpanFailure, withSpanWhenTraced } from "../kernel/Spans.ts"
@@ -35,7 +34,7 @@ import { makeTextWindow } from "../services/output/TextWindow.ts"
 import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
 import type { DatabaseWatch } from "./DatabaseOutage.ts"
 import { LOST_CELL_NOTICE } from "./LedgerDecision.ts"
-import { LOCAL_VERSIONS, VERSIONS_HEADER, versionsHeaderValue } from "./ProtocolVersion.ts"
+import { stateVersions } from "./ProtocolVersion.ts"
 import { withStreamedOutputs } from "./NoticeResult.ts"
 
 /** The attribute of a cell's `eval.run` span naming the runner that answered it (host:port). */
@@ -53,13 +52,10 @@ const evalErrorOf = (failure: SessionCallError): EvalError =>
 const describe = (error: unknown): string =>
   error instanceof Error ? error.message : typeof error === "object" && error !== null && "_tag" in error ? String((error as { _tag: unknown })._tag) : String(error)
 
-/** This process's protocol versions, stated in each request (the runner refuses a call from a release it cannot talk with). */
-const VERSIONS_HEADERS = { [VERSIONS_HEADER]: versionsHeaderValue(LOCAL_VERSIONS) }
-
 /** Sends the call stating this process's versions; failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
 const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallError | CallInTransit, R> =>
   effect.pipe(
-    RpcClient.withHeaders(VERSIONS_HEADERS),
+    stateVersions,
     // Our own interruption skips this handler; an interruption seen here is the runner's
     // (it shut down or lost the shard mid-call), so the call goes out again.
     Effect.catchCause((cause): Effect.Effect<never, SessionCallError | CallInTransit> => {

@@ -9,6 +9,8 @@
  * Protocol 1 is the handshake of the releases before versions were stated (`VYMESH1`,
  * which carries none). Protocol 2 states them.
  */
+import type { Effect } from "effect"
+import * as RpcClient from "effect/rpc/RpcClient"
 import { createRequire } from "node:module"
 
 /** This release's cluster protocol version. */
@@ -93,6 +95,12 @@ export const VERSIONS_HEADER = "x-veyyon-protocol"
 
 /** A statement as a request header's value: `protocol oldest effect`. */
 export const versionsHeaderValue = (versions: PeerVersions): string => `${versions.protocol} ${versions.oldest} ${versions.effect}`
+
+/** The request headers stating this release's versions. */
+export const VERSIONS_HEADERS: Readonly<Record<string, string>> = { [VERSIONS_HEADER]: versionsHeaderValue(LOCAL_VERSIONS) }
+
+/** Sends the requests `effect` makes stating this release's versions, which the runner checks. */
+export const stateVersions: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = RpcClient.withHeaders(VERSIONS_HEADERS)
 
 /** A statement read from a request header; a request without one is from a release before versions were stated. */
 export const parseVersionsHeader = (value: string | undefined): PeerVersions | string => {

@@ -15,12 +15,11 @@ import { RunnerAddress } from "effect/cluster/RunnerAddress"
 import * as RunnerStorage from "effect/cluster/RunnerStorage"
 import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as SocketRunner from "effect/cluster/SocketRunner"
-import * as RpcClient from "effect/rpc/RpcClient"
 import * as net from "node:net"
 import { DEFAULT_SHARDS } from "../../src/cluster/ClusterSettings.ts"
 import { layerClusterSerialization } from "../../src/cluster/ClusterTransport.ts"
 import { KernelSession } from "../../src/cluster/KernelSession.ts"
-import { LOCAL_VERSIONS, VERSIONS_HEADER, versionsHeaderValue } from "../../src/cluster/ProtocolVersion.ts"
+import { stateVersions } from "../../src/cluster/ProtocolVersion.ts"
 
 /** The library's client-only sharding aimed at the runner at `host:port`, with no secret and no database. */
 export const attackerSharding = (host: string, port: number) => {
@@ -44,7 +43,7 @@ export const attackExecute = (host: string, port: number, sessionId: string, cod
     Effect.gen(function*() {
       const clientOf = yield* KernelSession.client
       return yield* clientOf(sessionId).Execute({ params: { language: "py", code }, callId: `attack-${Date.now()}`, from: 0 })
-    }).pipe(RpcClient.withHeaders({ [VERSIONS_HEADER]: versionsHeaderValue(LOCAL_VERSIONS) }), Effect.timeout(timeoutMs), Effect.scoped, Effect.provide(attackerSharding(host, port)))
+    }).pipe(stateVersions, Effect.timeout(timeoutMs), Effect.scoped, Effect.provide(attackerSharding(host, port)))
   )
 
 /**
