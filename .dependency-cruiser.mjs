@@ -1,8 +1,8 @@
 /**
  * The layering of `src/`, checked by `npm run check:deps` (dependency-cruiser) in CI.
  * From the bottom up: the kernel; child processes; rendering; the language backends beside storage and
- * isolation, with the settings reading the backends' declarations; output and the
- * registry; the tool; the doors (MCP, effect/ai, cluster, the layers that wire them); the
+ * isolation, with the settings reading the backends' declarations; output, session
+ * snapshots and the registry; the tool; the doors (MCP, effect/ai, cluster, the layers that wire them); the
  * CLI and the package entries on top. A module may import its own room and the rooms its
  * rule names, never one above, and no import cycle is allowed (type-only imports count).
  */
@@ -53,9 +53,15 @@ export default {
       "A cell's output, artifacts and session record know nothing of who runs kernels or of the tool."
     ),
     layer(
+      "snapshots-below-registry",
+      room("services/snapshots"),
+      ["kernel", "process", "render", "services/config", "services/storage", "services/isolation", "backends", "services/output", "services/snapshots"],
+      "A session's saved state is sealed, kept and restored into a kernel it is handed; it knows nothing of who runs kernels or of the tool."
+    ),
+    layer(
       "registry-below-tool",
       room("services/registry"),
-      ["kernel", "process", "render", "services/config", "services/storage", "services/isolation", "backends", "services/output", "services/registry"],
+      ["kernel", "process", "render", "services/config", "services/storage", "services/isolation", "backends", "services/output", "services/snapshots", "services/registry"],
       "The registry owns kernels; it knows nothing of the tool or the doors."
     ),
     layer(

@@ -48,7 +48,34 @@ const importerFor = (dir) => {
   return importer
 }
 
-const importFromCwd = (specifier, options) => importerFor(process.cwd())(specifier, options)
+// The modules cells loaded (import, import(), require), each once per folder and specifier,
+// so a snapshot can name a binding by the module it came from and load it again on restore.
+const modulesLoaded = new Map()
+
+const noteModule = (how, dir, specifier, options, value) => {
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return
+  const key = `${how}\0${dir}\0${specifier}\0${options === undefined ? "" : JSON.stringify(options)}`
+  modulesLoaded.set(key, { how, dir, specifier, options, value })
+}
+
+/** The modules cells loaded: {how: "import" | "require", dir, specifier, options, value}. */
+export const loadedModules = () => [...modulesLoaded.values()]
+
+/** import(specifier) as a cell in dir made it; noted like a cell's. */
+export const importFrom = async (dir, specifier, options) => {
+  const value = await importerFor(dir)(specifier, options)
+  noteModule("import", dir, String(specifier), options, value)
+  return value
+}
+
+/** require(specifier) as a cell in dir made it; noted like a cell's. */
+export const requireFrom = (dir, specifier) => {
+  const value = createRequire(path.join(dir, "[cell]"))(specifier)
+  noteModule("require", dir, String(specifier), undefined, value)
+  return value
+}
+
+const importFromCwd = (specifier, options) => importFrom(process.cwd(), specifier, options)
 
 const requireHere = () => {
   const dir = process.cwd()
@@ -61,7 +88,9 @@ const requireHere = () => {
 
 /** require() for cells: resolves from the kernel's current working directory. */
 function cellRequire(id) {
-  return requireHere()(id)
+  const value = requireHere()(id)
+  noteModule("require", requireDir, String(id), undefined, value)
+  return value
 }
 cellRequire.resolve = (request, options) => requireHere().resolve(request, options)
 cellRequire.resolve.paths = (request) => requireHere().resolve.paths(request)
@@ -163,6 +192,67 @@ const evaluate = (source, group) =>
     if (early !== undefined) resolve(early)
   })
 
+/**
+ * The scopes a top-level function closes over beyond the script and global scopes, as the
+ * inspector names them ("Closure", "Block", ...), leaving out a scope that holds nothing but
+ * the function itself (a class's own name, seen from its methods); undefined when the name is
+ * not a function. Empty: the function's source, evaluated at the top level, is the function.
+ */
+export const functionScopes = (name) => {
+  const group = "veyyon-scopes"
+  try {
+    const { result } = post("Runtime.evaluate", { expression: name, contextId, objectGroup: group, silent: true })
+    if (result?.type !== "function" || result.objectId === undefined) return undefined
+    const own = post("Runtime.getProperties", { objectId: result.objectId, ownProperties: true })
+    const scopes = own.internalProperties?.find((property) => property.name === "[[Scopes]]")
+    if (scopes?.value?.objectId === undefined) return []
+    const isItself = (variable) =>
+      variable.value?.objectId !== undefined &&
+      post("Runtime.callFunctionOn", {
+        functionDeclaration: "function (other) { return this === other }",
+        objectId: result.objectId,
+        arguments: [{ objectId: variable.value.objectId }],
+        returnByValue: true,
+        silent: true
+      }).result?.value === true
+    return post("Runtime.getProperties", { objectId: scopes.value.objectId, ownProperties: true }).result
+      .filter((entry) => /^\d+$/.test(entry.name))
+      .filter((entry) => {
+        const kind = String(entry.value?.description ?? "").split(" ")[0]
+        if (kind === "Script" || kind === "Global") return false
+        if (entry.value?.objectId === undefined) return true
+        const variables = post("Runtime.getProperties", { objectId: entry.value.objectId, ownProperties: true }).result
+        return !(variables.length > 0 && variables.every(isItself))
+      })
+      .map((entry) => String(entry.value?.description ?? "").split(" ")[0])
+  } finally {
+    post("Runtime.releaseObjectGroup", { objectGroup: group })
+  }
+}
+
+/** Runs source in the cells' REPL scope (not interruptible, never counted); resolves with the thrown error or undefined. */
+export const evaluateInReplScope = (source) =>
+  new Promise((resolve) => {
+    session.post("Runtime.evaluate", {
+      expression: source,
+      contextId,
+      replMode: true,
+      awaitPromise: true,
+      objectGroup: "veyyon-restore",
+      silent: true,
+      disableBreaks: true,
+      generatePreview: false
+    }, (error, result) => {
+      let failure = error ?? undefined
+      if (failure === undefined && result?.exceptionDetails !== undefined) {
+        failure = takeValue(result.exceptionDetails.exception ?? { type: "undefined" })
+        if (!(failure instanceof Error)) failure = new Error(String(failure))
+      }
+      post("Runtime.releaseObjectGroup", { objectGroup: "veyyon-restore" })
+      resolve(failure)
+    })
+  })
+
 // ---------------------------------------------------------------------------
 // Errors
 
@@ -262,8 +352,11 @@ export const clearCellTimers = (cell) => {
 // ---------------------------------------------------------------------------
 // Globals every cell sees
 
+/** The cells' top-level let, const and class names. */
+export const lexicalNames = () => post("Runtime.globalLexicalScopeNames", { executionContextId: contextId }).names
+
 export const userNames = () => {
-  const names = new Set(post("Runtime.globalLexicalScopeNames", { executionContextId: contextId }).names)
+  const names = new Set(lexicalNames())
   for (const name of Object.getOwnPropertyNames(globalThis)) {
     if (name === "_") continue
     const descriptor = Object.getOwnPropertyDescriptor(globalThis, name)
@@ -306,6 +399,8 @@ export const installGlobals = () => {
   define("display", display)
   define("require", cellRequire)
   define(IMPORT_NAME, importFromCwd)
+  Object.defineProperty(globalThis, Symbol.for("veyyon.importFrom"), { value: importFrom })
+  Object.defineProperty(globalThis, Symbol.for("veyyon.requireFrom"), { value: requireFrom })
   define("_", undefined)
   trackTimers()
   process.exit = function exit(code) {

@@ -81,7 +81,29 @@ const parseRequest = (message) => {
   return { kind: "execute", request: { id, code: message.code, silent, storeHistory, cwd: message.cwd ?? undefined, env: env ?? undefined } }
 }
 
-/** Decodes one host line: {kind: "execute", request} | {kind: "exit"} | {kind: "bridge_result", message} | {kind: "invalid", id, text}. */
+const isSize = (value) => typeof value === "number" && value >= 0
+
+/** A snapshot request, or one piece of a restore; a malformed one is answered as its kind's failure, so the host's wait for it ends. */
+const parseStateRequest = (message) => {
+  if (typeof message.id !== "string") return { kind: "invalid", id: null, text: `${message.type} request id must be a string` }
+  if (message.type === "snapshot") {
+    const valid = isSize(message.budget) && isSize(message.valueBudget) && (message.known === undefined || typeof message.known === "string")
+    return valid
+      ? { kind: "snapshot", request: { id: message.id, budget: message.budget, valueBudget: message.valueBudget, known: message.known } }
+      : { kind: "snapshot_invalid", id: message.id, text: "budget and valueBudget must be numbers of bytes, known a string" }
+  }
+  const valid = typeof message.data === "string" && typeof message.more === "boolean" &&
+    (message.executionCount === undefined || (Number.isInteger(message.executionCount) && message.executionCount >= 0))
+  return valid
+    ? { kind: "restore", request: { id: message.id, data: message.data, more: message.more, executionCount: message.executionCount } }
+    : { kind: "restore_invalid", id: message.id, text: "a restore piece needs data (a string), more (a boolean) and at most a whole executionCount" }
+}
+
+/**
+ * Decodes one host line: {kind: "execute", request} | {kind: "exit"} | {kind: "bridge_result", message} |
+ * {kind: "introspect", request} | {kind: "snapshot" | "restore", request} | {kind: "invalid", id, text}
+ * (and "snapshot_invalid", "restore_invalid" with an id and text).
+ */
 export const classifyLine = (line) => {
   let message
   try {
@@ -99,6 +121,7 @@ export const classifyLine = (line) => {
       : { kind: "invalid", id: null, text: "bridge_result without a string callId" }
   }
   if (message.type === "complete" || message.type === "inspect") return parseIntrospect(message)
+  if (message.type === "snapshot" || message.type === "restore") return parseStateRequest(message)
   if (message.type !== undefined && message.type !== "execute") {
     return { kind: "invalid", id: typeof message.id === "string" ? message.id : null, text: `unknown message type ${JSON.stringify(message.type)}` }
   }

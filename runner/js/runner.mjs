@@ -33,7 +33,8 @@
  * writing, kernel state, host lines), output.mjs (stdout/stderr and child stdio as frames),
  * display.mjs (MIME bundles, display()), bridge.mjs (host bridge), transform.mjs (import
  * rewriting), execution.mjs (evaluation, errors, timers, globals), interrupt.mjs (SIGINT),
- * introspect.mjs (complete/inspect), egress.mjs (the in-sandbox forwarder to the host's
+ * introspect.mjs (complete/inspect), snapshot.mjs (snapshots and restores of the user's
+ * state), egress.mjs (the in-sandbox forwarder to the host's
  * egress proxy), and prelude.mjs.
  */
 import * as path from "node:path"
@@ -45,6 +46,7 @@ import { INTERRUPT_FIELDS, Interrupt, applyContext, clearCellTimers, errorFields
 import { keepSigintListeners, startSentinel } from "./interrupt.mjs"
 import { introspect } from "./introspect.mjs"
 import { startEgressForwarder } from "./egress.mjs"
+import { markEnvironmentBaseline, runRestore, runSnapshot } from "./snapshot.mjs"
 
 export { BridgeError, bridgeCall } from "./bridge.mjs"
 export { display, emitStatus, MIME_HOOK, mimeBundle } from "./display.mjs"
@@ -88,6 +90,8 @@ const handleRequest = async (request) => {
     if (failure !== undefined) send({ type: "error", id: request.id, ...failure })
   } finally {
     abandonBridgeCalls(request.id)
+    // The host's init request (silent, not stored, carrying the session's env): what a snapshot's env is measured against.
+    if (request.silent && !request.storeHistory && request.env !== undefined) markEnvironmentBaseline()
     send({ type: "done", id: request.id, status: failure === undefined ? "ok" : "error", executionCount: state.executionCount, cancelled })
   }
 }
@@ -102,6 +106,22 @@ const enqueue = (item) => {
 }
 
 let inputEnded = false
+
+/** Whether an execute request waits in the queue: a snapshot then yields to it. */
+const cellWaiting = () => queue.some((item) => item !== END && item.kind === undefined)
+
+/** Restore pieces received so far, by request id, until the one with more: false. */
+const restorePieces = new Map()
+
+const receiveRestorePiece = (piece) => {
+  const pieces = restorePieces.get(piece.id) ?? []
+  pieces.push(Buffer.from(piece.data, "base64"))
+  if (piece.more) restorePieces.set(piece.id, pieces)
+  else {
+    restorePieces.delete(piece.id)
+    enqueue({ kind: "restore", id: piece.id, pieces, executionCount: piece.executionCount })
+  }
+}
 
 /** The host's input has ended, or it sent exit: the queued requests still run, then the runner exits. */
 const endOfInput = () => {
@@ -122,6 +142,15 @@ const routeLine = (line) => {
       return resolveBridge(kind.message)
     case "introspect":
       return introspect(kind.request)
+    case "snapshot":
+      return enqueue({ kind: "snapshot", ...kind.request })
+    case "restore":
+      return receiveRestorePiece(kind.request)
+    case "snapshot_invalid":
+      return send({ type: "snapshot_done", id: kind.id, status: "failed", names: [], skipped: [], error: kind.text })
+    case "restore_invalid":
+      restorePieces.delete(kind.id)
+      return send({ type: "restore_done", id: kind.id, restored: [], skipped: [], error: kind.text })
     case "invalid":
       return kind.id === null ? protocolError(null, kind.text) : enqueue(kind)
   }
@@ -135,7 +164,11 @@ const serve = async () => {
     if (item === undefined) continue
     if (item === END) realExit(0)
     try {
-      if (item.kind === "invalid") {
+      if (item.kind === "snapshot") {
+        await runSnapshot(item, cellWaiting)
+      } else if (item.kind === "restore") {
+        await runRestore(item)
+      } else if (item.kind === "invalid") {
         protocolError(item.id, item.text)
         send({ type: "done", id: item.id, status: "error", executionCount: state.executionCount, cancelled: false })
       } else {
@@ -144,7 +177,11 @@ const serve = async () => {
     } catch (error) {
       state.active = null
       diagnose(`internal error: ${error?.stack ?? error}`)
-      if (item.id !== undefined && item.id !== null) {
+      if (item.kind === "snapshot" || item.kind === "restore") {
+        const type = item.kind === "snapshot" ? "snapshot_done" : "restore_done"
+        const answer = item.kind === "snapshot" ? { status: "failed", names: [] } : { restored: [] }
+        send({ type, id: item.id, ...answer, skipped: [], error: `internal error: ${error?.message ?? error}` })
+      } else if (item.id !== undefined && item.id !== null) {
         send({ type: "done", id: item.id, status: "error", executionCount: state.executionCount, cancelled: false })
       }
     }
@@ -152,14 +189,17 @@ const serve = async () => {
 }
 
 const readRequests = (input) => {
-  let pending = Buffer.alloc(0)
+  // The pieces of a line not yet ended: joined once its newline arrives, so a long line (a
+  // restore piece of megabytes) costs its length once, not once per chunk that carries it.
+  let pending = []
   input.on("data", (chunk) => {
     if (inputEnded) return
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
     let newline
-    while (!inputEnded && (newline = pending.indexOf(10)) >= 0) {
-      const line = pending.subarray(0, newline).toString("utf8")
-      pending = pending.subarray(newline + 1)
+    while (!inputEnded && (newline = chunk.indexOf(10)) >= 0) {
+      pending.push(chunk.subarray(0, newline))
+      const line = (pending.length === 1 ? pending[0] : Buffer.concat(pending)).toString("utf8")
+      pending = []
+      chunk = chunk.subarray(newline + 1)
       if (line.trim() === "") continue
       try {
         routeLine(line)
@@ -167,6 +207,7 @@ const readRequests = (input) => {
         diagnose(`could not handle a host line: ${error?.stack ?? error}`)
       }
     }
+    if (!inputEnded && chunk.length > 0) pending.push(chunk)
   })
   input.on("end", endOfInput)
   input.on("error", endOfInput)

@@ -30,12 +30,16 @@
 # to_jpeg add rich types. A Hash whose keys are all MIME types ("text/html", "image/png", ...)
 # is an explicit bundle; display(hash, raw: true) insists on that; display(data, mime: "text/html")
 # sends data under one type. Binary image data is sent base64-encoded.
+#
+# Snapshots and restores of the user's state (locals, definitions from the cell history,
+# libraries and their load path, cwd, env) are snapshot.rb's.
 
 require "json"
 require "ripper"
 require "socket"
 require_relative "egress"
 require_relative "introspect"
+require_relative "snapshot"
 
 module Veyyon
   # A bridge call the host answered with an error; message is "name: message".
@@ -118,6 +122,14 @@ module VeyyonRunner
   Query = Struct.new(:kind, :id, :code, :cursor, :detail)
   # A request line that is not valid: its id (or nil) and why.
   Invalid = Struct.new(:id, :text)
+  # A snapshot request: budgets in bytes, known the digest the host holds (or nil).
+  SnapshotRequest = Struct.new(:id, :budget, :value_budget, :known)
+  # One piece of a restore (base64 data); the one with more false ends it.
+  RestorePiece = Struct.new(:id, :data, :more, :execution_count)
+  # A whole restore: its pieces decoded, in order.
+  RestoreRequest = Struct.new(:id, :pieces, :execution_count)
+  # A snapshot or restore line that is not valid: answered as that kind's failure.
+  StateInvalid = Struct.new(:type, :id, :text)
   # A bridge call waiting for the host's answer.
   BridgeCall = Struct.new(:request_id, :method_name, :answer, :resumed)
 
@@ -150,7 +162,8 @@ module VeyyonRunner
   module Protocol
     module_function
 
-    # [:execute, Request] | [:query, Query] | [:exit] | [:bridge_result, Hash] | [:invalid, Invalid]
+    # [:execute, Request] | [:query, Query] | [:exit] | [:bridge_result, Hash] | [:invalid, Invalid] |
+    # [:snapshot, SnapshotRequest] | [:restore, RestorePiece] | [:state_invalid, StateInvalid]
     def classify(line)
       message = begin
         JSON.parse(line)
@@ -167,6 +180,7 @@ module VeyyonRunner
         return message["callId"].is_a?(String) ? [:bridge_result, message] : [:invalid, Invalid.new(nil, "bridge_result without a string callId")]
       end
       return parse_query(message) if kind == "complete" || kind == "inspect"
+      return parse_state_request(message) if kind == "snapshot" || kind == "restore"
       unless kind.nil? || kind == "execute"
         id = message["id"].is_a?(String) ? message["id"] : nil
         return [:invalid, Invalid.new(id, "unknown message type #{JSON.generate(kind)}")]
@@ -209,6 +223,29 @@ module VeyyonRunner
       cursor = message["cursorPos"]
       cursor = code.length unless cursor.is_a?(Integer) && cursor.between?(0, code.length)
       [:query, Query.new(message["type"], id, code, cursor, message["detailLevel"] == 1 ? 1 : 0)]
+    end
+
+    # A snapshot request or one restore piece; a malformed one with an id is answered as its kind's failure.
+    def parse_state_request(message)
+      id = message["id"]
+      return [:invalid, Invalid.new(nil, "#{message['type']} request id must be a string")] unless id.is_a?(String)
+
+      if message["type"] == "snapshot"
+        budget = message["budget"]
+        value_budget = message["valueBudget"]
+        known = message["known"]
+        unless budget.is_a?(Numeric) && budget >= 0 && value_budget.is_a?(Numeric) && value_budget >= 0 && (known.nil? || known.is_a?(String))
+          return [:state_invalid, StateInvalid.new("snapshot", id, "budget and valueBudget must be numbers of bytes, known a string")]
+        end
+
+        return [:snapshot, SnapshotRequest.new(id, budget, value_budget, known)]
+      end
+      count = message["executionCount"]
+      unless message["data"].is_a?(String) && boolean?(message["more"]) && (count.nil? || (count.is_a?(Integer) && count >= 0))
+        return [:state_invalid, StateInvalid.new("restore", id, "a restore piece needs data (a string), more (a boolean) and at most a whole executionCount")]
+      end
+
+      [:restore, RestorePiece.new(id, message["data"], message["more"], count)]
     end
 
     def boolean?(value)
@@ -281,14 +318,24 @@ module VeyyonRunner
       @bridge_calls = {}
       @input_closed = false
       @call_seq = 0
-      @protected = { locals: [], methods: [], constants: [] }
+      @protected = { locals: [], methods: [], constants: [], ivars: [], globals: [], features: [] }
       @queries = 0
       @sources = {}
       @sources_bytes = 0
       @main_thread = Thread.current
       @binding_ = TOPLEVEL_BINDING.eval("binding")
-      @baseline = { methods: Object.private_instance_methods(false), constants: Object.constants }
+      @baseline = {
+        methods: Object.private_instance_methods(false), constants: Object.constants,
+        ivars: @binding_.receiver.instance_variables, globals: global_variables, features: $LOADED_FEATURES.dup,
+        load_path: $LOAD_PATH.dup
+      }
+      @pending_cells = 0
+      @definitions = []
+      @restore_pieces = {}
+      @env_baseline = ENV.to_h
     end
+
+    attr_writer :execution_count
 
     # Serves requests until an exit request, the end of input, or the host's death.
     def serve
@@ -659,11 +706,34 @@ module VeyyonRunner
     def route(line)
       kind, payload = Protocol.classify(line.dup.force_encoding(Encoding::UTF_8))
       case kind
-      when :execute then @requests << payload
+      when :execute
+        @state_lock.synchronize { @pending_cells += 1 }
+        @requests << payload
+      when :snapshot then @requests << payload
+      when :restore then receive_restore_piece(payload)
+      when :state_invalid then answer_invalid_state(payload)
       when :exit then :exit
       when :bridge_result then resolve_bridge(payload)
       when :query then start_query(payload)
       when :invalid then payload.id.nil? ? protocol_error(nil, payload.text) : @requests << payload
+      end
+    end
+
+    def receive_restore_piece(piece)
+      pieces = (@restore_pieces[piece.id] ||= [])
+      pieces << piece.data.unpack1("m")
+      return if piece.more
+
+      @restore_pieces.delete(piece.id)
+      @requests << RestoreRequest.new(piece.id, pieces, piece.execution_count)
+    end
+
+    def answer_invalid_state(invalid)
+      if invalid.type == "snapshot"
+        send_frame(type: "snapshot_done", id: invalid.id, status: "failed", names: [], skipped: [], error: invalid.text)
+      else
+        @restore_pieces.delete(invalid.id)
+        send_frame(type: "restore_done", id: invalid.id, restored: [], skipped: [], error: invalid.text)
       end
     end
 
@@ -721,7 +791,12 @@ module VeyyonRunner
 
     def handle(item)
       shutdown if item.equal?(END_OF_INPUT)
-      if item.is_a?(Invalid)
+      @state_lock.synchronize { @pending_cells -= 1 } if item.is_a?(Request)
+      if item.is_a?(SnapshotRequest)
+        Snapshot.snapshot(self, item)
+      elsif item.is_a?(RestoreRequest)
+        Snapshot.restore(self, item)
+      elsif item.is_a?(Invalid)
         protocol_error(item.id, item.text)
         send_frame(type: "done", id: item.id, status: "error", executionCount: @execution_count, cancelled: false)
       else
@@ -729,7 +804,13 @@ module VeyyonRunner
       end
     rescue Exception => e # rubocop:disable Lint/RescueException
       diagnose("internal error: #{e.class}: #{e.message}")
-      send_frame(type: "done", id: item.id, status: "error", executionCount: @execution_count, cancelled: false) if item.respond_to?(:id)
+      if item.is_a?(SnapshotRequest)
+        send_frame(type: "snapshot_done", id: item.id, status: "failed", names: [], skipped: [], error: "internal error: #{e.class}: #{e.message}")
+      elsif item.is_a?(RestoreRequest)
+        send_frame(type: "restore_done", id: item.id, restored: [], skipped: [], error: "internal error: #{e.class}: #{e.message}")
+      elsif item.respond_to?(:id)
+        send_frame(type: "done", id: item.id, status: "error", executionCount: @execution_count, cancelled: false)
+      end
     end
 
     def handle_request(request)
@@ -757,6 +838,8 @@ module VeyyonRunner
 
     def finish_request(request, failure, before)
       protect_new_names(before) if before
+      # The host's init request (silent, not stored, carrying the session's env): what a snapshot's env is measured against.
+      @env_baseline = ENV.to_h if request.silent && !request.store_history && request.env
       abandon_bridge_calls(request.id)
       finish_output
       send_frame({ type: "error", id: request.id }.merge(error_fields(failure))) if failure
@@ -772,7 +855,10 @@ module VeyyonRunner
 
     def run_cell(request)
       filename = request.silent && request.code.start_with?(PRELUDE_MARK) ? PRELUDE_FILE : cell_filename(request)
-      remember_source(filename, request.code) unless filename == PRELUDE_FILE
+      unless filename == PRELUDE_FILE
+        remember_source(filename, request.code)
+        Snapshot.record_definitions(@definitions, filename, request.code)
+      end
       value = @binding_.eval(request.code, filename, 1)
       return if NilClass === value || request.silent || no_result?(request.code)
 
@@ -823,7 +909,10 @@ module VeyyonRunner
       {
         locals: @binding_.local_variables,
         methods: Object.private_instance_methods(false),
-        constants: Object.constants
+        constants: Object.constants,
+        ivars: @binding_.receiver.instance_variables,
+        globals: global_variables,
+        features: $LOADED_FEATURES.dup
       }
     end
 
@@ -841,6 +930,118 @@ module VeyyonRunner
       (locals + methods + constants).sort_by(&:first)
     end
 
+    # ----------------------------------------------------------------------------------------
+    # Snapshots and restores (snapshot.rb)
+
+    # Whether an execute request waits: a snapshot then yields to it.
+    def cell_waiting?
+      @state_lock.synchronize { @pending_cells.positive? }
+    end
+
+    # In a forked snapshot writer: the protocol channel and the output pipes are the kernel's, not
+    # its. An IO the dead reader thread was blocked on "closes" without closing its descriptor,
+    # so each descriptor is closed again through an IO of its own.
+    def close_channel_in_child
+      ios = [@in, @out, *@pipes.values.map(&:first)]
+      fds = ios.map do |io|
+        io.fileno
+      rescue IOError
+        nil
+      end
+      ios.each do |io|
+        io.close
+      rescue IOError, SystemCallError
+        nil
+      end
+      fds.compact.uniq.each do |fd|
+        IO.for_fd(fd, autoclose: true).close
+      rescue IOError, SystemCallError, ArgumentError
+        nil
+      end
+    end
+
+    # What a snapshot saves: {values: [[kind, name, value]], definitions:, skipped:, features:, env:}.
+    def snapshot_state
+      main = @binding_.receiver
+      values = []
+      skipped = []
+      (@binding_.local_variables - @protected[:locals] - [:_]).sort.each { |n| values << ["local", n.to_s, @binding_.local_variable_get(n)] }
+      (main.instance_variables - @baseline[:ivars] - @protected[:ivars]).sort.each { |n| values << ["ivar", n.to_s, main.instance_variable_get(n)] }
+      (global_variables - @baseline[:globals] - @protected[:globals]).sort.each do |n|
+        values << ["global", n.to_s, TOPLEVEL_BINDING.eval(n.to_s)] if Snapshot::GLOBAL.match?(n.to_s)
+      end
+      defined = lambda do |name|
+        Object.const_defined?(name, false) && !Object.autoload?(name) && Object.const_get(name).is_a?(Module)
+      rescue StandardError, NameError
+        false
+      end
+      methods = Object.private_instance_methods(false) - @baseline[:methods] - @protected[:methods]
+      definitions = @definitions.select do |entry|
+        case entry["kind"]
+        when "def" then methods.include?(entry["name"].to_sym)
+        when "defs" then main.singleton_methods(false).include?(entry["name"].to_sym)
+        when "sclass" then true
+        else defined.call(entry["name"])
+        end
+      end
+      recorded = definitions.map { |entry| entry["name"] }
+      methods.each do |name|
+        skipped << { "name" => name.to_s, "reason" => "its definition is not in the cell history (define_method?), so it cannot be saved" } unless recorded.include?(name.to_s)
+      end
+      (Object.constants - @baseline[:constants] - @protected[:constants]).sort.each do |name|
+        next if Object.autoload?(name)
+
+        value = begin
+          Object.const_get(name)
+        rescue StandardError, NameError
+          next
+        end
+        if !value.is_a?(Module)
+          values << ["const", name.to_s, value]
+        elsif !recorded.include?(name.to_s) && Object.const_source_location(name.to_s)&.first.to_s.start_with?("<")
+          skipped << { "name" => name.to_s, "reason" => "its definition is not in the cell history, so it cannot be saved" }
+        end
+      end
+      features = $LOADED_FEATURES - @baseline[:features] - @protected[:features]
+      load_path = ($LOAD_PATH - @baseline[:load_path]).map(&:to_s)
+      env_set = ENV.to_h.reject { |key, value| @env_baseline[key] == value }.sort.to_h
+      env_unset = (@env_baseline.keys - ENV.keys).sort
+      { values: values, definitions: definitions, skipped: skipped, features: features, load_path: load_path, env: { "set" => env_set, "unset" => env_unset } }
+    end
+
+    # Runs one recorded definition again, where and as its cell did, and keeps it in the history.
+    def replay_definition(entry)
+      @binding_.eval(entry["source"].to_s, entry["file"].to_s, Integer(entry["line"]))
+      Snapshot.remember(@definitions, entry.slice("kind", "name", "file", "line", "source"))
+    end
+
+    # Sets one restored value: a local, one of main's instance variables, a global or a constant.
+    def restore_value(kind, name, value)
+      case kind
+      when "local"
+        raise NameError, "#{name} is not a local variable name" unless Snapshot::NAME.match?(name)
+
+        @binding_.local_variable_set(name.to_sym, value)
+      when "ivar"
+        raise NameError, "#{name} is not an instance variable name" unless Snapshot::IVAR.match?(name)
+
+        @binding_.receiver.instance_variable_set(name, value)
+      when "global"
+        raise NameError, "#{name} is not a global variable name" unless Snapshot::GLOBAL.match?(name)
+
+        Thread.current[:veyyon_restoring] = value
+        TOPLEVEL_BINDING.eval("#{name} = Thread.current[:veyyon_restoring]")
+      when "const"
+        raise NameError, "#{name} is not a constant name" unless Snapshot::CONSTANT.match?(name)
+
+        Object.send(:remove_const, name) if Object.const_defined?(name, false)
+        Object.const_set(name, value)
+      else
+        raise NameError, "unknown kind #{kind}"
+      end
+    ensure
+      Thread.current[:veyyon_restoring] = nil
+    end
 
     # ----------------------------------------------------------------------------------------
     # Threads and the host

@@ -18,13 +18,14 @@ import { exportCommand } from "./commands/export.ts"
 import { mcpCommand } from "./commands/mcp.ts"
 import { replCommand } from "./commands/repl.ts"
 import { runnerCommand } from "./commands/runner.ts"
+import { sessionCommand } from "./commands/sessionCommand.ts"
 import { setupCommand } from "./commands/setup.ts"
 import { CliFailure, ExitCode, failureJson, failureKind, usageError } from "./exitCodes.ts"
 import { VERSION } from "./version.ts"
 
 const root = Command.make("veyyon").pipe(
   Command.withDescription("Run Python, JavaScript and Ruby cells in retained kernels: from the shell, interactively, as an MCP tool, or as a runner of a cluster."),
-  Command.withSubcommands([evalCommand, replCommand, exportCommand, setupCommand, mcpCommand, runnerCommand, demoCommand])
+  Command.withSubcommands([evalCommand, replCommand, exportCommand, sessionCommand, setupCommand, mcpCommand, runnerCommand, demoCommand])
 )
 
 const flagTable = commandFlags(root)

@@ -95,6 +95,6 @@ export const checkKernel = (
         ? unavailable(error.sentence.replace(/\.$/, ""))
         : error
     ),
-    Effect.provide(mapLayerError(evalLayer({ settings: cliSettings({ language }), env }), failureOf))
+    Effect.provide(mapLayerError(evalLayer({ settings: cliSettings({ language, snapshots: false }), env }), failureOf))
   )
 }

@@ -34,10 +34,11 @@ export const DOOR_SPARES = 1
  * The settings the CLI starts from, under the `VEYYON_*` variables (`VEYYON_KERNEL_SPARES`
  * overrides `spares`); `longLived` keeps idle kernels; `spares` keeps `DOOR_SPARES` spare
  * kernels for `py`; `language` (the `--language` a person chose) is enabled unless its
- * `VEYYON_<ID>` variable turns it off.
+ * `VEYYON_<ID>` variable turns it off; `snapshots: false` saves and restores no session
+ * state (unless `VEYYON_SESSION_SNAPSHOTS` says otherwise).
  */
 export const cliSettings = (
-  options: { readonly longLived?: boolean; readonly spares?: boolean; readonly language?: BackendId } = {}
+  options: { readonly longLived?: boolean; readonly spares?: boolean; readonly language?: BackendId; readonly snapshots?: boolean } = {}
 ): SettingsInput => {
   const kernel = {
     ...(options.longLived === true ? { idleTtlMs: LONG_LIVED_IDLE_TTL_MS } : {}),
@@ -45,7 +46,8 @@ export const cliSettings = (
   }
   return {
     ...(Object.keys(kernel).length === 0 ? {} : { kernel }),
-    ...(options.language === undefined ? {} : { eval: { [options.language]: true } })
+    ...(options.language === undefined ? {} : { eval: { [options.language]: true } }),
+    ...(options.snapshots === false ? { session: { snapshots: "off" as const } } : {})
   }
 }
 
@@ -54,7 +56,7 @@ export const cliSettings = (
  * for the life of the process; `python` (the `--python` flag) wins over `VEYYON_PYTHON_INTERPRETER`.
  */
 export const cliEvalLayer = (
-  options: { readonly longLived?: boolean; readonly python?: Option.Option<string>; readonly language?: BackendId } = {}
+  options: { readonly longLived?: boolean; readonly python?: Option.Option<string>; readonly language?: BackendId; readonly snapshots?: boolean } = {}
 ): Layer.Layer<EvalServices, CliFailure> => {
   const python = options.python === undefined ? undefined : Option.getOrUndefined(options.python)
   const env = python === undefined ? hostVariables() : { ...hostVariables(), VEYYON_PYTHON_INTERPRETER: python }

@@ -28,11 +28,13 @@ export interface LedgerRow {
 
 /** The notice of a call whose cell was running when its runner was lost. */
 export const LOST_CELL_NOTICE =
-  "the kernel's host was lost during this cell; it may have partly run; variables are gone, kv is kept. The cell was not run again."
+  "the kernel's host was lost during this cell; it may have partly run, and it was not run again. kv is kept; the session's variables come back " +
+  "at its next cell as of its last snapshot (with snapshots off, they are gone)."
 
 /** The notice of the first call on a session that moved to another runner. */
 export const REHOMED_NOTICE =
-  "this session's kernel was gone (its runner stopped or handed the session off, the cluster rebalanced, or the kernel idled out) and this cell ran in a fresh kernel: variables are gone, kv is kept."
+  "this session's kernel was gone (its runner stopped or handed the session off, the cluster rebalanced, or the kernel idled out) and this cell ran in a fresh kernel: " +
+  "kv is kept, and variables as far as the session's snapshot restored them (the notice after this one says; with snapshots off, they are gone)."
 
 /** The notice of a call delivered again after it finished. */
 export const ALREADY_RAN_NOTICE = "this call already ran; its answer was lost on the way and the cell was not run again."

@@ -2,7 +2,9 @@
  * A cluster runner as a layer: this process's eval layer (registry, sandbox, every
  * backend) serving `KernelSession` entities for the shards it owns, with the session
  * ledger under a random incarnation id, its kernels in the directories its workspace decides; kv in Postgres, each cell's artifacts published there. Closing its scope hands the shards off (the
- * sessions' kernels end here; their next cells run elsewhere with a notice).
+ * sessions' kernels end here; their next cells run elsewhere with a notice). Session
+ * snapshots live in Postgres too, sealed with a key derived from the cluster secret; a
+ * runner without a secret (`--insecure-no-auth`) keeps none and says so.
  */
 import { Effect, Layer, Result } from "effect"
 import type { Sharding } from "effect/cluster/Sharding"
@@ -13,7 +15,7 @@ import { evalLayer, type EvalLayerOptions } from "../layers/EvalLive.ts"
 import type { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
 import type { KernelRegistry } from "../services/registry/KernelRegistry.ts"
 import { hostVariables } from "../services/config/ConfigSources.ts"
-import type { InvalidSettings } from "../services/config/Settings.ts"
+import { type InvalidSettings, Settings } from "../services/config/Settings.ts"
 import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
@@ -21,6 +23,7 @@ import { CellHandOff } from "./CellHandOff.ts"
 import { describeDatabase } from "./DatabaseOutage.ts"
 import { kernelSessionServer } from "./KernelSessionServer.ts"
 import { PgKvStoreLive } from "./PgKvStore.ts"
+import { pgSnapshotStoreLayer } from "./PgSnapshotStore.ts"
 import { type InvalidWorkspaceSettings, resolveWorkspaceSettings, RunnerWorkspace, type RunnerWorkspaceSettings } from "./RunnerWorkspace.ts"
 import { SessionLedger } from "./SessionLedger.ts"
 import { ShardMoveLog } from "./ShardLockStorage.ts"
@@ -42,8 +45,23 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)
   const ledger = SessionLedger.layer(randomUUID(), advertised, { database: describeDatabase(cluster.postgresUrl) })
-  // kv in Postgres under the eval layer; the publisher copies each cell's artifacts there.
-  const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer(options).pipe(Layer.provide(PgKvStoreLive))))
+  const secret = cluster.auth._tag === "Secret" ? cluster.auth.secret : undefined
+  const evalOptions: RunnerLayerOptions = secret === undefined
+    ? { ...options, settings: { ...options.settings, session: { ...options.settings?.session, snapshots: "off" } } }
+    : options
+  const settings = evalOptions.env === false ? Settings.layer(evalOptions.settings) : Settings.fromEnv(evalOptions.settings, evalOptions.env)
+  // Snapshots sealed with the secret's key, written only while this runner owns the session.
+  const snapshots = secret === undefined
+    ? Layer.effectDiscard(Effect.logWarning("session snapshots are off: this runner has no cluster secret (--insecure-no-auth) to seal them with; a re-homed session's variables are lost"))
+    : Layer.unwrap(Effect.gen(function*() {
+      const values = yield* Settings
+      return pgSnapshotStoreLayer(secret, values.session.snapshotMaxAgeDays * 24 * 60 * 60 * 1000)
+    })).pipe(
+      Layer.provide(settings),
+      Layer.provide(ledger)
+    )
+  // kv and snapshots in Postgres under the eval layer; the publisher copies each cell's artifacts there.
+  const kernels = ArtifactPublisher.layer.pipe(Layer.provideMerge(evalLayer(evalOptions).pipe(Layer.provide(PgKvStoreLive), Layer.provide(snapshots))))
   // Closed before the sharding hands the shards off, so the releases of a stop say so.
   const stopMarker = Layer.effectDiscard(Effect.gen(function*() {
     const log = yield* ShardMoveLog

@@ -132,6 +132,8 @@ export interface SessionLedgerService {
   readonly end: (sessionId: string) => Effect.Effect<void, SqlError>
   /** The session's row, if any. */
   readonly row: (sessionId: string) => Effect.Effect<LedgerRow | undefined, SqlError>
+  /** The generation of the session as this incarnation last wrote it while owning it, if it does (what fences its writes of the session's state). */
+  readonly ownedGeneration: (sessionId: string) => number | undefined
 }
 
 /** The ledger service. */
@@ -282,6 +284,7 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
     end: (sessionId) =>
       bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined }))),
     row: (sessionId) =>
-      bounded(Effect.map(sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId}`, (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!))))
+      bounded(Effect.map(sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId}`, (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!)))),
+    ownedGeneration: (sessionId) => cache.get(sessionId)?.row.generation
   } satisfies SessionLedgerService
 })

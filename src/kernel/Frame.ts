@@ -2,8 +2,10 @@
  * Wire frames exchanged with the runner, one JSON object per NDJSON line: the one source
  * of the protocol. PROTOCOL.md describes it for runner authors; a test holds its frame
  * tables equal to these schemas.
- * Host -> runner: execute requests, the exit request, bridge results, complete and inspect requests.
- * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and inspect replies.
+ * Host -> runner: execute requests, the exit request, bridge results, complete and inspect
+ * requests, snapshot and restore requests.
+ * Runner -> host: started, stdout, stderr, display, result, error, done, bridge, complete and
+ * inspect replies, snapshot chunks and the ends of snapshots and restores.
  */
 import { Effect, Result, Schema } from "effect"
 
@@ -62,13 +64,42 @@ export class InspectRequestFrame extends Schema.Class<InspectRequestFrame>("Insp
   detailLevel: Schema.Literals([0, 1])
 }) {}
 
+/**
+ * Host -> runner: save the session's user state. Run between cells in request order; it
+ * yields (answering `snapshot_done` with `status: "yielded"`) to an execute request that
+ * arrives before it is done. `budget` bounds the whole payload and `valueBudget` one value,
+ * in bytes; `known` is the digest of the payload the host holds (`unchanged` when equal).
+ */
+export class SnapshotRequestFrame extends Schema.Class<SnapshotRequestFrame>("SnapshotRequestFrame")({
+  type: Schema.Literal("snapshot"),
+  id: Schema.String,
+  budget: Schema.Number,
+  valueBudget: Schema.Number,
+  known: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * Host -> runner: one piece of a payload to restore (base64), in order; the piece with
+ * `more: false` ends it, and the runner then restores it before any later request and
+ * answers `restore_done`. `executionCount` is the count the restored state was saved at.
+ */
+export class RestoreRequestFrame extends Schema.Class<RestoreRequestFrame>("RestoreRequestFrame")({
+  type: Schema.Literal("restore"),
+  id: Schema.String,
+  data: Schema.String,
+  more: Schema.Boolean,
+  executionCount: Schema.optional(Schema.Number)
+}) {}
+
 /** Every frame the host sends. */
 export const HostFrame = Schema.Union([
   ExecuteRequestFrame,
   ExitRequestFrame,
   BridgeResultFrame,
   CompleteRequestFrame,
-  InspectRequestFrame
+  InspectRequestFrame,
+  SnapshotRequestFrame,
+  RestoreRequestFrame
 ])
 /** Every frame the host sends, as a value. */
 export type HostFrame = typeof HostFrame.Type
@@ -166,6 +197,51 @@ export class InspectReplyFrame extends Schema.Class<InspectReplyFrame>("InspectR
   error: Schema.optional(Schema.String)
 }) {}
 
+/** A name left out of a snapshot or a restore, and why (`socket objects cannot be saved`). */
+export const SkippedName = Schema.Struct({ name: Schema.String, reason: Schema.String })
+/** A decoded skipped name. */
+export type SkippedName = typeof SkippedName.Type
+
+/** Runner -> host: one piece (base64, at most 4 MiB decoded) of a snapshot's payload, in order. */
+export const SnapshotChunkFrame = Schema.Struct({
+  type: Schema.Literal("snapshot_chunk"),
+  id: Schema.String,
+  data: Schema.String
+})
+
+/**
+ * Runner -> host: the end of a snapshot. `saved`: its chunks are the payload, whose SHA-256
+ * is `digest` (hex) and length `bytes`; `unchanged`: the payload's digest equals the
+ * request's `known`, no chunks; `yielded`: a cell came first, nothing saved; `failed`: nothing
+ * saved, `error` says why. `names` are the names saved, `skipped` those left out.
+ */
+export const SnapshotDoneFrame = Schema.Struct({
+  type: Schema.Literal("snapshot_done"),
+  id: Schema.String,
+  status: Schema.Literals(["saved", "unchanged", "yielded", "failed"]),
+  digest: Schema.optional(Schema.String),
+  bytes: Schema.optional(Schema.Number),
+  names: Schema.Array(Schema.String),
+  skipped: Schema.Array(SkippedName),
+  error: Schema.optional(Schema.String)
+})
+/** A decoded `snapshot_done` frame. */
+export type SnapshotDoneFrame = typeof SnapshotDoneFrame.Type
+
+/**
+ * Runner -> host: the end of a restore: the names that came back and those that did not.
+ * `error` means the restore failed as a whole (the payload could not be read at all).
+ */
+export const RestoreDoneFrame = Schema.Struct({
+  type: Schema.Literal("restore_done"),
+  id: Schema.String,
+  restored: Schema.Array(Schema.String),
+  skipped: Schema.Array(SkippedName),
+  error: Schema.optional(Schema.String)
+})
+/** A decoded `restore_done` frame. */
+export type RestoreDoneFrame = typeof RestoreDoneFrame.Type
+
 /** Every frame the runner sends. */
 export const RunnerFrame = Schema.Union([
   StartedFrame,
@@ -177,7 +253,10 @@ export const RunnerFrame = Schema.Union([
   DoneFrame,
   BridgeFrame,
   CompleteReplyFrame,
-  InspectReplyFrame
+  InspectReplyFrame,
+  SnapshotChunkFrame,
+  SnapshotDoneFrame,
+  RestoreDoneFrame
 ])
 /** Every frame the runner sends, as a value. */
 export type RunnerFrame = typeof RunnerFrame.Type

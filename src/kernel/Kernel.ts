@@ -27,6 +27,7 @@ import { type FrameChannel, KernelSpawner } from "./KernelProcess.ts"
 import { KernelTimings } from "./KernelTimings.ts"
 import { DeathCause, inFlight, isTerminal, type LifecycleAction, LifecycleEvent, LifecycleState, transition } from "./Lifecycle.ts"
 import { queries } from "./Queries.ts"
+import { type RestoreOutcome, type SnapshotOptions, stateTransfers, type TakenSnapshot } from "./StateTransfer.ts"
 import {
   abortRequest,
   type CellEnding,
@@ -122,6 +123,14 @@ export interface Kernel {
     cursor?: number,
     detailLevel?: 0 | 1
   ) => Effect.Effect<Inspection, KernelClosed | IntrospectionFailed>
+  /**
+   * Asks for the user state between cells (the runner yields to a cell that comes; see
+   * PROTOCOL.md, "Snapshots and restores"): the outer effect sends the request, so a cell
+   * sent after it runs after it; the inner one waits for the snapshot.
+   */
+  readonly snapshot: (options: SnapshotOptions) => Effect.Effect<Effect.Effect<TakenSnapshot, KernelClosed>, KernelClosed>
+  /** Hands a snapshot's payload back before the first cell; `executionCount` is the count it was saved at. */
+  readonly restore: (payload: Uint8Array, executionCount?: number) => Effect.Effect<RestoreOutcome, KernelClosed>
   /** The lifecycle state now. */
   readonly state: Effect.Effect<LifecycleState>
   /** Whether the kernel can still run cells. */
@@ -479,12 +488,14 @@ export const spawn = Effect.fnUntraced(function*(
 
     const execute = (req: ExecuteRequest): Stream.Stream<KernelOutput, KernelError> => streamOf((emit) => run(req, emit))
 
-    const { complete, inspect } = queries({
+    const queryContext = {
       table,
       write,
       closed: () => isTerminal(lifecycle),
       dead: Deferred.await(deadSignal)
-    })
+    }
+    const { complete, inspect } = queries(queryContext)
+    const { snapshot, restore } = stateTransfers(queryContext)
 
     return {
       pid: proc.pid,
@@ -492,6 +503,8 @@ export const spawn = Effect.fnUntraced(function*(
       execute,
       complete,
       inspect,
+      snapshot,
+      restore,
       state: Effect.sync(() => lifecycle),
       isAlive: Effect.sync(() => !isTerminal(lifecycle)),
       dead: Deferred.await(deadSignal),

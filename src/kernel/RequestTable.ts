@@ -7,7 +7,16 @@
  */
 import { type Cause, Deferred, Effect, Exit, type FiberSet, type Scope } from "effect"
 import type * as CellWatchdog from "./CellWatchdog.ts"
-import { type CompleteReplyFrame, type DoneFrame, encodeHostLine, type InspectReplyFrame, type RunnerFrame, STATUS_MIME } from "./Frame.ts"
+import {
+  type CompleteReplyFrame,
+  type DoneFrame,
+  encodeHostLine,
+  type InspectReplyFrame,
+  type RestoreDoneFrame,
+  type RunnerFrame,
+  type SnapshotDoneFrame,
+  STATUS_MIME
+} from "./Frame.ts"
 import type { KernelError } from "./KernelError.ts"
 import { KernelOutput } from "./KernelOutput.ts"
 import type { InterruptReason } from "./Lifecycle.ts"
@@ -115,11 +124,22 @@ export const executeLine = (id: string, fields: ExecuteFields): string =>
 /** A reply to a complete or inspect request. */
 export type QueryReply = CompleteReplyFrame | InspectReplyFrame
 
+/** A snapshot or restore awaiting its end: the snapshot's chunks so far (decoded) and the deferred its end completes. */
+export interface StateTransfer {
+  readonly chunks: Array<Uint8Array>
+  bytes: number
+  /** The most payload bytes accepted before the transfer fails. */
+  readonly maxBytes: number
+  readonly ended: Deferred.Deferred<SnapshotDoneFrame | RestoreDoneFrame, string>
+}
+
 /** Requests sent and not finished, by id: the start-up requests go out together, cells one at a time. */
 export class RequestTable {
   private readonly open = new Map<string, CellRequest>()
   /** Complete and inspect requests awaiting their reply, by id. */
   readonly queries = new Map<string, Deferred.Deferred<QueryReply>>()
+  /** Snapshot and restore requests awaiting their end, by id. */
+  readonly transfers = new Map<string, StateTransfer>()
   /** The newest open request: raw output of the process belongs to it. */
   current: CellRequest | undefined = undefined
   private nextId = 0
@@ -182,6 +202,25 @@ const watchdogControl = (request: CellRequest, fields: Record<string, unknown>):
   return fields.action === "pause" ? watchdog.pause : fields.action === "resume" ? watchdog.resume : Effect.void
 }
 
+const routeTransfer = (
+  table: RequestTable,
+  frame: Extract<RunnerFrame, { type: "snapshot_chunk" | "snapshot_done" | "restore_done" }>
+): Effect.Effect<void> => {
+  const transfer = table.transfers.get(frame.id)
+  if (transfer === undefined) return Effect.logDebug(`dropped a ${frame.type} for ${frame.id}, which nobody awaits`)
+  if (frame.type !== "snapshot_chunk") return Effect.sync(() => Deferred.doneUnsafe(transfer.ended, Exit.succeed(frame)))
+  return Effect.sync(() => {
+    const chunk = Buffer.from(frame.data, "base64")
+    transfer.bytes += chunk.length
+    if (transfer.bytes > transfer.maxBytes) {
+      transfer.chunks.length = 0
+      Deferred.doneUnsafe(transfer.ended, Exit.fail(`the runner sent more than the ${transfer.maxBytes} bytes the snapshot may hold`))
+    } else {
+      transfer.chunks.push(chunk)
+    }
+  })
+}
+
 /** Routes each runner frame to its request (or query), dropping, with a log line, those nobody awaits. */
 export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (frame: RunnerFrame): Effect.Effect<void> => {
   if (frame.type === "complete_reply" || frame.type === "inspect_reply") {
@@ -189,6 +228,15 @@ export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (fr
     return query === undefined
       ? Effect.logDebug(`dropped a ${frame.type} for ${frame.id}, which nobody awaits`)
       : Effect.asVoid(Deferred.succeed(query, frame))
+  }
+  if (frame.type === "snapshot_chunk" || frame.type === "snapshot_done" || frame.type === "restore_done") {
+    return routeTransfer(table, frame)
+  }
+  if ((frame.type === "error" || frame.type === "done") && typeof frame.id === "string" && table.transfers.has(frame.id)) {
+    const transfer = table.transfers.get(frame.id)!
+    return frame.type === "done"
+      ? Effect.void
+      : Effect.sync(() => Deferred.doneUnsafe(transfer.ended, Exit.fail(`${frame.ename}: ${frame.evalue}`)))
   }
   if (frame.type === "error" && (frame.id === undefined || frame.id === null)) {
     return Effect.logWarning(`runner reported an error outside any request: ${frame.ename}: ${frame.evalue}`)

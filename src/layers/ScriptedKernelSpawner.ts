@@ -14,7 +14,9 @@
  * - `pause` / `resume`: timeout status events
  * - `raise`: an error frame; the cell ends with status error
  * - `wait MS`: wait MS milliseconds of the clock
- * Empty code (init, prelude) just completes.
+ * Empty code (init, prelude) just completes. A snapshot is answered at once with an empty
+ * payload of no names (a session whose state holds nothing), a restore with nothing restored;
+ * neither is recorded among the requests.
  */
 import { type Cause, Deferred, Duration, Effect, Fiber, Layer, Option, Queue, Stream } from "effect"
 import { KernelSpawner, StdinClosed, type KernelProcess, type KernelSignal, type ProcessExit } from "../kernel/KernelProcess.ts"
@@ -42,6 +44,9 @@ export interface ScriptedSpawns {
 }
 
 let nextPid = 100_000
+
+/** The SHA-256 of no bytes: the digest of the fake's empty snapshot payload. */
+const EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 const line = (frame: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(frame) + "\n")
 
@@ -166,6 +171,10 @@ const spawnScripted = Effect.fnUntraced(function*(spawns: ScriptedSpawns, comman
     Effect.suspend(() => {
       const frame = JSON.parse(text) as Record<string, unknown>
       if (frame.type === "exit") return ignoreTerm ? Effect.void : finish({ code: 0, signal: null })
+      if (frame.type === "snapshot") {
+        return emit({ type: "snapshot_done", id: frame.id, status: "saved", digest: EMPTY_DIGEST, bytes: 0, names: [], skipped: [] })
+      }
+      if (frame.type === "restore") return frame.more === true ? Effect.void : emit({ type: "restore_done", id: frame.id, restored: [], skipped: [] })
       if (frame.type !== "bridge_result") {
         if (running) record.overlaps++
         return Queue.offer(stdin, text)

@@ -7,17 +7,18 @@
  * its artifacts are its resources. A `tools/call` that carries a progress token gets
  * progress notifications until its answer.
  */
-import { Cause, Context, Effect, Option, Result, Schema, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, Option, Result, Schema, type Scope } from "effect"
 import { McpSchema, McpServer } from "effect/ai"
 import { Buffer } from "node:buffer"
 import { randomBytes } from "node:crypto"
 import { cellToolResult, EVAL_OUTPUT_SCHEMA, failureToolResult } from "./ToolResult.ts"
 import { ArtifactStore } from "../services/output/ArtifactStore.ts"
 import { clampTimeoutSeconds, DEFAULT_TIMEOUT_SECONDS } from "../services/tool/CellTimeout.ts"
-import { EvalTool, type EvalToolService } from "../services/tool/EvalTool.ts"
+import { type EvalContext, EvalTool, type EvalToolService } from "../services/tool/EvalTool.ts"
 import type { PrivateDirRefused } from "../services/storage/PrivateDir.ts"
 import type { SessionWorkspace } from "../services/storage/SessionWorkspace.ts"
 import { listResult, readArtifact } from "./ArtifactResources.ts"
+import { type CellObserver, type CellWatch, personInterrupted } from "./CellObserver.ts"
 import { ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "./JsonRpc.ts"
 import { McpCall, type McpDoor, McpFailure, makeMcpDoor } from "./McpDoor.ts"
 import { makeLineTracker, withProgress } from "./Progress.ts"
@@ -36,8 +37,8 @@ export const RESOURCES_GUIDANCE =
 export interface McpSessions {
   /** The kernel session of a client. */
   readonly sessionIdOf: (clientId: number) => string
-  /** Ends a client: interrupts its calls and shuts its kernels down. */
-  readonly end: (clientId: number) => Effect.Effect<void>
+  /** Ends a client: interrupts its calls and shuts its kernels down; `forget` also forgets its saved state (an explicit delete). */
+  readonly end: (clientId: number, options?: { readonly forget?: boolean }) => Effect.Effect<void>
 }
 
 /** How the server runs. */
@@ -47,16 +48,52 @@ export interface McpServeOptions {
   readonly progressIntervalMs: number
   /** Each session's cells run in its own directory here (removed when it ends); without it, in the server's directory. */
   readonly sessionDirs?: SessionWorkspace | undefined
+  /** The session id of every client (the stdio door's one client, named so a restarted server restores it); without it, a random id per client. */
+  readonly sessionId?: string | undefined
+  /** Told of every session and cell (the viewer page); the door is the same without it. */
+  readonly observer?: CellObserver | undefined
 }
 
 const toolTotalSeconds = (payload: unknown): number =>
   Result.getOrElse(clampTimeoutSeconds((payload as { readonly timeout?: unknown } | undefined)?.timeout), () => DEFAULT_TIMEOUT_SECONDS)
 
+const withoutWatch = (tool: EvalToolService, payload: unknown, context: EvalContext) => tool.run(payload, context)
+
+const failureSentence = (cause: Cause.Cause<unknown>): string => {
+  if (Cause.hasInterruptsOnly(cause)) return "the call was cancelled by its client"
+  const error = Cause.squash(cause)
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** Runs the cell under `watch`: its events streamed to it, its signal able to stop it, its ending told. */
+const watched = (tool: EvalToolService, payload: unknown, context: EvalContext, watch: CellWatch) => {
+  const onEvent = context.onEvent
+  return tool.run(payload, {
+    ...context,
+    signal: watch.signal,
+    onEvent: onEvent === undefined ? watch.onEvent : (output) => {
+      onEvent(output)
+      watch.onEvent(output)
+    }
+  }).pipe(
+    Effect.map((result) => (watch.signal.aborted && result.cancelled ? personInterrupted(result) : result)),
+    Effect.onExit((exit) =>
+      Effect.sync(() =>
+        watch.finished(
+          Exit.isSuccess(exit)
+            ? { result: exit.value }
+            : { failure: failureSentence(exit.cause) }
+        )
+      ))
+  )
+}
+
 const evalHandler = (
   tool: EvalToolService,
   sessions: McpSessions,
   cwdOf: (sessionId: string) => Effect.Effect<string, PrivateDirRefused>,
-  progressIntervalMs: number
+  progressIntervalMs: number,
+  observer: CellObserver | undefined
 ) => (payload: unknown) =>
   Effect.gen(function*() {
     const request = yield* McpSchema.McpRequestContext
@@ -64,9 +101,11 @@ const evalHandler = (
     const token = Option.flatMap(call, (info) => Option.fromNullishOr(info.progressToken))
     const sessionId = sessions.sessionIdOf(request.clientId)
     const cwd = yield* cwdOf(sessionId)
-    if (Option.isNone(call) || Option.isNone(token)) return yield* tool.run(payload, { sessionId, cwd })
+    const run = (context: EvalContext) =>
+      observer === undefined ? withoutWatch(tool, payload, context) : watched(tool, payload, context, observer.cell(sessionId, payload))
+    if (Option.isNone(call) || Option.isNone(token)) return yield* run({ sessionId, cwd })
     const tracker = makeLineTracker()
-    return yield* withProgress(tool.run(payload, { sessionId, cwd, onEvent: tracker.onEvent }), {
+    return yield* withProgress(run({ sessionId, cwd, onEvent: tracker.onEvent }), {
       token: token.value,
       totalSeconds: toolTotalSeconds(payload),
       intervalMs: progressIntervalMs,
@@ -113,7 +152,7 @@ export const serveMcp = <E, R>(
     const sessionIdOf = (clientId: number) => {
       let id = ids.get(clientId)
       if (id === undefined) {
-        id = `mcp-${randomBytes(16).toString("hex")}`
+        id = options.sessionId ?? `mcp-${randomBytes(16).toString("hex")}`
         ids.set(clientId, id)
       }
       return id
@@ -149,6 +188,7 @@ export const serveMcp = <E, R>(
             const initialize = params as typeof McpSchema.Initialize.payloadSchema.Type
             const client = clientOf(clientId, initialize)
             clients.set(clientId, client)
+            options.observer?.opened(sessionIdOf(clientId), initialize.clientInfo.name)
             return yield* encoded(McpSchema.InitializeResult)({
               protocolVersion: client.protocolVersion,
               capabilities: { tools: { listChanged: false }, resources: { listChanged: false, subscribe: false } },
@@ -178,7 +218,14 @@ export const serveMcp = <E, R>(
     })
     const sessions: McpSessions = {
       sessionIdOf,
-      end: (clientId) => Effect.andThen(door.disconnect(clientId), Effect.andThen(tool.endSession(sessionIdOf(clientId)), forget(clientId)))
+      end: (clientId, endOptions) =>
+        Effect.andThen(
+          door.disconnect(clientId),
+          Effect.andThen(
+            tool.endSession(sessionIdOf(clientId), endOptions),
+            Effect.andThen(Effect.sync(() => options.observer?.ended(sessionIdOf(clientId))), forget(clientId))
+          )
+        )
     }
 
     yield* server.addTool({
@@ -197,7 +244,7 @@ export const serveMcp = <E, R>(
         }
       }),
       annotations: Context.empty(),
-      handle: evalHandler(tool, sessions, cwdOf, options.progressIntervalMs)
+      handle: evalHandler(tool, sessions, cwdOf, options.progressIntervalMs, options.observer)
     })
     yield* server.addResourceTemplate({
       template: new McpSchema.ResourceTemplate({

@@ -10,9 +10,11 @@
  * starts one and returns its `Mcp-Session-Id`; every later request must carry it (404
  * for an unknown or ended one, so the client starts again), and an `MCP-Protocol-Version`
  * header, when sent, must name a version the server speaks (400 otherwise). A session idle for longer
- * than `idleTtlMs` with nothing running is ended like a DELETE. Any other path is 404.
+ * than `idleTtlMs` with nothing running is ended like a DELETE. A path under the prefix of
+ * an app served `beside` the door (the viewer page) goes to that app, which authenticates
+ * its own requests; any other path is 404.
  */
-import { ByteSize, Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
+import { ByteSize, Duration, Effect, Option, Queue, Schedule, type Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import {
@@ -46,6 +48,8 @@ export interface HttpDoorOptions {
   /** A session with nothing running ends after this long without a request. */
   readonly idleTtlMs: number
   readonly maxMessageBytes?: number
+  /** Another app served beside the door under its own path prefix (the viewer page); it does its own authentication. */
+  readonly beside?: { readonly prefix: string; readonly app: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | Scope.Scope> }
 }
 
 const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "[::1]", "::1"])
@@ -104,20 +108,20 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
     const open = new Map<string, Session>()
     let nextClientId = 1
 
-    const endSession = (session: Session) =>
+    const endSession = (session: Session, options?: { readonly forget?: boolean }) =>
       Effect.suspend(() => {
         if (!open.delete(session.id)) return Effect.void
-        return sessions.end(session.clientId)
+        return sessions.end(session.clientId, options)
       })
 
     const sweep = Effect.suspend(() => {
       const now = Date.now()
       const idle = [...open.values()].filter((session) => session.running === 0 && now - session.lastSeen > options.idleTtlMs)
-      return Effect.forEach(idle, endSession, { discard: true })
+      return Effect.forEach(idle, (session) => endSession(session), { discard: true })
     })
     const sweepEvery = Duration.millis(Math.max(1_000, Math.min(60_000, Math.floor(options.idleTtlMs / 2))))
     yield* Effect.forkScoped(Effect.repeat(Effect.delay(sweep, sweepEvery), Schedule.spaced(sweepEvery)))
-    yield* Effect.addFinalizer(() => Effect.forEach([...open.values()], endSession, { discard: true }))
+    yield* Effect.addFinalizer(() => Effect.forEach([...open.values()], (session) => endSession(session), { discard: true }))
 
     const guard = (request: HttpServerRequest.HttpServerRequest): Option.Option<HttpServerResponse.HttpServerResponse> => {
       if (!originAllowed(request.headers["origin"], options.host)) {
@@ -241,7 +245,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       if (Option.isSome(refused)) return refused.value
       const session = open.get(request.headers[SESSION_HEADER] ?? "")
       if (session === undefined) return httpError(404, ErrorCode.InvalidRequest, "Session not found: nothing to end.")
-      yield* endSession(session)
+      yield* endSession(session, { forget: true })
       return HttpServerResponse.empty({ status: 204 })
     })
 
@@ -255,7 +259,10 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
     const notFound = HttpServerResponse.empty({ status: 404 })
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      if (new URL(request.url, "http://door").pathname !== MCP_PATH) return notFound
+      const pathname = new URL(request.url, "http://door").pathname
+      const beside = options.beside
+      if (beside !== undefined && (pathname === beside.prefix || pathname.startsWith(`${beside.prefix}/`))) return yield* beside.app
+      if (pathname !== MCP_PATH) return notFound
       switch (request.method) {
         case "POST":
           return yield* post

@@ -30,7 +30,7 @@ describe("veyyon mcp's variables", () => {
   const read = (env: Record<string, string>) => Result.getOrThrow(readMcpVariables(env))
 
   it("default: the default progress interval, no token or workspace, not a cluster client", () => {
-    expect(read({})).toEqual({ progressIntervalMs: DEFAULT_PROGRESS_INTERVAL_MS, token: undefined, workspace: undefined, cluster: false })
+    expect(read({})).toEqual({ progressIntervalMs: DEFAULT_PROGRESS_INTERVAL_MS, token: undefined, workspace: undefined, cluster: false, viewer: false })
   })
 
   it("VEYYON_MCP_PROGRESS_INTERVAL_MS sets the interval within its bounds; blank or unreadable keeps the default", () => {
@@ -43,6 +43,12 @@ describe("veyyon mcp's variables", () => {
   it("VEYYON_MCP_TOKEN and VEYYON_MCP_WORKSPACE are trimmed, and blank counts as unset", () => {
     expect(read({ VEYYON_MCP_TOKEN: " s3cret ", VEYYON_MCP_WORKSPACE: " /srv/ws " })).toMatchObject({ token: "s3cret", workspace: "/srv/ws" })
     expect(read({ VEYYON_MCP_TOKEN: " ", VEYYON_MCP_WORKSPACE: "" })).toMatchObject({ token: undefined, workspace: undefined })
+  })
+
+  it("VEYYON_MCP_VIEWER turns the viewer page on, as a boolean", () => {
+    expect(read({ VEYYON_MCP_VIEWER: " 1 " }).viewer).toBe(true)
+    expect(read({ VEYYON_MCP_VIEWER: "off" }).viewer).toBe(false)
+    expect(Result.isFailure(readMcpVariables({ VEYYON_MCP_VIEWER: "maybe" }))).toBe(true)
   })
 
   it("VEYYON_CLUSTER is a boolean like every other; an unreadable value fails naming it", () => {

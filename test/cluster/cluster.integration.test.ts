@@ -240,6 +240,7 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
       })
     )
     await startedPromise
+    for (const sessionId of sessions.slice(1)) await cluster.snapshotSaved(sessionId, 1)
     const ownersBefore = await cluster.owners()
     const victim = await runnerOf(inflightSession)
     victim.child.kill("SIGKILL")
@@ -256,8 +257,9 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     expect(Date.now() - killedAt).toBeLessThan(ANSWER_BOUND_MS)
     for (const [sessionId, answer] of answers) {
       if (ownersBefore.get(sessionId) === victim.address) {
-        expect(answer.notice, sessionId).toBe(REHOMED_NOTICE)
-        expect(answer.text).toContain(`None ${sessionId}`)
+        expect(answer.notice?.startsWith(REHOMED_NOTICE), `${sessionId}: ${answer.notice}`).toBe(true)
+        expect(answer.notice).toContain("restored as of cell")
+        expect(answer.text).toContain(`${sessionId} ${sessionId}`)
       } else {
         expect(answer.notice, sessionId).toBeUndefined()
         expect(answer.text).toBe(`${sessionId} ${sessionId}`)
@@ -268,18 +270,21 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     expect(fs.readFileSync(counter, "utf8")).toBe("x")
   }, 180_000)
 
-  it("adding a runner moves some sessions; those say their variables are gone, the rest keep them", async () => {
-    for (const sessionId of sessions) await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}`)
+  it("adding a runner moves some sessions; those say so and have their variables back from Postgres, the rest keep them", async () => {
+    for (const sessionId of sessions) {
+      const set = await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}`)
+      await cluster.snapshotSaved(sessionId, set.executionCount)
+    }
     const added = await cluster.addRunner()
     const deadline = Date.now() + 90_000
     let moved = 0
     while (moved === 0 && Date.now() < deadline) {
       for (const sessionId of sessions) {
         const answer = await runPromise(sessionId, "print(globals().get('x'))")
-        if (answer.notice === REHOMED_NOTICE) {
-          expect(answer.text).toContain("None")
+        if (answer.notice?.startsWith(REHOMED_NOTICE) === true) {
+          expect(answer.notice).toContain("restored as of cell")
+          expect(answer.text).toBe(sessionId)
           moved++
-          await runPromise(sessionId, `x = ${JSON.stringify(sessionId)}`)
         } else {
           expect(answer.notice, sessionId).toBeUndefined()
           expect(answer.text).toBe(sessionId)
@@ -311,8 +316,9 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     if (result.notice === undefined) expect(result.text).toBe("started\nfinished")
     else expect(result.notice).toBe(LOST_CELL_NOTICE)
     await victim.exited
-    const next = await runPromise(sessionId, "print(globals().get('x'))")
-    expect(next.notice).toBe(result.notice === undefined ? REHOMED_NOTICE : undefined)
+    const next = await runPromise(sessionId, "print(globals().get('x'), 'time' in globals())")
+    if (result.notice === undefined) expect(next.notice?.startsWith(REHOMED_NOTICE), next.notice).toBe(true)
+    else expect(next.notice ?? "").not.toContain(REHOMED_NOTICE)
     expect(next.text).toContain("None")
     expect(await victim.exited).not.toBe("SIGKILL")
     expect(fs.readFileSync(counter, "utf8")).toBe("x")

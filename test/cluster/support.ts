@@ -47,6 +47,8 @@ export interface TestCluster {
   readonly owners: () => Promise<Map<string, string | null>>
   /** Resolves once the live runners hold every shard, each some. */
   readonly settled: () => Promise<void>
+  /** Resolves once the session's snapshot of `language` in Postgres is as of cell `cell` or later (snapshots are saved off the answer's path). */
+  readonly snapshotSaved: (sessionId: string, cell: number, language?: string) => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -152,5 +154,17 @@ export const startCluster = async (count: number, options: TestClusterOptions = 
       const rows = yield* db<{ session_id: string; owner_address: string | null }>`SELECT session_id, owner_address FROM ${db(LEDGER_TABLE)}`
       return new Map(rows.map((row) => [row.session_id, row.owner_address]))
     }))
-  return { pg, dir, secret, env, runners, client, addRunner, owners, settled, stop }
+  const snapshotSaved = async (sessionId: string, cell: number, language = "py") => {
+    const deadline = Date.now() + 60_000
+    while (Date.now() < deadline) {
+      const metas = await sql.runPromise(Effect.gen(function*() {
+        const db = yield* PgClient.PgClient
+        return yield* db<{ meta: string }>`SELECT meta FROM veyyon_snapshots WHERE session_id = ${sessionId} AND language = ${language}`
+      })).catch(() => [])
+      if (metas.some((row) => (JSON.parse(row.meta) as { asOfCell: number }).asOfCell >= cell)) return
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    throw new Error(`no snapshot of session ${sessionId} as of cell ${cell} in Postgres within 60 s`)
+  }
+  return { pg, dir, secret, env, runners, client, addRunner, owners, settled, snapshotSaved, stop }
 }

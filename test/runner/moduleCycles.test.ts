@@ -68,7 +68,7 @@ describe("the runners' module graphs", () => {
     expect(python.get("server")).toEqual(expect.arrayContaining(["egress", "protocol", "state", "output", "display"]))
     expect(pythonImports("    from .display import x\n")).toEqual(["display"])
     expect(graphOf(dialects.js!).get("runner")).toEqual(expect.arrayContaining(["protocol", "execution", "egress"]))
-    expect(graphOf(dialects.ruby!).get("runner")).toEqual(["egress", "introspect"])
+    expect(graphOf(dialects.ruby!).get("runner")).toEqual(["egress", "introspect", "snapshot"])
   })
 
   it("finds a cycle where there is one", () => {

@@ -11,6 +11,9 @@ The protocol it serves is described in ``runner.py`` beside this package. Module
     magics      line and cell magics, shell helpers
     introspect  complete and inspect requests
     egress      the in-sandbox forwarder to the host's egress proxy
+    definitions the source of the functions and classes cells defined (for snapshots)
+    snapshot    saving the user state for a snapshot request, and the payload's format
+    restore     restoring a snapshot's payload for a restore request
     server      the main loop and start-up (``main``)
 
 The name starts with an underscore and carries the project's name so that no user module is

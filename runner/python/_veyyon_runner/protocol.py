@@ -134,6 +134,29 @@ def _send(frame, data=None):
         os._exit(0)
 
 
+def _send_parts(parts):
+    """Write one frame given as byte strings back to back, with writev: a snapshot chunk's base64 is not copied
+    into a line first (copying a few MB per chunk cost as much as encoding it)."""
+    global _started_line
+    if _out.parts:
+        _out.flush()
+    try:
+        with _frame_lock:
+            if _started_line is not None:
+                parts = [_started_line] + list(parts)
+                _started_line = None
+            views = [memoryview(part) for part in parts]
+            while views:
+                written = os.writev(_frame_fd, views)
+                while views and written >= len(views[0]):
+                    written -= len(views[0])
+                    views.pop(0)
+                if views and written:
+                    views[0] = views[0][written:]
+    except BrokenPipeError:
+        os._exit(0)
+
+
 def _send_with_started(frame, data=None):
     """Send frame (or its encoded line, data); while the cell's started frame is still queued, queue it
     behind that instead, so both leave with the next write (a quick cell's started, result and done frames
@@ -387,6 +410,55 @@ class Request:
         self.env = env
 
 
+class SnapshotRequest:
+    """A snapshot request (PROTOCOL.md, Snapshots and restores)."""
+
+    __slots__ = ("id", "budget", "value_budget", "known")
+
+    def __init__(self, request_id, budget, value_budget, known=None):
+        self.id = request_id
+        self.budget = budget
+        self.value_budget = value_budget
+        self.known = known
+
+
+class RestorePiece:
+    """One piece of a restore request's payload (PROTOCOL.md, Snapshots and restores)."""
+
+    __slots__ = ("id", "data", "more", "execution_count")
+
+    def __init__(self, request_id, data, more, execution_count=None):
+        self.id = request_id
+        self.data = data
+        self.more = more
+        self.execution_count = execution_count
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _parse_state_request(message):
+    """("snapshot", SnapshotRequest) | ("restore", RestorePiece) | ("invalid", (id, why))."""
+    kind = message["type"]
+    request_id = message.get("id")
+    if not isinstance(request_id, str):
+        return ("invalid", (None, "%s request id must be a string" % kind))
+    if kind == "snapshot":
+        budget, value_budget, known = message.get("budget"), message.get("valueBudget"), message.get("known")
+        if not _is_number(budget) or not _is_number(value_budget) or budget < 0 or value_budget < 0:
+            return ("invalid", (request_id, "snapshot %r: budget and valueBudget must be numbers of bytes" % request_id))
+        if known is not None and not isinstance(known, str):
+            return ("invalid", (request_id, "snapshot %r: known must be a string" % request_id))
+        return ("snapshot", SnapshotRequest(request_id, budget, value_budget, known))
+    data, more, count = message.get("data"), message.get("more"), message.get("executionCount")
+    if not isinstance(data, (str, bytes, memoryview)) or not isinstance(more, bool):
+        return ("invalid", (request_id, "restore %r: data must be a string and more a boolean" % request_id))
+    if count is not None and not _is_number(count):
+        return ("invalid", (request_id, "restore %r: executionCount must be a number" % request_id))
+    return ("restore", RestorePiece(request_id, data, more, None if count is None else int(count)))
+
+
 def _parse_request(message):
     request_id = message.get("id")
     if not isinstance(request_id, str):
@@ -413,10 +485,37 @@ def _parse_request(message):
     return ("execute", Request(request_id, code, silent, store_history, cwd, env))
 
 
-def classify_line(line):
-    """Decode one host line: ("execute", Request) | ("exit", None) | ("bridge_result", dict) | ("invalid", (id, why))."""
+_DATA_KEY = b'"data":"'
+_LONG_LINE = 64 * 1024
+
+
+def _long_restore_message(line):
+    """A long restore line's message with its base64 data as bytes, cut out before the JSON parser sees it (the
+    parser scans a 5.6 MB string at tens of MB/s); None when the line is anything else."""
+    start = line.find(_DATA_KEY)
+    if start < 0:
+        return None
+    start += len(_DATA_KEY)
+    end = line.find(b'"', start)
+    if end < 0 or line.find(b"\\", start, end) >= 0:
+        return None
     try:
-        message = json.loads(line)
+        message = json.loads(line[:start] + line[end:])
+    except Exception:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "restore" or message.get("data") != "":
+        return None
+    message["data"] = memoryview(line)[start:end]
+    return message
+
+
+def classify_line(line):
+    """Decode one host line: ("execute", Request) | ("exit", None) | ("bridge_result", dict) |
+    ("snapshot", SnapshotRequest) | ("restore", RestorePiece) | ("invalid", (id, why))."""
+    message = _long_restore_message(line) if len(line) > _LONG_LINE and isinstance(line, bytes) else None
+    try:
+        if message is None:
+            message = json.loads(line)
     except Exception as exc:
         return ("invalid", (None, "malformed request line (not JSON): %s" % exc))
     if not isinstance(message, dict):
@@ -431,6 +530,8 @@ def classify_line(line):
         return ("bridge_result", message)
     if kind in ("complete", "inspect"):
         return _parse_introspect(message)
+    if kind in ("snapshot", "restore"):
+        return _parse_state_request(message)
     if kind not in (None, "execute"):
         request_id = message.get("id") if isinstance(message.get("id"), str) else None
         return ("invalid", (request_id, "unknown message type %r" % (kind,)))

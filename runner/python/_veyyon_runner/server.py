@@ -11,11 +11,13 @@ import types
 import warnings
 
 
-from . import egress, protocol, state
+from . import definitions, egress, protocol, restore, snapshot, state
 from .state import _on_sigint, _redeliver_loop, _state, _user_call
 from .protocol import (
     PROTOCOL_ERROR,
     Request,
+    RestorePiece,
+    SnapshotRequest,
     _StreamBuffer,
     _defer_started,
     _diagnose,
@@ -80,6 +82,7 @@ def _shutdown(status):
 
 _END_OF_INPUT = object()
 _EXIT = object()
+_EXECUTE = object()
 _PARENT_POLL_SECONDS = 1.0
 
 
@@ -98,9 +101,13 @@ class _RequestReader:
         self.fd = fd
         self.requests = queue.SimpleQueue()
         self.lock = threading.Lock()
-        self.pending = b""
+        self.pending = []
         self.eof = False
         self.wanted = threading.Event()
+        # Execute requests routed and taken: more routed than taken means one waits (a snapshot yields to it).
+        # Each has one writer at a time (routed: under the lock; taken: the main thread).
+        self.executes_routed = 0
+        self.executes_taken = 0
 
     def drain(self, in_cell):
         """Route every complete line readable now: in_cell, only while a cell runs (the reader thread)."""
@@ -113,15 +120,23 @@ class _RequestReader:
                 except BlockingIOError:
                     return
                 if data:
-                    lines = (self.pending + data).split(b"\n")
-                    self.pending = lines.pop()
+                    # A long line (a restore piece) comes in many reads: its parts are joined once, at its end.
+                    self.pending.append(data)
+                    if b"\n" not in data:
+                        continue
+                    lines = b"".join(self.pending).split(b"\n")
+                    tail = lines.pop()
+                    self.pending = [tail] if tail else []
                 else:
                     self.eof = True
-                    lines, self.pending = [self.pending], b""
+                    lines, self.pending = [b"".join(self.pending)], []
                 for line in lines:
                     if line.strip():
                         try:
-                            if _route_line(line, self.requests) is _EXIT:
+                            routed = _route_line(line, self.requests)
+                            if routed is _EXECUTE:
+                                self.executes_routed += 1
+                            elif routed is _EXIT:
                                 self.eof = True
                                 break
                         except Exception as exc:
@@ -138,16 +153,26 @@ class _RequestReader:
         poller.register(self.fd, select.POLLIN)
         while True:
             try:
-                return self.requests.get_nowait()
+                return self._taken(self.requests.get_nowait())
             except queue.Empty:
                 pass
             if self.eof:
                 return _END_OF_INPUT
             self.drain(False)
             try:
-                return self.requests.get_nowait()
+                return self._taken(self.requests.get_nowait())
             except queue.Empty:
                 poller.poll()
+
+    def _taken(self, item):
+        if isinstance(item, Request):
+            self.executes_taken += 1
+        return item
+
+    def execute_waiting(self):
+        """Main thread, between cells: whether an execute request has arrived (reading what the host sent)."""
+        self.drain(False)
+        return self.executes_routed > self.executes_taken
 
     def wake(self):
         """Have the reader thread read beside the running cell."""
@@ -176,6 +201,9 @@ def _route_line(line, requests):
     kind, payload = classify_line(line)
     if kind == "execute":
         requests.put(payload)
+        return _EXECUTE
+    elif kind in ("snapshot", "restore"):
+        requests.put(payload)
     elif kind == "exit":
         return _EXIT
     elif kind == "bridge_result":
@@ -191,17 +219,21 @@ def _route_line(line, requests):
 
 
 def _apply_context(request):
+    added = None
     if request.cwd is not None:
         os.chdir(request.cwd)
         cwd = os.getcwd()
         if cwd not in sys.path:
             sys.path.insert(0, cwd)
+            added = cwd
     if request.env:
         for key, value in request.env.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    if added is not None or request.env:
+        snapshot.baseline.host_applied(request.env, added)
 
 
 # boot.py's code cache (load(name, key, build)), set by boot.py before main(); None when run from source.
@@ -276,12 +308,18 @@ def _handle_request(request):
     st.cell_active = True
     try:
         _defer_started(request.id)
+        filename = cell_filename(request)
         try:
             _apply_context(request)
             if request.code.strip():
-                _user_call(_run_cell, request, cell_filename(request))
+                _user_call(_run_cell, request, filename)
         except BaseException as exc:
             failure = exc
+        if not request.silent and request.code.strip():
+            try:
+                definitions.note_cell(request.code, filename, st.namespace)
+            except Exception as exc:
+                _diagnose("recording the definitions of %r failed: %s: %s" % (request.id, type(exc).__name__, exc))
         if request.code.strip() and "matplotlib.pyplot" in sys.modules:
             try:
                 _user_call(_flush_figures)
@@ -336,6 +374,11 @@ def _serve(reader):
                 _protocol_error(request_id, text)
                 _send({"type": "done", "id": request_id, "status": "error",
                        "executionCount": _state.execution_count, "cancelled": False})
+            elif isinstance(item, SnapshotRequest):
+                snapshot.serve(item, _state.namespace, _state.protected, _state, reader.execute_waiting, _send,
+                               protocol._send_parts)
+            elif isinstance(item, RestorePiece):
+                restore.serve(item, _state.namespace, _state, _send)
             else:
                 _handle_request(item)
         except BaseException as exc:
@@ -344,6 +387,12 @@ def _serve(reader):
             if isinstance(item, Request):
                 _send({"type": "done", "id": item.id, "status": "error",
                        "executionCount": _state.execution_count, "cancelled": False})
+            elif isinstance(item, SnapshotRequest):
+                _send({"type": "snapshot_done", "id": item.id, "status": "failed", "names": [], "skipped": [],
+                       "error": "internal error: %s: %s" % (type(exc).__name__, exc)})
+            elif isinstance(item, RestorePiece) and not item.more:
+                _send({"type": "restore_done", "id": item.id, "restored": [], "skipped": [],
+                       "error": "internal error: %s: %s" % (type(exc).__name__, exc)})
 
 
 # ---------------------------------------------------------------------------
@@ -440,6 +489,7 @@ def main():
     request_fd, wake_read = _install_fds()
     watch_fd_writers()
     _install_namespace()
+    snapshot.baseline.capture()
     sys.stdout = _stdout
     sys.stderr = _stderr
     sys.stdin = _BlockingStdin()

@@ -11,7 +11,7 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "_veyyon_runner"
 PACKAGE_DIR = os.path.join(SOURCE_DIR, PACKAGE)
 MODULES = ("state", "protocol", "output", "display", "bridge", "transform", "execution", "magics", "introspect",
-           "server", "egress")
+           "server", "egress", "definitions", "snapshot", "restore")
 SOURCE_FILES = sorted(glob.glob(os.path.join(PACKAGE_DIR, "*.py"))) + [os.path.join(SOURCE_DIR, "runner.py")]
 _copies = itertools.count()
 

@@ -126,7 +126,7 @@ const demo = Effect.gen(function*() {
     "the displays were rendered as text, and the images were written to disk:",
     ...saved.map((image) => `  ${image.path}`)
   ])
-}).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer()))
+}).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ snapshots: false })))
 
 /** The `demo` command. */
 export const demoCommand = Command.make("demo", {}, () => demo).pipe(

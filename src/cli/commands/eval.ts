@@ -40,8 +40,11 @@ const cwd = Flag.String("cwd").pipe(
 )
 const session = Flag.String("session").pipe(
   Flag.withMetavar("ID"),
-  Flag.withDescription("The session id; it names the artifacts directory (and kv store) the cell uses, kept across runs (default: cli)."),
-  Flag.withDefault(DEFAULT_EVAL_SESSION)
+  Flag.withDescription(
+    "The session id: its kv store, artifacts and variables (restored from its snapshot) are kept across runs. " +
+      "Without it the session is `cli`, whose kv and artifacts are kept but whose variables are not."
+  ),
+  Flag.optional
 )
 const json = Flag.Boolean("json").pipe(
   Flag.withDescription("Print the result as JSON (the MCP tool's structured result, with imageFiles, the saved images) instead of the rendered output."),
@@ -74,8 +77,9 @@ export const evalCommand = Command.make(
       })
       const budget = yield* Effect.fromResult(parseTimeout(flags.timeout))
       if (budget.note !== undefined) process.stderr.write(`veyyon: ${budget.note}\n`)
+      const named = Option.isSome(flags.session)
       const context = {
-        sessionId: flags.session,
+        sessionId: Option.getOrElse(flags.session, () => DEFAULT_EVAL_SESSION),
         cwd: path.resolve(Option.getOrElse(flags.cwd, () => process.cwd())),
         language: flags.language
       }
@@ -90,7 +94,7 @@ export const evalCommand = Command.make(
             flags.json ? undefined : makeCellView(stdoutTarget(), stderrTarget())
           )
         })
-      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ python: flags.python, language: flags.language })))
+      ).pipe(Effect.mapError(failureOf), Effect.provide(cliEvalLayer({ python: flags.python, language: flags.language, snapshots: named })))
       yield* flags.json ? printJson(run) : printImages(run)
       const exit = cellExitCode(run.result)
       if (exit !== ExitCode.Ok) return yield* new CliFailure({ code: exit })

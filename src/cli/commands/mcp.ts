@@ -7,7 +7,8 @@
  * generated and printed once on stderr), one kernel session per MCP session.
  * On stdio cells run in the directory the server started in; over HTTP each session runs
  * in its own private directory (under `VEYYON_MCP_WORKSPACE`), removed when it ends.
- * Session ids carry 128 random bits. With `--cluster` (or `VEYYON_CLUSTER=1`)
+ * Session ids carry 128 random bits. With `--viewer` (HTTP only) the door also serves a live
+ * page of its sessions at `/viewer/` and prints its sign-in link. With `--cluster` (or `VEYYON_CLUSTER=1`)
  * cells run on a veyyon cluster's runners instead of in this process.
  */
 import { Cause, Config, Effect, Exit, Fiber, Layer, Option, Result, Stdio } from "effect"
@@ -17,11 +18,19 @@ import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { evalLayer } from "../../layers/EvalLive.ts"
 import { serveMcp } from "../../mcp/EvalMcpServer.ts"
-import { makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import { bearerMatches, makeHttpDoor, MCP_PATH } from "../../mcp/HttpDoor.ts"
+import type { CellObserver } from "../../mcp/CellObserver.ts"
+import { makeSessionWatch } from "../../mcp/viewer/SessionWatch.ts"
+import { SOLE_TOKEN } from "../../mcp/viewer/ViewerAccess.ts"
+import { LINK_LIFETIME_TEXT, makeViewerAuth } from "../../mcp/viewer/ViewerAuth.ts"
+import { VIEWER_PATH } from "../../mcp/viewer/ViewerHtml.ts"
+import { linkUrl, makeViewer, viewerOrigin } from "../../mcp/viewer/ViewerRoutes.ts"
+import { SessionRecord } from "../../services/output/SessionRecord.ts"
 import { progressIntervalMs } from "../../mcp/Progress.ts"
 import { serveStdio, STDIO_CLIENT_ID } from "../../mcp/StdioDoor.ts"
 import { defaultWorkspaceRoot, makeSessionWorkspace, type SessionWorkspace } from "../../services/storage/SessionWorkspace.ts"
-import { KernelRegistry } from "../../services/registry/KernelRegistry.ts"
+import { KernelRegistry, type KernelRegistryService } from "../../services/registry/KernelRegistry.ts"
+import { treeResidentBytes } from "../../process/ProcessMemory.ts"
 import { doorSandboxDefaults } from "../../services/isolation/SandboxSettings.ts"
 import { fromVariables, type InvalidSettings, optionalSetting, readConfig, setting } from "../../services/config/ConfigSources.ts"
 import { Settings, type SettingsInput } from "../../services/config/Settings.ts"
@@ -59,8 +68,14 @@ export const MCP_PROGRESS_INTERVAL_ENV = "VEYYON_MCP_PROGRESS_INTERVAL_MS"
 /** The variable naming the root of the HTTP door's per-session directories (default `<state dir>/workspaces/mcp-http`). */
 export const MCP_WORKSPACE_ENV = "VEYYON_MCP_WORKSPACE"
 
+/** The variable naming the stdio door's session, as `--session` does. */
+export const MCP_SESSION_ENV = "VEYYON_MCP_SESSION"
+
 /** The environment variable that makes `veyyon mcp` a cluster client, as `--cluster` does. */
 export const MCP_CLUSTER_ENV = "VEYYON_CLUSTER"
+
+/** The environment variable that turns the viewer page on, as `--viewer` does. */
+export const MCP_VIEWER_ENV = "VEYYON_MCP_VIEWER"
 
 /** What `veyyon mcp` reads from its variables. */
 export interface McpVariables {
@@ -72,24 +87,35 @@ export interface McpVariables {
   readonly workspace: string | undefined
   /** Whether to serve as a cluster client (`VEYYON_CLUSTER`, a boolean). */
   readonly cluster: boolean
+  /** The stdio door's session id (`VEYYON_MCP_SESSION`), when one is set. */
+  readonly session: string | undefined
+  /** Whether the HTTP door also serves the viewer page (`VEYYON_MCP_VIEWER`, a boolean). */
+  readonly viewer: boolean
 }
 
 const mcpConfig: Config.Config<McpVariables> = Config.all({
   progressIntervalMs: Config.map(optionalSetting(TrimmedText, MCP_PROGRESS_INTERVAL_ENV), progressIntervalMs),
   token: optionalSetting(TrimmedText, MCP_TOKEN_ENV),
   workspace: optionalSetting(TrimmedText, MCP_WORKSPACE_ENV),
-  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false))
+  cluster: setting(FlagText, MCP_CLUSTER_ENV).pipe(Config.withDefault(false)),
+  session: optionalSetting(TrimmedText, MCP_SESSION_ENV),
+  viewer: setting(FlagText, MCP_VIEWER_ENV).pipe(Config.withDefault(false))
 })
 
 /** The variables of `veyyon mcp` from `env` (the process's by default); an unreadable one fails naming it. */
 export const readMcpVariables = (env?: EnvRecord): Result.Result<McpVariables, InvalidSettings> =>
   readConfig(mcpConfig, fromVariables(env))
 
-const serveOptions = (variables: McpVariables, sessionDirs?: SessionWorkspace) => ({
+const serveOptions = (variables: McpVariables, options: { readonly sessionDirs?: SessionWorkspace; readonly sessionId?: string | undefined; readonly observer?: CellObserver } = {}) => ({
   version: VERSION,
   progressIntervalMs: variables.progressIntervalMs,
-  sessionDirs
+  sessionDirs: options.sessionDirs,
+  sessionId: options.sessionId,
+  observer: options.observer
 })
+
+/** The longest session id `--session` takes. */
+const MAX_SESSION_ID = 200
 
 /** The HTTP door's per-session directories: under `VEYYON_MCP_WORKSPACE`, else the default root. */
 const httpSessionDirs = (variables: McpVariables): SessionWorkspace =>
@@ -120,16 +146,24 @@ const toolLayer = (door: "stdio" | "http", placement: Placement) =>
 const prepareSpares = Effect.flatMap(Effect.serviceOption(KernelRegistry), (registry) =>
   Option.isSome(registry) ? registry.value.prepareSpares({ cwd: process.cwd() }) : Effect.void)
 
-const stdioServer = (cluster: Placement, variables: McpVariables) =>
+const stdioServer = (cluster: Placement, variables: McpVariables, sessionId: string | undefined) =>
   prepareSpares.pipe(
     // The client's session ends with the server (stdin closed, a signal): on a cluster, its kernels on the runner too.
-    Effect.andThen(serveMcp(serveOptions(variables), (door, sessions) =>
+    // Its saved state is kept for a named session (a server started again with it restores it); nobody can name a random one again.
+    Effect.andThen(serveMcp(serveOptions(variables, { sessionId }), (door, sessions) =>
       Effect.gen(function*() {
         const stdio = yield* Stdio.Stdio
         yield* serveStdio(door, stdio.stdin, writeStdout)
-      }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID))))),
+      }).pipe(Effect.ensuring(sessions.end(STDIO_CLIENT_ID, { forget: sessionId === undefined }))))),
     Effect.provide(toolLayer("stdio", cluster))
   )
+
+/** What a session's kernels hold in memory now (their process trees' resident sets), when any can be measured. */
+const kernelMemory = (registry: KernelRegistryService) => (sessionId: string) =>
+  Effect.map(registry.sessionPids(sessionId), (kernels) => {
+    const measured = kernels.map((kernel) => treeResidentBytes(kernel.pid)).filter((bytes): bytes is number => bytes !== undefined)
+    return measured.length === 0 ? undefined : measured.reduce((sum, bytes) => sum + bytes, 0)
+  })
 
 const tokenOf = (given: string | undefined): { readonly token: string; readonly generated: boolean } =>
   given !== undefined ? { token: given, generated: false } : { token: randomBytes(32).toString("base64url"), generated: true }
@@ -138,19 +172,42 @@ const tokenOf = (given: string | undefined): { readonly token: string; readonly 
 const nodeHttpServer = (host: string, port: number) =>
   Layer.unwrap(Effect.map(Effect.promise(() => import("@effect/platform-node/NodeHttpServer")), (NodeHttpServer) => NodeHttpServer.layer(createServer, { host, port })))
 
-const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables) =>
+const httpServer = (host: string, port: number, cluster: Placement, variables: McpVariables, withViewer: boolean) =>
   Effect.gen(function*() {
     const { token, generated } = tokenOf(variables.token)
     const settings = yield* Settings
+    const records = yield* Effect.serviceOption(SessionRecord)
+    const registry = yield* Effect.serviceOption(KernelRegistry)
+    const watch = withViewer && Option.isSome(records) ? makeSessionWatch() : undefined
     yield* prepareSpares
-    yield* serveMcp(serveOptions(variables, cluster._tag === "Local" ? httpSessionDirs(variables) : undefined), (door, sessions) =>
+    yield* serveMcp(serveOptions(variables, { ...(cluster._tag === "Local" ? { sessionDirs: httpSessionDirs(variables) } : {}), ...(watch === undefined ? {} : { observer: watch.observer }) }), (door, sessions) =>
       Effect.gen(function*() {
-        const router = yield* makeHttpDoor(door, sessions, { token, host, idleTtlMs: settings.kernel.idleTtlMs })
         const server = yield* HttpServer.HttpServer
+        const origin = server.address._tag === "UnixPathAddress" ? undefined : viewerOrigin(host, server.address.port)
+        const auth = makeViewerAuth()
+        const viewer = watch === undefined || origin === undefined || Option.isNone(records) ? undefined : makeViewer({
+          origin,
+          watch,
+          auth,
+          authenticate: (header) => (bearerMatches(header, token) ? SOLE_TOKEN : undefined),
+          notebook: (sessionId) => records.value.notebook(sessionId),
+          ...(Option.isNone(registry) ? {} : { memoryOf: kernelMemory(registry.value) })
+        })
+        const router = yield* makeHttpDoor(door, sessions, {
+          token,
+          host,
+          idleTtlMs: settings.kernel.idleTtlMs,
+          ...(viewer === undefined ? {} : { beside: { prefix: VIEWER_PATH, app: viewer } })
+        })
         yield* server.serve(router)
         const address = server.address._tag === "UnixPathAddress" ? MCP_PATH : `${HttpServer.formatAddress(server.address)}${MCP_PATH}`
         process.stderr.write(`veyyon mcp: serving MCP (streamable HTTP) at ${address}\n`)
         if (generated) process.stderr.write(`veyyon mcp: bearer token (set ${MCP_TOKEN_ENV} to choose your own): ${token}\n`)
+        if (viewer !== undefined && origin !== undefined) {
+          process.stderr.write(
+            `veyyon mcp: viewer page (this link works for ${LINK_LIFETIME_TEXT}; POST ${VIEWER_PATH}/link with the bearer token for a fresh one): ${linkUrl(origin, auth.mint(SOLE_TOKEN).code)}\n`
+          )
+        }
         return yield* Effect.never
       }).pipe(Effect.scoped))
   }).pipe(
@@ -185,6 +242,17 @@ const host = Flag.String("host").pipe(
   Flag.withDescription(`With --http: the address to listen on (default ${DEFAULT_MCP_HOST}).`),
   Flag.withDefault(DEFAULT_MCP_HOST)
 )
+const session = Flag.String("session").pipe(
+  Flag.withMetavar("ID"),
+  Flag.withDescription(
+    `On stdio: the session the client's cells run in (also ${MCP_SESSION_ENV}); a server started again with the same ID finds its kv, artifacts and variables (restored). Default: a new random session.`
+  ),
+  Flag.optional
+)
+const viewer = Flag.Boolean("viewer").pipe(
+  Flag.withDescription(`With --http: also serve a live page of the sessions at /viewer/ for the people behind the agents (also ${MCP_VIEWER_ENV}=1; a sign-in link is printed at start).`),
+  Flag.withDefault(false)
+)
 const port = Flag.Int("port").pipe(
   Flag.withMetavar("PORT"),
   Flag.withDescription(`With --http: the TCP port (default ${DEFAULT_MCP_PORT}; 0 picks a free one).`),
@@ -192,7 +260,7 @@ const port = Flag.Int("port").pipe(
 )
 
 /** The `mcp` command. */
-export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth }, (options) => {
+export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insecureNoAuth, session, viewer }, (options) => {
   if (!options.http && (options.host !== DEFAULT_MCP_HOST || options.port !== DEFAULT_MCP_PORT)) {
     return Effect.fail(usageError("--host and --port apply only with --http"))
   }
@@ -201,8 +269,22 @@ export const mcpCommand = Command.make("mcp", { http, host, port, cluster, insec
   if (Result.isFailure(variables)) return Effect.fail(failureOf(variables.failure))
   const asClient = options.cluster || variables.success.cluster
   if (options.insecureNoAuth && !asClient) return Effect.fail(usageError("--insecure-no-auth applies only with --cluster"))
+  const withViewer = options.viewer || variables.success.viewer
+  if (withViewer && !options.http) return Effect.fail(usageError("--viewer applies only with --http (the page is served beside /mcp)"))
+  if (withViewer && asClient) {
+    return Effect.fail(usageError("--viewer is not available with --cluster yet: the cells' records and live output live on the runners, not in this process"))
+  }
   const placement: Placement = asClient ? { _tag: "Cluster", insecureNoAuth: options.insecureNoAuth } : { _tag: "Local" }
-  return serve(options.http ? httpServer(options.host, options.port, placement, variables.success) : stdioServer(placement, variables.success))
+  const sessionId = Option.getOrUndefined(options.session) ?? variables.success.session
+  if (options.http && Option.isSome(options.session)) return Effect.fail(usageError("--session applies only on stdio: each HTTP client gets its own session"))
+  if (sessionId !== undefined && (sessionId.length === 0 || sessionId.length > MAX_SESSION_ID || /[\u0000-\u001f]/.test(sessionId))) {
+    return Effect.fail(usageError(`the session id must be 1 to ${MAX_SESSION_ID} characters without control characters`))
+  }
+  return serve(
+    options.http
+      ? httpServer(options.host, options.port, placement, variables.success, withViewer)
+      : stdioServer(placement, variables.success, sessionId)
+  )
 }).pipe(
   Command.withDescription("Serve the eval tool to MCP clients on stdio, or with --http over streamable HTTP; state persists per session.")
 )

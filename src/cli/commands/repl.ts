@@ -168,7 +168,7 @@ const repl = (language: BackendId, python: Option.Option<string>, saveTo: Option
       if (code.trim().length > 0) yield* runSource(code)
     }
   })
-).pipe(Effect.provide(cliEvalLayer({ longLived: true, python, language })))
+).pipe(Effect.provide(cliEvalLayer({ longLived: true, python, language, snapshots: false })))
 
 /** The `repl` command. */
 export const replCommand = Command.make(

@@ -29,6 +29,10 @@
  *   VEYYON_SANDBOX, VEYYON_SANDBOX_NETWORK       sandbox.mode, sandbox.network (allow | none | allowlist)
  *   VEYYON_SANDBOX_ALLOW_HOSTS                   sandbox.allowHosts (for allowlist; see SandboxSettings)
  *   VEYYON_KERNEL_MEMORY_MB                      limits.memoryMb
+ *   VEYYON_SESSION_SNAPSHOTS                     session.snapshots: every-cell | idle | off
+ *   VEYYON_SNAPSHOT_BUDGET_MB                    session.snapshotBudgetMb (positive integer)
+ *   VEYYON_SNAPSHOT_VALUE_BUDGET_MB              session.snapshotValueBudgetMb (positive integer)
+ *   VEYYON_SNAPSHOT_MAX_AGE_DAYS                 session.snapshotMaxAgeDays (positive integer)
  *
  * `kernel.mode` and `kernel.idleTtlMs` govern every backend's kernels unless
  * `kernel.backends.<id>` overrides them for one. A backend's older settings section
@@ -80,6 +84,21 @@ export const DEFAULT_ARTIFACTS_MAX_SESSION_MB = 256
 /** Hours an artifact is kept (7 days). */
 export const DEFAULT_ARTIFACTS_MAX_AGE_HOURS = 7 * 24
 
+/** When a session's namespace is saved: after every finished cell, once the session has been idle a moment, or never. */
+export const SnapshotMode = Schema.Literals(["every-cell", "idle", "off"])
+
+/** `"every-cell"`, `"idle"` or `"off"`. */
+export type SnapshotMode = typeof SnapshotMode.Type
+
+/** Megabytes one session's snapshot may hold (per language). */
+export const DEFAULT_SNAPSHOT_BUDGET_MB = 256
+/** Megabytes one value of a snapshot may take. */
+export const DEFAULT_SNAPSHOT_VALUE_BUDGET_MB = 256
+/** Days a snapshot is kept after its last save. */
+export const DEFAULT_SNAPSHOT_MAX_AGE_DAYS = 7
+/** Milliseconds a session stays idle before `idle` snapshots save it. */
+export const SNAPSHOT_IDLE_MS = 2000
+
 /** The resolved settings every service reads. */
 export interface SettingsValues {
   /** `eval.<id>` for every registered backend, and `pyWorkspace`. */
@@ -105,6 +124,13 @@ export interface SettingsValues {
   }
   readonly sandbox: SandboxSettings
   readonly limits: KernelLimits
+  /** Sessions that outlive their kernels: snapshots of the namespace and their budgets. */
+  readonly session: {
+    readonly snapshots: SnapshotMode
+    readonly snapshotBudgetMb: number
+    readonly snapshotValueBudgetMb: number
+    readonly snapshotMaxAgeDays: number
+  }
 }
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
@@ -155,7 +181,13 @@ export const SettingsInput = Schema.Struct({
     maxLines: optional(PositiveInt)
   })),
   sandbox: optional(SandboxInput),
-  limits: optional(LimitsInput)
+  limits: optional(LimitsInput),
+  session: optional(Schema.Struct({
+    snapshots: optional(SnapshotMode),
+    snapshotBudgetMb: optional(PositiveInt),
+    snapshotValueBudgetMb: optional(PositiveInt),
+    snapshotMaxAgeDays: optional(PositiveInt)
+  }))
 }).annotate({ identifier: "a settings object" })
 
 /** A partial settings object; every field may be left out. */
@@ -217,6 +249,10 @@ const settingNames = (backends: Backends): ReadonlyMap<string, SettingNames> => 
     ["artifactsDir", { variables: ["VEYYON_ARTIFACTS_DIR"], olderKeys: [] }],
     ["artifacts.maxSessionMb", { variables: ["VEYYON_ARTIFACTS_MAX_MB"], olderKeys: [] }],
     ["artifacts.maxAgeHours", { variables: ["VEYYON_ARTIFACTS_MAX_AGE_HOURS"], olderKeys: [] }],
+    ["session.snapshots", { variables: ["VEYYON_SESSION_SNAPSHOTS"], olderKeys: [] }],
+    ["session.snapshotBudgetMb", { variables: ["VEYYON_SNAPSHOT_BUDGET_MB"], olderKeys: [] }],
+    ["session.snapshotValueBudgetMb", { variables: ["VEYYON_SNAPSHOT_VALUE_BUDGET_MB"], olderKeys: [] }],
+    ["session.snapshotMaxAgeDays", { variables: ["VEYYON_SNAPSHOT_MAX_AGE_DAYS"], olderKeys: [] }],
     ...Object.entries(SANDBOX_VARIABLES).map(([path, variables]): [string, SettingNames] => [path, { variables, olderKeys: [] }])
   ])
   for (const backend of backends) {
@@ -233,6 +269,11 @@ const settingNames = (backends: Backends): ReadonlyMap<string, SettingNames> => 
 const KernelModeText = WordText(
   KernelMode.literals,
   (trimmed) => `${JSON.stringify(trimmed)} is not a kernel mode; use "session" or "per-call", or unset it.`
+)
+
+const SnapshotModeText = WordText(
+  SnapshotMode.literals,
+  (trimmed) => `${JSON.stringify(trimmed)} is not a snapshot mode; use "every-cell", "idle" or "off", or unset it.`
 )
 
 const definedOnly = <A extends object>(record: A): { [K in keyof A]?: Exclude<A[K], undefined> } =>
@@ -276,7 +317,13 @@ const settingsConfig = (backends: Backends) =>
       maxLines: setting(PositiveIntText, "output.maxLines").pipe(Config.withDefault(DEFAULT_OUTPUT_MAX_LINES))
     }),
     sandbox: sandboxConfig,
-    limits: limitsConfig
+    limits: limitsConfig,
+    session: Config.all({
+      snapshots: setting(SnapshotModeText, "session.snapshots").pipe(Config.withDefault("every-cell" as const)),
+      snapshotBudgetMb: setting(PositiveIntText, "session.snapshotBudgetMb").pipe(Config.withDefault(DEFAULT_SNAPSHOT_BUDGET_MB)),
+      snapshotValueBudgetMb: setting(PositiveIntText, "session.snapshotValueBudgetMb").pipe(Config.withDefault(DEFAULT_SNAPSHOT_VALUE_BUDGET_MB)),
+      snapshotMaxAgeDays: setting(PositiveIntText, "session.snapshotMaxAgeDays").pipe(Config.withDefault(DEFAULT_SNAPSHOT_MAX_AGE_DAYS))
+    })
   })
 
 /**
@@ -319,7 +366,8 @@ export const resolveSettings = (
       artifacts: read.artifacts,
       output: read.output,
       sandbox,
-      limits: limitsOf(read.limits)
+      limits: limitsOf(read.limits),
+      session: read.session
     }
   })
 

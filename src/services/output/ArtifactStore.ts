@@ -29,7 +29,7 @@ import { Clock, Context, Effect, Exit, Fiber, FileSystem, Layer, type PlatformEr
 import { createHash, randomBytes } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as path from "node:path"
-import { ensurePrivateDir, ownDirProblem, ownFileProblem, PRIVATE_FILE_MODE } from "../storage/PrivateDir.ts"
+import { ensurePrivateDir, ownDirProblem, ownFileProblem, PRIVATE_FILE_MODE, readOwnFile } from "../storage/PrivateDir.ts"
 import { Settings } from "../config/Settings.ts"
 
 /** The URI scheme of artifacts. */
@@ -329,17 +329,6 @@ const pruneSessions = (root: string, retention: ArtifactRetention, now: number):
     }
   }
 }
-
-const readOwnFile = (file: string): Promise<Buffer> =>
-  NodeFs.promises.open(file, NodeFs.constants.O_RDONLY | (NodeFs.constants.O_NOFOLLOW ?? 0)).then(async (handle) => {
-    try {
-      const problem = ownFileProblem(await handle.stat())
-      if (problem !== undefined) throw Object.assign(new Error(problem), { code: "EREFUSED" })
-      return await handle.readFile()
-    } finally {
-      await handle.close()
-    }
-  })
 
 const refusalOf = (error: unknown): string => {
   const code = (error as NodeJS.ErrnoException).code

@@ -24,6 +24,12 @@
  * session's directory when there is none); every other bridge call goes to the embedder's
  * `AgentBridge`.
  *
+ * Unless `session.snapshots` is `off`, a session's state outlives its kernels: after each
+ * cell the kernel is asked for a snapshot, kept by the `SnapshotStore` in context (the file
+ * store below the artifacts directory when there is none), and a fresh kernel of a session
+ * with one gets it restored before its first cell, whose outcome then carries the notice.
+ * `reset: true` forgets it; `forget` forgets a whole session; the kernels ending keep it.
+ *
  * A session's key (the real cwd and the interpreter resolved for it) is worked out at its
  * first cell and kept while its kernel lives, so a cell costs no filesystem probes; a
  * `reset: true`, a reset, or the kernel ending (idle, death) makes the next cell resolve
@@ -53,6 +59,9 @@ import { type LimitsUnavailable, makeSandbox, Sandbox, type SandboxUnavailable }
 import { backendSettingsOf, idleTtlMsOf, kernelModeOf, Settings, sparesOf } from "../config/Settings.ts"
 import * as SparePool from "./SparePool.ts"
 import { EgressResolver, systemResolver } from "../isolation/egress/EgressResolver.ts"
+import { makeFileSnapshotStore, snapshotsRoot } from "../snapshots/FileSnapshotStore.ts"
+import { makeSessionSnapshots, type SessionSnapshots, type SnapshotPlace } from "../snapshots/SessionSnapshots.ts"
+import { SnapshotStore } from "../snapshots/SnapshotStore.ts"
 import { startKernelEgress } from "../isolation/egress/KernelEgress.ts"
 
 /** Identifies one retained kernel. */
@@ -134,12 +143,16 @@ export interface KernelRegistryService {
   ) => Effect.Effect<Inspection, RegistryError | IntrospectionFailed>
   /** Shuts down every kernel of a session (optionally only those for `cwd`, and of `language`); the next cell starts fresh. */
   readonly reset: (sessionId: string, cwd?: string, language?: BackendId) => Effect.Effect<void>
-  /** Shuts down every kernel now. */
+  /** Shuts down a session's kernels and forgets its saved state (its snapshots), as `reset: true` does for one language. */
+  readonly forget: (sessionId: string) => Effect.Effect<void>
+  /** Shuts down every kernel now (once the snapshots under way are saved). */
   readonly shutdownAll: Effect.Effect<void>
   /** The keys of the kernels alive or starting. */
   readonly keys: Effect.Effect<ReadonlyArray<KernelKey>>
   /** The process ids of the spare kernels ready now (no session's; for diagnostics and tests). */
   readonly sparePids: Effect.Effect<ReadonlyArray<number>>
+  /** The process ids of a session's started kernels, with their languages (for diagnostics: the viewer's memory figure). */
+  readonly sessionPids: (sessionId: string) => Effect.Effect<ReadonlyArray<{ readonly language: BackendId; readonly pid: number }>>
   /**
    * Starts filling the spare pool a new session at `place` would take from, so even the
    * first session's first cell finds a spare; returns at once. Nothing happens when that
@@ -175,9 +188,9 @@ export const normalizeCwd = (cwd: string): Effect.Effect<string, InvalidCwd> =>
   })
 
 /** The notice of a cell that ran twice because its kernel died during the first attempt. */
-export const retriedNotice = (died: KernelDied): string =>
+export const retriedNotice = (died: KernelDied, snapshots = false): string =>
   `the kernel died during this cell (${describeExit(died.exit)}) and the cell ran again in a fresh kernel: ` +
-  `its side effects (files written, requests sent) may have happened twice, and earlier state is gone. ` +
+  `its side effects (files written, requests sent) may have happened twice, and earlier state is gone${snapshots ? " except what the session's snapshot restored" : ""}. ` +
   `Output before the kernel-restart line is from the first attempt.`
 
 const joinNotices = (first: string, second: string | undefined): string =>
@@ -251,6 +264,25 @@ export const splitKernelEnv = (
   return { spawnEnv, initEnv }
 }
 
+/** The session snapshots of the registry: none when `session.snapshots` is `off`, or when their store cannot be opened (said in a warning). */
+const sessionSnapshotsOf = (settings: Settings["Service"]): Effect.Effect<SessionSnapshots | undefined, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const mode = settings.session.snapshots
+    if (mode === "off") return undefined
+    const given = yield* Effect.serviceOption(SnapshotStore)
+    const store = Option.isSome(given)
+      ? given.value
+      : yield* makeFileSnapshotStore(snapshotsRoot(settings.artifactsDir), settings.session.snapshotMaxAgeDays * 24 * 60 * 60 * 1000).pipe(
+        Effect.catch((error) => Effect.as(Effect.logWarning(`session snapshots are off: ${error.message}`), undefined))
+      )
+    if (store === undefined) return undefined
+    return yield* makeSessionSnapshots(store, {
+      mode,
+      budgetMb: settings.session.snapshotBudgetMb,
+      valueBudgetMb: settings.session.snapshotValueBudgetMb
+    })
+  })
+
 const makeRegistry = Effect.gen(function*() {
   const settings = yield* Settings
   const runners = yield* RunnerCache
@@ -263,6 +295,7 @@ const makeRegistry = Effect.gen(function*() {
     Option.match({ onNone: () => makeSandbox(settings.sandbox, settings.limits), onSome: Effect.succeed })
   )
   const resolver = Option.getOrElse(yield* Effect.serviceOption(EgressResolver), () => systemResolver)
+  const snapshots = yield* sessionSnapshotsOf(settings)
 
   const backends = new Map<string, { readonly backend: KernelBackend<string, BackendsContext, BackendRuntimeError>; readonly runtime: BackendRuntime<BackendRuntimeError> }>()
   for (const backend of registeredBackends()) {
@@ -431,8 +464,25 @@ const makeRegistry = Effect.gen(function*() {
     label: (key) => key.label
   })
   const idleTtlMs = (key: KernelKey) => idleTtlMsOf(settings, key.language)
+  const restoreNotices = new Map<string, string>()
+  const placeOf = (key: KernelKey): SnapshotPlace => ({ sessionId: key.sessionId, language: key.language })
+  const noticeId = (key: KernelKey) => `${key.language}\u0000${key.sessionId}`
+
+  /** A fresh kernel for `key` with the session's snapshot restored, or an empty one when the restore failed as a whole. */
+  const startRestored = (key: KernelKey): Effect.Effect<Kernel.Kernel, RegistryError, Scope.Scope> =>
+    snapshots === undefined
+      ? startKernel(key, true)
+      : Effect.gen(function*() {
+        const kernel = yield* startKernel(key, true)
+        const { notice, replace } = yield* snapshots.restoreInto(placeOf(key), kernel)
+        if (notice !== undefined) restoreNotices.set(noticeId(key), notice)
+        if (!replace) return kernel
+        yield* kernel.shutdown
+        return yield* startKernel(key, false)
+      })
+
   const kernels = yield* RcMap.make({
-    lookup: (key: KernelKey) => Effect.tap(startKernel(key, true), (kernel) => supervisor.watch(key, kernel)),
+    lookup: (key: KernelKey) => Effect.tap(startRestored(key), (kernel) => supervisor.watch(key, kernel)),
     idleTimeToLive: (key: KernelKey) => Duration.millis(idleTtlMs(key))
   })
   const kernelKeys: Effect.Effect<ReadonlyArray<KernelKey>> = Effect.map(RcMap.keys(kernels), (keys) => Array.from(keys))
@@ -440,6 +490,7 @@ const makeRegistry = Effect.gen(function*() {
     idleTtlMs,
     usable: (kernel) => kernel.isAlive
   })
+  if (snapshots !== undefined) yield* Effect.addFinalizer(() => snapshots.drain)
 
   const resolveKey = Effect.fnUntraced(function*(request: RegistryRequest) {
     const cwd = yield* normalizeCwd(request.cwd)
@@ -462,8 +513,30 @@ const makeRegistry = Effect.gen(function*() {
       return kernel === undefined ? Effect.succeed(known) : Effect.flatMap(kernel.isAlive, (alive) => (alive ? Effect.succeed(known) : fresh()))
     })
 
-  const attempt = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
-    held.use(key, (kernel) => kernel.run(request, onOutput))
+  /** The outcome with the notice of a restore made for this cell's kernel, if one is waiting. */
+  const withRestoreNotice = (key: KernelKey, outcome: CellOutcome): CellOutcome => {
+    if (restoreNotices.size === 0) return outcome
+    const id = noticeId(key)
+    const notice = restoreNotices.get(id)
+    if (notice === undefined) return outcome
+    restoreNotices.delete(id)
+    return { ...outcome, notice: joinNotices(notice, outcome.notice) }
+  }
+
+  const attempt = snapshots === undefined
+    ? (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) => held.use(key, (kernel) => kernel.run(request, onOutput))
+    : (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
+      held.use(key, (kernel) => {
+        const place = placeOf(key)
+        snapshots.cellStarting(place)
+        return Effect.tap(
+          kernel.run(request, onOutput),
+          (outcome) =>
+            outcome.killed || request.silent === true
+              ? Effect.void
+              : snapshots.afterCell(place, kernel, { executionCount: outcome.executionCount, code: request.code })
+        )
+      })
 
   /**
    * Runs a cell watching for a breach of the kernel's limits: a breaching error output
@@ -519,7 +592,7 @@ const makeRegistry = Effect.gen(function*() {
           fields: { reason: first.message, exit: describeExit(first.exit) }
         }))),
         Effect.andThen(watchLimits(run, replace, onOutput)),
-        Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first), outcome.notice) })),
+        Effect.map((outcome): CellOutcome => ({ ...outcome, retried: true, notice: joinNotices(retriedNotice(first, snapshots !== undefined), outcome.notice) })),
         Effect.catchTag("KernelDied", (second) => {
           const limit = breachOfDeath(second.stderr, settings.limits)
           return Effect.andThen(
@@ -531,7 +604,10 @@ const makeRegistry = Effect.gen(function*() {
     })
 
   const sessionRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
-    retryOnceAfterDeath((handler) => attempt(key, request, handler), supervisor.evict(key), onOutput)
+    Effect.map(
+      retryOnceAfterDeath((handler) => attempt(key, request, handler), supervisor.evict(key), onOutput),
+      (outcome) => request.silent === true ? outcome : withRestoreNotice(key, outcome)
+    )
 
   const perCallRun = (key: KernelKey, request: RegistryRequest, onOutput: Kernel.OutputHandler) =>
     retryOnceAfterDeath(
@@ -553,7 +629,11 @@ const makeRegistry = Effect.gen(function*() {
       Effect.catch((error) => Effect.logDebug(`no spare kernels prepared: ${error.message}`))
     )
 
+  const forget = (sessionId: string) =>
+    Effect.andThen(reset(sessionId), snapshots === undefined ? Effect.void : snapshots.forget(sessionId))
+
   const shutdownAll = Effect.gen(function*() {
+    if (snapshots !== undefined) yield* snapshots.drain
     refillDue.clear()
     yield* spares.shutdown
     for (const key of yield* kernelKeys) yield* supervisor.evict(key)
@@ -563,7 +643,10 @@ const makeRegistry = Effect.gen(function*() {
     return Effect.flatMap(keyFor(request), (key) => {
       if (perCall(key.language)) return perCallRun(key, request, onOutput)
       const cell = request.reset === true
-        ? Effect.andThen(supervisor.evict(key), sessionRun(key, request, onOutput))
+        ? supervisor.evict(key).pipe(
+          Effect.andThen(snapshots === undefined ? Effect.void : snapshots.forget(key.sessionId, key.language)),
+          Effect.andThen(sessionRun(key, request, onOutput))
+        )
         : sessionRun(key, request, onOutput)
       return startedKernels.has(key) && request.reset !== true ? cell : Effect.onExit(cell, () => (refillDue.size === 0 ? Effect.void : refill))
     })
@@ -583,9 +666,16 @@ const makeRegistry = Effect.gen(function*() {
     inspect: (place, code, cursor, detailLevel) => withKernel(place, (kernel) => kernel.inspect(code, cursor, detailLevel)),
     execute: (request) => Kernel.streamOf((onOutput) => run(request, onOutput)),
     reset,
+    forget,
     shutdownAll,
     keys: kernelKeys,
     sparePids: spares.pids,
+    sessionPids: (sessionId) =>
+      Effect.map(kernelKeys, (keys) =>
+        keys.flatMap((key) => {
+          const kernel = key.sessionId === sessionId ? startedKernels.get(key) : undefined
+          return kernel === undefined ? [] : [{ language: key.language, pid: kernel.pid }]
+        })),
     prepareSpares
   } satisfies KernelRegistryService
 })

@@ -86,6 +86,18 @@ export const ownFileProblem = (stats: NodeFs.Stats, uid: number = currentUid()):
   return undefined
 }
 
+/** The contents of `file`, read without following a symbolic link, refused (code `EREFUSED`) unless it is a regular file of ours. */
+export const readOwnFile = (file: string): Promise<Buffer> =>
+  NodeFs.promises.open(file, NodeFs.constants.O_RDONLY | (NodeFs.constants.O_NOFOLLOW ?? 0)).then(async (handle) => {
+    try {
+      const problem = ownFileProblem(await handle.stat())
+      if (problem !== undefined) throw Object.assign(new Error(problem), { code: "EREFUSED" })
+      return await handle.readFile()
+    } finally {
+      await handle.close()
+    }
+  })
+
 const errnoOf = (error: unknown): string | undefined => (error as NodeJS.ErrnoException | undefined)?.code
 
 /** The lstat of `file`, undefined when it does not exist (without throwing, which costs a stack trace per missing directory). */

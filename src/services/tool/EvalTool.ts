@@ -205,8 +205,12 @@ export interface EvalToolService {
   readonly complete: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Completion, IntrospectError>
   /** What the name at the cursor is, as IPython's `obj?` text (Jupyter's inspect_request); as `complete`, beside any cell. */
   readonly inspect: (params: IntrospectParams, context: Pick<EvalContext, "sessionId" | "cwd">) => Effect.Effect<Inspection, IntrospectError>
-  /** Ends a session: shuts its kernels down and drops what the tool keeps for it (its locks, its store); kv and artifacts stay on disk. */
-  readonly endSession: (sessionId: string) => Effect.Effect<void>
+  /**
+   * Ends a session: shuts its kernels down and drops what the tool keeps for it (its locks,
+   * its store); kv, artifacts and its saved state stay, unless `forget` also forgets its
+   * saved state (its snapshots), as an explicit delete does.
+   */
+  readonly endSession: (sessionId: string, options?: { readonly forget?: boolean }) => Effect.Effect<void>
 }
 
 /** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`), when there were any. */
@@ -326,9 +330,9 @@ const makeEvalTool = Effect.gen(function*() {
     inspect: (params, context) =>
       Effect.flatMap(placeOf(params, context), (place) =>
         registry.inspect(place, params.code, params.cursorPos, params.detailLevel === 1 ? 1 : 0)),
-    endSession: (sessionId) =>
+    endSession: (sessionId, options) =>
       Effect.andThen(
-        Effect.andThen(registry.reset(sessionId), records.close(sessionId)),
+        Effect.andThen(options?.forget === true ? registry.forget(sessionId) : registry.reset(sessionId), records.close(sessionId)),
         Effect.sync(() => {
           sessionStores.delete(sessionId)
           sessionLocks.delete(sessionId)

@@ -6,6 +6,8 @@ import {
   DEFAULT_ARTIFACTS_MAX_AGE_HOURS,
   DEFAULT_ARTIFACTS_MAX_SESSION_MB,
   DEFAULT_IDLE_TTL_MS,
+  DEFAULT_SNAPSHOT_BUDGET_MB,
+  DEFAULT_SNAPSHOT_MAX_AGE_DAYS,
   DEFAULT_OUTPUT_MAX_BYTES,
   DEFAULT_OUTPUT_MAX_LINES,
   defaultArtifactsDir,
@@ -31,6 +33,23 @@ const failure = (input: unknown, env: Record<string, string | undefined> = {}): 
   return result.failure
 }
 
+describe("Session snapshot settings", () => {
+  it("come from their variables over the object", () => {
+    expect(resolve({ session: { snapshots: "idle", snapshotBudgetMb: 10 } }).session)
+      .toEqual({ snapshots: "idle", snapshotBudgetMb: 10, snapshotValueBudgetMb: 256, snapshotMaxAgeDays: 7 })
+    expect(resolve({ session: { snapshots: "idle" } }, {
+      VEYYON_SESSION_SNAPSHOTS: "off",
+      VEYYON_SNAPSHOT_BUDGET_MB: "64",
+      VEYYON_SNAPSHOT_VALUE_BUDGET_MB: "8",
+      VEYYON_SNAPSHOT_MAX_AGE_DAYS: "2"
+    }).session).toEqual({ snapshots: "off", snapshotBudgetMb: 64, snapshotValueBudgetMb: 8, snapshotMaxAgeDays: 2 })
+  })
+
+  it("refuse a mode that is not one", () => {
+    expect(failure({}, { VEYYON_SESSION_SNAPSHOTS: "sometimes" }).message).toMatch(/not a snapshot mode/)
+  })
+})
+
 describe("Settings defaults", () => {
   it("match the seed", () => {
     expect(resolve({})).toEqual({
@@ -40,9 +59,12 @@ describe("Settings defaults", () => {
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
       sandbox: { mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
-      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
+      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined },
+      session: { snapshots: "every-cell", snapshotBudgetMb: 256, snapshotValueBudgetMb: 256, snapshotMaxAgeDays: 7 }
     })
     expect(DEFAULT_IDLE_TTL_MS).toBe(600_000)
+    expect(DEFAULT_SNAPSHOT_BUDGET_MB).toBe(256)
+    expect(DEFAULT_SNAPSHOT_MAX_AGE_DAYS).toBe(7)
     expect(DEFAULT_OUTPUT_MAX_BYTES).toBe(102_400)
   })
 

@@ -307,7 +307,8 @@ describe("ArtifactStore", () => {
         artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes: DEFAULT_OUTPUT_MAX_BYTES, maxLines: DEFAULT_OUTPUT_MAX_LINES },
         sandbox: { mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
-        limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
+        limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined },
+        session: { snapshots: "every-cell", snapshotBudgetMb: 256, snapshotValueBudgetMb: 256, snapshotMaxAgeDays: 7 }
       })
       const store = yield* Effect.provide(ArtifactStore, ArtifactStore.Live.pipe(Layer.provide(settings)))
       expect(store.dir).toBe(dir)

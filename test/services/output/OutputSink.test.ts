@@ -548,7 +548,8 @@ describe("OutputSink service", () => {
       artifacts: { maxSessionMb: DEFAULT_ARTIFACTS_MAX_SESSION_MB, maxAgeHours: DEFAULT_ARTIFACTS_MAX_AGE_HOURS },
       output: { maxBytes, maxLines: 7 },
       sandbox: { mode: "off", network: "allow", allowHosts: { rules: [] }, readPaths: [], writePaths: [] },
-      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined }
+      limits: { memoryMb: undefined, pids: undefined, fileSizeMb: undefined },
+      session: { snapshots: "every-cell", snapshotBudgetMb: 256, snapshotValueBudgetMb: 256, snapshotMaxAgeDays: 7 }
     })
 
   it.effect("Live takes its budgets from the settings", () =>

@@ -1,0 +1,197 @@
+/**
+ * Saving a session's state after its cells and restoring it into the next fresh kernel.
+ *
+ * After a finished cell the request for a snapshot is sent at once (before the cell's
+ * answer returns, so the session's next cell is written after it and the runner yields to
+ * that cell); the wait for the payload and the write to the store go on in the background,
+ * off the answer's path. Writes of one session and language happen in the order their
+ * snapshots were asked for; an older one never replaces a newer, and none lands after the
+ * session's snapshots were forgotten. In `idle` mode the request waits until the session
+ * has had no cell for a moment. A fresh kernel of a session with a stored snapshot gets it
+ * before its first cell, when its seal holds (see `SnapshotSeal`); the notice says what
+ * came back, as of which cell, and what did not.
+ */
+import { Duration, Effect, FiberSet, Result, type Scope, Semaphore } from "effect"
+import type * as Kernel from "../../kernel/Kernel.ts"
+import { SNAPSHOT_IDLE_MS, type SnapshotMode } from "../config/Settings.ts"
+import { cellTitleOf, failedNotice, refusedNotice, restoredNotice } from "./SnapshotNotice.ts"
+import { openMeta, payloadProblem, sealMeta, SNAPSHOT_FORMAT, type SnapshotMeta } from "./SnapshotSeal.ts"
+import type { SnapshotStoreService } from "./SnapshotStore.ts"
+
+/** Whose state: a session's kernels of one language share one snapshot. */
+export interface SnapshotPlace {
+  readonly sessionId: string
+  readonly language: string
+}
+
+/** What a restore into a fresh kernel came to: the notice for the next cell, and whether the kernel must be replaced by an empty one. */
+export interface RestoreResult {
+  readonly notice: string | undefined
+  readonly replace: boolean
+}
+
+/** The cell a snapshot follows. */
+export interface FinishedCell {
+  readonly executionCount: number
+  readonly code: string
+}
+
+/** A session's snapshots, for the registry. */
+export interface SessionSnapshots {
+  /** A cell of `place` is about to run (an `idle` snapshot waiting for it is dropped). */
+  readonly cellStarting: (place: SnapshotPlace) => void
+  /** Asks `kernel` for a snapshot after `cell` (now, or once idle); returns once the request is sent or scheduled. */
+  readonly afterCell: (place: SnapshotPlace, kernel: Kernel.Kernel, cell: FinishedCell) => Effect.Effect<void>
+  /** Restores `place`'s stored snapshot into a fresh `kernel`, if there is one. */
+  readonly restoreInto: (place: SnapshotPlace, kernel: Kernel.Kernel) => Effect.Effect<RestoreResult>
+  /** Forgets `sessionId`'s snapshots (of `language`, or all), and any still being saved. */
+  readonly forget: (sessionId: string, language?: string) => Effect.Effect<void>
+  /** Sends the snapshots waiting for idleness and waits (bounded) for every save under way. */
+  readonly drain: Effect.Effect<void>
+}
+
+/** How long shutting down waits for the saves under way. */
+export const DRAIN_TIMEOUT = Duration.seconds(60)
+
+interface PlaceState {
+  /** Bumped by each snapshot asked for and by `forget`; a save writes only while its number is the newest written. */
+  asked: number
+  written: number
+  /** One store write of the place at a time, so a payload and the metadata naming it land together. */
+  readonly writing: Semaphore.Semaphore
+  /** The digest of the snapshot stored, when this process knows it. */
+  known: string | undefined
+  /** The `idle` snapshot waiting to be sent. */
+  idle: { readonly kernel: Kernel.Kernel; readonly cell: FinishedCell; readonly number: number } | undefined
+}
+
+const placeId = (place: SnapshotPlace): string => `${place.language}\u0000${place.sessionId}`
+
+const MIB = 1024 * 1024
+
+/** The snapshots of sessions kept in `store`, saved by `mode` within the budgets (MiB). */
+export const makeSessionSnapshots = (
+  store: SnapshotStoreService,
+  options: { readonly mode: Exclude<SnapshotMode, "off">; readonly budgetMb: number; readonly valueBudgetMb: number }
+): Effect.Effect<SessionSnapshots, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const saves = yield* FiberSet.make<void, never>()
+    const places = new Map<string, PlaceState>()
+    const stateOf = (place: SnapshotPlace): PlaceState => {
+      const id = placeId(place)
+      let state = places.get(id)
+      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, idle: undefined })
+      return state
+    }
+
+    const write = (place: SnapshotPlace, state: PlaceState, number: number, meta: SnapshotMeta, payload: Uint8Array) =>
+      state.writing.withPermits(1)(Effect.suspend(() => {
+        if (number <= state.written) return Effect.void
+        state.written = number
+        if (meta.names.length === 0 && meta.skipped.length === 0) {
+          state.known = undefined
+          return store.remove(place.sessionId, place.language)
+        }
+        state.known = meta.digest
+        return store.write(place.sessionId, place.language, sealMeta(store.key, meta), meta.digest, payload)
+      })).pipe(Effect.catch((error) => Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) was not kept: ${error.message}`)))
+
+    const request = (place: SnapshotPlace, state: PlaceState, kernel: Kernel.Kernel, cell: FinishedCell, number: number) =>
+      kernel.snapshot({ budget: options.budgetMb * MIB, valueBudget: options.valueBudgetMb * MIB, known: state.known }).pipe(
+        Effect.flatMap((awaitSnapshot) =>
+          FiberSet.run(saves, Effect.gen(function*() {
+            const taken = yield* Effect.orElseSucceed(awaitSnapshot, () => undefined)
+            if (taken === undefined || number <= state.written) return
+            if (taken.status === "failed") {
+              return yield* Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) after cell ${cell.executionCount} failed: ${taken.error ?? "no reason given"}`)
+            }
+            if (taken.status !== "saved" || taken.payload === undefined || taken.digest === undefined) return
+            yield* write(place, state, number, {
+              format: SNAPSHOT_FORMAT,
+              sessionId: place.sessionId,
+              language: place.language,
+              asOfCell: cell.executionCount,
+              cellTitle: cellTitleOf(cell.code),
+              digest: taken.digest,
+              bytes: taken.payload.length,
+              names: taken.names,
+              skipped: taken.skipped,
+              savedAt: Date.now()
+            }, taken.payload)
+          }))
+        ),
+        Effect.asVoid,
+        Effect.catch(() => Effect.void)
+      )
+
+    const sendIdle = (place: SnapshotPlace, state: PlaceState) =>
+      Effect.suspend(() => {
+        const idle = state.idle
+        state.idle = undefined
+        return idle === undefined || idle.number !== state.asked ? Effect.void : request(place, state, idle.kernel, idle.cell, idle.number)
+      })
+
+    const idleDelay = Duration.millis(SNAPSHOT_IDLE_MS)
+
+    return {
+      cellStarting: (place) => {
+        const state = places.get(placeId(place))
+        if (state?.idle !== undefined) state.idle = undefined
+      },
+      afterCell: (place, kernel, cell) =>
+        Effect.suspend(() => {
+          const state = stateOf(place)
+          const number = ++state.asked
+          if (options.mode === "every-cell") return request(place, state, kernel, cell, number)
+          state.idle = { kernel, cell, number }
+          return Effect.asVoid(FiberSet.run(saves, Effect.andThen(Effect.sleep(idleDelay), sendIdle(place, state))))
+        }),
+      restoreInto: (place, kernel) =>
+        Effect.gen(function*() {
+          const stored = yield* Effect.orElseSucceed(store.read(place.sessionId, place.language), () => undefined)
+          if (stored === undefined) return { notice: undefined, replace: false }
+          const opened = openMeta(store.key, stored.sealed, place.sessionId, place.language)
+          const refusal = Result.isFailure(opened) ? opened.failure : payloadProblem(opened.success, stored.payload)
+          if (refusal !== undefined || Result.isFailure(opened)) {
+            const reason = refusal ?? "it could not be read"
+            yield* Effect.logWarning(`refused the snapshot of session ${place.sessionId} (${place.language}): ${reason}`)
+            yield* Effect.ignore(store.remove(place.sessionId, place.language))
+            return { notice: refusedNotice(place.language, reason), replace: false }
+          }
+          const meta = opened.success
+          const outcome = yield* Effect.orElseSucceed(kernel.restore(stored.payload, meta.asOfCell), () => ({
+            restored: [],
+            skipped: [],
+            error: "the kernel ended during the restore"
+          }))
+          if (outcome.error !== undefined) return { notice: failedNotice(meta, outcome.error), replace: true }
+          stateOf(place).known = meta.digest
+          return { notice: restoredNotice(meta, outcome.restored, outcome.skipped), replace: false }
+        }),
+      forget: (sessionId, language) =>
+        Effect.suspend(() => {
+          const affected: Array<PlaceState> = []
+          for (const [id, state] of places) {
+            const [placeLanguage, placeSession] = id.split("\u0000") as [string, string]
+            if (placeSession !== sessionId || (language !== undefined && placeLanguage !== language)) continue
+            state.written = state.asked = state.asked + 1
+            state.idle = undefined
+            state.known = undefined
+            affected.push(state)
+          }
+          // A write already under way lands first; none starts after the bump above.
+          return Effect.forEach(affected, (state) => state.writing.withPermits(1)(Effect.void), { discard: true }).pipe(
+            Effect.andThen(Effect.catch(store.remove(sessionId, language), (error) => Effect.logWarning(error.message)))
+          )
+        }),
+      drain: Effect.suspend(() =>
+        Effect.forEach([...places], ([id, state]) => {
+          const [language, sessionId] = id.split("\u0000") as [string, string]
+          return sendIdle({ sessionId, language }, state)
+        }, { discard: true })
+      ).pipe(
+        Effect.andThen(FiberSet.awaitEmpty(saves)),
+        Effect.timeoutOrElse({ duration: DRAIN_TIMEOUT, orElse: () => Effect.logWarning("stopped waiting for session snapshots still being saved") })
+      )
+    } satisfies SessionSnapshots
+  })

@@ -1,0 +1,160 @@
+/**
+ * The order of saves and what a restore makes of a stored snapshot, over a fake kernel and
+ * an in-memory store: saves land in the order they were asked for, an older never replaces
+ * a newer, none lands after `forget`; `unchanged` writes nothing; an empty namespace
+ * forgets; a restore names the cell and what did not come back, refuses what its seal
+ * does not hold, and asks for an empty kernel when the runner could not read the payload.
+ */
+import { randomBytes } from "node:crypto"
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect } from "effect"
+import type * as Kernel from "../../../src/kernel/Kernel.ts"
+import type { RestoreOutcome, SnapshotOptions, TakenSnapshot } from "../../../src/kernel/StateTransfer.ts"
+import { makeSessionSnapshots } from "../../../src/services/snapshots/SessionSnapshots.ts"
+import { payloadDigest, sealMeta, SNAPSHOT_FORMAT, type SealedMeta } from "../../../src/services/snapshots/SnapshotSeal.ts"
+import type { SnapshotStoreService } from "../../../src/services/snapshots/SnapshotStore.ts"
+
+const memoryStore = () => {
+  const rows = new Map<string, { sealed: SealedMeta; payload: Uint8Array }>()
+  const writes: Array<string> = []
+  const store: SnapshotStoreService = {
+    key: randomBytes(32),
+    write: (sessionId, language, sealed, _digest, payload) =>
+      Effect.sync(() => {
+        writes.push(JSON.parse(sealed.text).cellTitle)
+        rows.set(`${sessionId}/${language}`, { sealed, payload: payload ?? rows.get(`${sessionId}/${language}`)!.payload })
+      }),
+    read: (sessionId, language) => Effect.sync(() => rows.get(`${sessionId}/${language}`)),
+    remove: (sessionId, language) =>
+      Effect.sync(() => {
+        for (const key of [...rows.keys()]) if (key.startsWith(`${sessionId}/`) && (language === undefined || key === `${sessionId}/${language}`)) rows.delete(key)
+      }),
+    list: Effect.sync(() => [...rows.values()].map((row) => ({ sealed: row.sealed, modifiedAt: 0 })))
+  }
+  return { store, rows, writes }
+}
+
+/** A kernel whose snapshots end when the test says, and whose restores answer `restoreAnswer`. */
+const fakeKernel = (restoreAnswer: RestoreOutcome = { restored: ["x"], skipped: [], error: undefined }) => {
+  const pending: Array<{ options: SnapshotOptions; end: Deferred.Deferred<TakenSnapshot> }> = []
+  const restores: Array<{ payload: Uint8Array; count: number | undefined }> = []
+  const kernel = {
+    snapshot: (options: SnapshotOptions) =>
+      Effect.sync(() => {
+        const end = Deferred.makeUnsafe<TakenSnapshot>()
+        pending.push({ options, end })
+        return Deferred.await(end)
+      }),
+    restore: (payload: Uint8Array, count?: number) => Effect.sync(() => (restores.push({ payload, count }), restoreAnswer))
+  } as unknown as Kernel.Kernel
+  return { kernel, pending, restores }
+}
+
+const saved = (text: string, names: ReadonlyArray<string> = ["x"]): TakenSnapshot => {
+  const payload = new TextEncoder().encode(text)
+  return { status: "saved", payload, digest: payloadDigest(payload), names, skipped: [], error: undefined }
+}
+
+const place = { sessionId: "s", language: "py" }
+const options = { mode: "every-cell" as const, budgetMb: 1, valueBudgetMb: 1 }
+
+describe("SessionSnapshots", () => {
+  it.effect("asks after each cell with the budgets and the digest it holds, and keeps saves in the order asked", () =>
+    Effect.gen(function*() {
+      const { store, writes } = memoryStore()
+      const { kernel, pending } = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a = 1" })
+      yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "b = 2" })
+      expect(pending.map((entry) => entry.options.budget)).toEqual([1024 * 1024, 1024 * 1024])
+      yield* Deferred.succeed(pending[1]!.end, saved("two"))
+      yield* Effect.yieldNow
+      yield* Deferred.succeed(pending[0]!.end, saved("one"))
+      yield* snapshots.drain
+      expect(writes).toEqual(["b = 2"])
+      yield* snapshots.afterCell(place, kernel, { executionCount: 3, code: "print(b)" })
+      expect(pending[2]!.options.known).toBe(payloadDigest(new TextEncoder().encode("two")))
+      yield* Deferred.succeed(pending[2]!.end, { ...saved("two"), status: "unchanged", payload: undefined })
+      yield* snapshots.drain
+      expect(writes).toEqual(["b = 2"])
+    }).pipe(Effect.scoped))
+
+  it.effect("writes nothing for a snapshot yielded to a cell or failed, and nothing after forget", () =>
+    Effect.gen(function*() {
+      const { store, rows, writes } = memoryStore()
+      const { kernel, pending } = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a" })
+      yield* Deferred.succeed(pending[0]!.end, { ...saved("x"), status: "yielded", payload: undefined })
+      yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "b" })
+      yield* Deferred.succeed(pending[1]!.end, { ...saved("x"), status: "failed", payload: undefined, error: "no" })
+      yield* snapshots.afterCell(place, kernel, { executionCount: 3, code: "c" })
+      yield* snapshots.forget("s")
+      yield* Deferred.succeed(pending[2]!.end, saved("late"))
+      yield* snapshots.drain
+      expect(writes).toEqual([])
+      expect(rows.size).toBe(0)
+    }).pipe(Effect.scoped))
+
+  it.effect("forgets the stored snapshot when the namespace is empty (after %reset)", () =>
+    Effect.gen(function*() {
+      const { store, rows } = memoryStore()
+      const { kernel, pending } = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a = 1" })
+      yield* Deferred.succeed(pending[0]!.end, saved("one"))
+      yield* snapshots.drain
+      expect(rows.size).toBe(1)
+      yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "%reset -f" })
+      yield* Deferred.succeed(pending[1]!.end, saved("", []))
+      yield* snapshots.drain
+      expect(rows.size).toBe(0)
+    }).pipe(Effect.scoped))
+
+  it.effect("restores with the count it was saved at, and words what came back and what did not", () =>
+    Effect.gen(function*() {
+      const { store } = memoryStore()
+      const writer = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      yield* snapshots.afterCell(place, writer.kernel, { executionCount: 4, code: "model = fit()" })
+      yield* Deferred.succeed(writer.pending[0]!.end, { ...saved("state", ["model", "conn"]), skipped: [{ name: "conn", reason: "socket objects cannot be saved" }] })
+      yield* snapshots.drain
+      const reader = fakeKernel({ restored: ["model"], skipped: [{ name: "np", reason: "No module named 'numpy'" }], error: undefined })
+      const result = yield* snapshots.restoreInto(place, reader.kernel)
+      expect(reader.restores).toEqual([{ payload: new TextEncoder().encode("state"), count: 4 }])
+      expect(result.replace).toBe(false)
+      expect(result.notice).toContain('as of cell 4 ("model = fit()")')
+      expect(result.notice).toContain("conn: socket objects cannot be saved")
+      expect(result.notice).toContain("np: No module named 'numpy'")
+    }).pipe(Effect.scoped))
+
+  it.effect("refuses and discards a snapshot sealed for another session, and never hands it to the kernel", () =>
+    Effect.gen(function*() {
+      const { store, rows } = memoryStore()
+      const payload = new TextEncoder().encode("theirs")
+      const meta = {
+        format: SNAPSHOT_FORMAT as typeof SNAPSHOT_FORMAT, sessionId: "other", language: "py", asOfCell: 1, cellTitle: "", digest: payloadDigest(payload),
+        bytes: payload.length, names: ["x"], skipped: [], savedAt: 0
+      }
+      rows.set("s/py", { sealed: sealMeta(store.key, meta), payload })
+      const reader = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      const result = yield* snapshots.restoreInto(place, reader.kernel)
+      expect(reader.restores).toEqual([])
+      expect(result.notice).toContain("not loaded: it belongs to another session")
+      expect(rows.size).toBe(0)
+    }).pipe(Effect.scoped))
+
+  it.effect("asks for an empty kernel when the runner could not read the payload", () =>
+    Effect.gen(function*() {
+      const { store } = memoryStore()
+      const writer = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      yield* snapshots.afterCell(place, writer.kernel, { executionCount: 1, code: "a = 1" })
+      yield* Deferred.succeed(writer.pending[0]!.end, saved("state"))
+      yield* snapshots.drain
+      const reader = fakeKernel({ restored: [], skipped: [], error: "unknown payload format 9" })
+      const result = yield* snapshots.restoreInto(place, reader.kernel)
+      expect(result).toEqual({ replace: true, notice: expect.stringContaining("could not be restored: unknown payload format 9") })
+    }).pipe(Effect.scoped))
+})
