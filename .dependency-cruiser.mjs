@@ -85,6 +85,14 @@ export default {
       "The layers wire the services together; the doors use them, not the other way."
     ),
     {
+      name: "cluster-knows-no-language",
+      comment:
+        "The cluster's protocol and runner are language-neutral: they may use the backends' common declarations (Backend.ts) and their list (index.ts), never one language's module (its errors travel as RuntimeUnavailable).",
+      severity: "error",
+      from: { path: room("cluster") },
+      to: { path: room("backends"), pathNot: "^src/backends/(Backend|index)[.]ts$" }
+    },
+    {
       name: "one-way-to-start-a-process",
       comment: "Every child process starts through src/process/Subprocess.ts, which owns it in a scope and kills its group when interrupted.",
       severity: "error",

@@ -10,8 +10,11 @@
  *
  * Runs are incremental: each module's last report is kept in `test/mutation/` (committed),
  * and Stryker re-runs only the mutants whose code or covering tests changed since, so CI
- * checks every change without repeating the unchanged work. `--force` runs every mutant.
- * A Python module is mutated whole each run (under a minute).
+ * checks every change without repeating the unchanged work. Stryker reads and rewrites a
+ * temporary copy of that baseline, so a run leaves the checkout as it found it; `--update`
+ * writes the fresh reports back to `test/mutation/` (without the paths of the machine that
+ * ran them). `--force` runs every mutant. A Python module is mutated whole each run (under
+ * a minute).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -21,8 +24,10 @@ import { fileURLToPath } from "node:url"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const { default: config } = await import(path.join(root, "mutation.config.mjs"))
+const flags = ["--force", "--update"]
 const force = process.argv.includes("--force")
-const only = process.argv.slice(2).filter((arg) => arg !== "--force")
+const update = process.argv.includes("--update")
+const only = process.argv.slice(2).filter((arg) => !flags.includes(arg))
 const modules = only.length === 0 ? config.modules : config.modules.filter((entry) => only.includes(entry.module))
 if (modules.length === 0) {
   console.error(`mutation: no module of mutation.config.mjs matches ${only.join(", ")}`)
@@ -43,8 +48,32 @@ const originalOf = (source, { start, end }) => {
   ].join("\n")
 }
 
+/** The committed incremental baseline of a TypeScript module. */
+const baselineOf = (entry) => path.join(root, "test", "mutation", `${entry.module.replace(/^src\//, "").replace(/[/.]/g, "-")}.json`)
+
+/**
+ * An incremental report as committed: Stryker records the directory it ran in, its options
+ * (temporary paths among them) and the stack of each failed assertion, none of which it
+ * reads back; they are left out (a failure keeps its message).
+ */
+const portableReport = (text) => {
+  const { projectRoot: _projectRoot, config: _config, ...report } = JSON.parse(text)
+  for (const file of Object.values(report.files)) {
+    for (const mutant of file.mutants) {
+      if (typeof mutant.statusReason === "string") {
+        mutant.statusReason = mutant.statusReason.split(/\n\s+at /)[0].replace(/[^\s'"]*veyyon-mutation-\w+\/sandbox\/(sandbox-\w+\/)?/g, "")
+      }
+    }
+  }
+  return `${JSON.stringify(report, null, 2)}\n`
+}
+
 /** Runs Stryker over a TypeScript module: undefined once its report is written, else why not. */
 const strykerRun = (entry, report) => {
+  const baseline = baselineOf(entry)
+  const incrementalFile = path.join(work, "incremental", path.basename(baseline))
+  fs.mkdirSync(path.dirname(incrementalFile), { recursive: true })
+  if (fs.existsSync(baseline)) fs.copyFileSync(baseline, incrementalFile)
   const strykerConfig = path.join(work, "stryker.config.json")
   fs.writeFileSync(strykerConfig, JSON.stringify({
     testRunner: "vitest",
@@ -57,7 +86,7 @@ const strykerRun = (entry, report) => {
     concurrency: 2,
     timeoutMS: 10_000,
     incremental: true,
-    incrementalFile: path.join(root, "test", "mutation", `${entry.module.replace(/^src\//, "").replace(/[/.]/g, "-")}.json`),
+    incrementalFile,
     force,
     tempDirName: path.join(work, "sandbox"),
     cleanTempDir: "always",
@@ -70,7 +99,9 @@ const strykerRun = (entry, report) => {
     stdio: ["ignore", "inherit", "inherit"],
     env: { ...process.env, VEYYON_MUTATION_TESTS: entry.tests.join(",") }
   })
-  return run.status === 0 && fs.existsSync(report) ? undefined : `stryker exited with ${run.status ?? run.signal}`
+  if (run.status !== 0 || !fs.existsSync(report)) return `stryker exited with ${run.status ?? run.signal}`
+  if (update) fs.writeFileSync(baseline, portableReport(fs.readFileSync(incrementalFile, "utf8")))
+  return undefined
 }
 
 /** Runs our Python mutation script over a runner module (Stryker mutates only JavaScript and TypeScript). */

@@ -40,6 +40,16 @@ export class RuntimeUnavailable extends Schema.TaggedError<RuntimeUnavailable>()
   }
 }
 
+/**
+ * A backend's own unavailability error, richer than `RuntimeUnavailable` for embedders in
+ * process, which also says itself as `RuntimeUnavailable` for those that know no backend
+ * (the cluster's wire).
+ */
+export interface BackendUnavailability {
+  /** The same failure as the language-neutral error, with the same message. */
+  readonly asRuntimeUnavailable: () => RuntimeUnavailable
+}
+
 /** A backend's own settings, resolved from `kernel.backends.<id>`, its variables and older spellings: what its runtime reads. */
 export interface BackendSettings {
   /** The interpreter to use (a path, relative to the kernel's cwd, or a command on PATH), when set. */

@@ -32,7 +32,9 @@ import { isWatchdogControl } from "../render/Status.ts"
 import { DEFAULT_MAX_RICH_OUTPUTS, type SinkOutput } from "../services/output/OutputSink.ts"
 import { makeTextWindow } from "../services/output/TextWindow.ts"
 import { isSessionCallError, KernelSession, type SessionCallError } from "./KernelSession.ts"
+import type { DatabaseWatch } from "./DatabaseOutage.ts"
 import { LOST_CELL_NOTICE } from "./LedgerDecision.ts"
+import { stateVersions } from "./ProtocolVersion.ts"
 import { withStreamedOutputs } from "./NoticeResult.ts"
 
 /** The attribute of a cell's `eval.run` span naming the runner that answered it (host:port). */
@@ -43,14 +45,17 @@ class CallInTransit extends Data.TaggedError("CallInTransit")<{ readonly reason:
 
 /** The runner's error as the error the in-process tool would have failed with: itself, or a closed kernel for one of the runner's own. */
 const evalErrorOf = (failure: SessionCallError): EvalError =>
-  failure._tag === "SessionLedgerUnavailable" || failure._tag === "IntrospectionFailed" ? new KernelClosed({ reason: failure.message }) : failure
+  failure._tag === "SessionLedgerUnavailable" || failure._tag === "IntrospectionFailed" || failure._tag === "ProtocolMismatch"
+    ? new KernelClosed({ reason: failure.message })
+    : failure
 
 const describe = (error: unknown): string =>
   error instanceof Error ? error.message : typeof error === "object" && error !== null && "_tag" in error ? String((error as { _tag: unknown })._tag) : String(error)
 
-/** Failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
+/** Sends the call stating this process's versions; failures of the trip (not of the call) become `CallInTransit`; the runner's own answers pass through. */
 const inTransit = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, SessionCallError | CallInTransit, R> =>
   effect.pipe(
+    stateVersions,
     // Our own interruption skips this handler; an interruption seen here is the runner's
     // (it shut down or lost the shard mid-call), so the call goes out again.
     Effect.catchCause((cause): Effect.Effect<never, SessionCallError | CallInTransit> => {
@@ -70,6 +75,34 @@ export interface ClusterCallPolicy {
   readonly retryIntervalMs: number
   /** Send the caller's cwd (the runner runs the cell there only under its allowed roots); false runs every session in its own directory on its runner. */
   readonly forwardCwd?: boolean
+  /** The cluster's database as this client sees it: a call gives up once it has not answered for `wait`, named `name` in the error. */
+  readonly database?: { readonly watch: DatabaseWatch; readonly name: string; readonly wait: Duration.Input }
+}
+
+/** A call given up because the cluster's database has not answered for the outage wait. */
+class DatabaseGone extends Data.TaggedError("DatabaseGone")<{ readonly reason: string }> {}
+
+/**
+ * `call`, given up once the cluster's database has not answered for the policy's wait (a
+ * runner waits for the database before it serves a shard, with no bound of its own). The
+ * sentence says whether the call's cell can have run: not when the database was already
+ * gone when the call was made (no runner could record it).
+ */
+const unlessDatabaseGone = <A, E>(call: Effect.Effect<A, E>, policy: ClusterCallPolicy, what: string): Effect.Effect<A, E | DatabaseGone> => {
+  const database = policy.database
+  if (database === undefined) return call
+  const wait = Duration.fromInputUnsafe(database.wait)
+  return Effect.suspend(() => {
+    const madeAt = Date.now()
+    const gone = Effect.suspend(() => {
+      const outage = database.watch.outage()
+      // Only a probe made during the call counts: one from before may predate the database's return.
+      if (outage === undefined || outage.last < madeAt || Date.now() - outage.since < Duration.toMillis(wait)) return Effect.void
+      const ran = outage.since <= madeAt ? `so ${what} did not run` : `${what} may have run before it went away`
+      return Effect.fail(new DatabaseGone({ reason: `${database.name} could not be reached for ${Duration.format(wait)} (${outage.problem}); ${ran}` }))
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(1))), Effect.andThen(Effect.never))
+    return Effect.raceFirst(call, gone)
+  })
 }
 
 const withRetries = <A>(effect: Effect.Effect<A, SessionCallError | CallInTransit>, policy: ClusterCallPolicy) =>
@@ -127,12 +160,14 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
     }).pipe(
       Effect.onInterrupt(() => Effect.sync(() => sendAside(session.Interrupt({ callId }))))
     )
-    return yield* answer.pipe(
+    return yield* unlessDatabaseGone(answer, policy, "the cell").pipe(
       Effect.map((result) => (result.notice === LOST_CELL_NOTICE && result.outputs.length === 0 ? withStreamedOutputs(result, streamed.finish()) : result)),
       Effect.ensuring(Effect.sync(() => signal?.removeEventListener("abort", onAbort))),
       Effect.mapError((error): EvalError =>
         error._tag === "CallInTransit"
           ? new KernelClosed({ reason: `no runner of the cluster answered for session ${context.sessionId} (${error.reason})` })
+          : error._tag === "DatabaseGone"
+          ? new KernelClosed({ reason: error.reason })
           : evalErrorOf(error)
       ),
       Effect.tap((result) => (traced && result.runner !== undefined ? Effect.annotateCurrentSpan(RUNNER_SPAN_ATTRIBUTE, result.runner) : Effect.void))
@@ -143,11 +178,13 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
     withSpanWhenTraced((traced) => runCell(raw, context, traced), "eval.run", { attributes: { "eval.session": context.sessionId }, captureStackTrace: false }, cellSpanFailure)
 
   const introspect = <A>(call: Effect.Effect<A, unknown>) =>
-    withRetries(inTransit(call), policy).pipe(
+    unlessDatabaseGone(withRetries(inTransit(call), policy), policy, "nothing").pipe(
       Effect.mapError((error) =>
         error._tag === "CallInTransit"
           ? new IntrospectionFailed({ reason: `no runner of the cluster answered (${error.reason})` })
-          : error._tag === "ArtifactDirUnavailable" || error._tag === "SessionLedgerUnavailable"
+          : error._tag === "DatabaseGone"
+          ? new IntrospectionFailed({ reason: error.reason })
+          : error._tag === "ArtifactDirUnavailable" || error._tag === "SessionLedgerUnavailable" || error._tag === "ProtocolMismatch"
           ? new IntrospectionFailed({ reason: error.message })
           : error
       )
@@ -159,7 +196,7 @@ export const makeClusterEvalTool: (policy: ClusterCallPolicy) => Effect.Effect<E
     complete: (params, context) => introspect(clientOf(context.sessionId).Complete({ params, cwd: cwdOf(context.cwd) })),
     inspect: (params, context) => introspect(clientOf(context.sessionId).Inspect({ params, cwd: cwdOf(context.cwd) })),
     endSession: (sessionId) =>
-      withRetries(inTransit(clientOf(sessionId).Shutdown()), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) }).pipe(
+      unlessDatabaseGone(withRetries(inTransit(clientOf(sessionId).Shutdown()), { ...policy, retryWindowMs: Math.min(policy.retryWindowMs, 10_000) }), policy, "the shutdown").pipe(
         Effect.catch((error) => Effect.logWarning(`session ${sessionId} was not shut down on its runner: ${error.message}`))
       )
   } satisfies EvalToolService

@@ -10,6 +10,7 @@ import type { ArtifactDirUnavailable, ArtifactStore } from "../services/output/A
 import { EvalTool } from "../services/tool/EvalTool.ts"
 import { hostVariables, readText } from "../services/config/ConfigSources.ts"
 import { type InvalidSettings, Settings, type SettingsInput } from "../services/config/Settings.ts"
+import { DATABASE_OUTAGE_WAIT, describeDatabase, watchDatabase } from "./DatabaseOutage.ts"
 import { makeClusterEvalTool } from "./ClusterEvalTool.ts"
 import { type ClusterSettings, type ClusterSettingsInput, InvalidClusterSettings, resolveClusterSettings } from "./ClusterSettings.ts"
 import { clientShardingLayer, postgresLayer } from "./ClusterTransport.ts"
@@ -54,8 +55,16 @@ export const evalClusterLayer = (options: EvalClusterLayerOptions = {}): Layer.L
     if (cwdMode !== "session" && cwdMode !== "caller") {
       return yield* new InvalidClusterSettings({ problem: `${CLUSTER_CWD_ENV} must be session or caller, got ${JSON.stringify(cwdMode)}` })
     }
-    const policy = { retryWindowMs: retryWindowMsOf(cluster), retryIntervalMs: 250, forwardCwd: cwdMode === "caller" }
-    const tool = Layer.effect(EvalTool, makeClusterEvalTool(policy)).pipe(
+    const tool = Layer.effect(
+      EvalTool,
+      Effect.flatMap(watchDatabase(), (watch) =>
+        makeClusterEvalTool({
+          retryWindowMs: retryWindowMsOf(cluster),
+          retryIntervalMs: 250,
+          forwardCwd: cwdMode === "caller",
+          database: { watch, name: describeDatabase(cluster.postgresUrl), wait: DATABASE_OUTAGE_WAIT }
+        }))
+    ).pipe(
       Layer.provide(clientShardingLayer(cluster))
     )
     // Artifacts the runners published are read from Postgres (and cached in this process's private directory).

@@ -12,7 +12,6 @@ import { Schema } from "effect"
 import * as Entity from "effect/cluster/Entity"
 import * as Rpc from "effect/rpc/Rpc"
 import { RuntimeUnavailable } from "../backends/Backend.ts"
-import { PythonUnavailable } from "../backends/python/PythonRuntime.ts"
 import { Completion, Inspection, IntrospectionFailed } from "../kernel/Introspection.ts"
 import { KernelClosed, KernelDied, KernelStartError } from "../kernel/KernelError.ts"
 import { KernelOutputSchema } from "../kernel/KernelOutput.ts"
@@ -21,7 +20,7 @@ import { ArtifactDirUnavailable } from "../services/output/ArtifactStore.ts"
 import { InvalidCwd } from "../services/registry/KernelRegistry.ts"
 import { RunnerCacheWriteFailed, RunnerSourceMissing } from "../services/storage/RunnerCache.ts"
 import { EvalResultSchema } from "../services/tool/EvalResult.ts"
-import { BackendUnavailable, type EvalError, InvalidEvalParams } from "../services/tool/EvalTool.ts"
+import { BackendUnavailable, type EvalError, InvalidEvalParams, type IntrospectError } from "../services/tool/EvalTool.ts"
 
 /** The entity type's name in the cluster. */
 export const KERNEL_SESSION_ENTITY = "KernelSession"
@@ -51,13 +50,25 @@ export class SessionLedgerUnavailable extends Schema.TaggedError<SessionLedgerUn
   }
 }
 
-/** Every error a session call fails with, crossing the wire as itself: the tool's and the runner's own. */
+/** The caller's release and the runner's cannot talk (their protocol or effect versions); the sentence names both. */
+export class ProtocolMismatch extends Schema.TaggedError<ProtocolMismatch>()("ProtocolMismatch", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `the runner refused the call: ${this.reason}`
+  }
+}
+
+/**
+ * Every error a session call fails with, crossing the wire as itself: the tool's and the
+ * runner's own, with one language-neutral `RuntimeUnavailable` for any backend's
+ * unavailability (see `toSessionCallError`).
+ */
 export const SessionCallError = Schema.Union([
   InvalidEvalParams,
   BackendUnavailable,
   InvalidCwd,
   RuntimeUnavailable,
-  PythonUnavailable,
   RunnerSourceMissing,
   RunnerCacheWriteFailed,
   KernelStartError,
@@ -67,7 +78,8 @@ export const SessionCallError = Schema.Union([
   KernelClosed,
   ArtifactDirUnavailable,
   IntrospectionFailed,
-  SessionLedgerUnavailable
+  SessionLedgerUnavailable,
+  ProtocolMismatch
 ])
 
 /** An error a session call fails with. */
@@ -76,9 +88,13 @@ export type SessionCallError = typeof SessionCallError.Type
 /** Whether a value is one of the session calls' errors, as decoded. */
 export const isSessionCallError = Schema.is(SessionCallError)
 
-// Every error of the in-process tool has its schema in the union: a new one is a compile error here until it is added.
-const _everyToolError = (error: EvalError): SessionCallError => error
-void _everyToolError
+/**
+ * A tool's error as a session call fails with it: a backend's own unavailability error
+ * becomes `RuntimeUnavailable`, with the same message. Every other error of the in-process
+ * tool has its schema in the union: a new one is a compile error here until it is added.
+ */
+export const toSessionCallError = (error: EvalError | IntrospectError): SessionCallError =>
+  "asRuntimeUnavailable" in error ? error.asRuntimeUnavailable() : error
 
 /**
  * `Execute`'s params: the tool's raw params, the cwd the caller asks for (absent: the

@@ -12,13 +12,15 @@
  */
 import { Cause, Deferred, Duration, Effect, Exit, Layer, Result, Schema, Scope } from "effect"
 import * as Entity from "effect/cluster/Entity"
+import type * as Headers from "effect/http/Headers"
 import { Sharding } from "effect/cluster/Sharding"
 import { KernelClosed } from "../kernel/KernelError.ts"
 import { EvalResultSchema } from "../services/tool/EvalResult.ts"
 import { checkParams, EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
-import { type ExecuteBatch, KernelSession, type SessionCallError, SessionLedgerUnavailable } from "./KernelSession.ts"
+import { type ExecuteBatch, KernelSession, ProtocolMismatch, type SessionCallError, SessionLedgerUnavailable, toSessionCallError } from "./KernelSession.ts"
+import { callerProblem, VERSIONS_HEADER } from "./ProtocolVersion.ts"
 import { busyResult, noticeResult, withNotice } from "./NoticeResult.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { CellHandOff } from "./CellHandOff.ts"
@@ -192,6 +194,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         }
       }
     }).pipe(
+      Effect.mapError(toSessionCallError),
       Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
       Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
       Effect.onExit((exit) =>
@@ -256,9 +259,19 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   /** The answer to a call that finds another cell running: its "busy" result alone. */
   const busy = (from: number, params: unknown) => Effect.succeed<ExecuteBatch>({ outputs: [], next: from, result: busyResult(params) })
 
+  /** Serves a request from a release this runner talks with; one from another fails with `ProtocolMismatch` naming both versions. */
+  const fromCompatible = <A, E>(headers: Headers.Headers, serve: Effect.Effect<A, E>): Effect.Effect<A, E | ProtocolMismatch> => {
+    const problem = callerProblem(headers[VERSIONS_HEADER])
+    return problem === undefined ? serve : Effect.fail(new ProtocolMismatch({ reason: problem }))
+  }
+
+  /** `fromCompatible` for a call that answers no error: one from another release changes nothing, answers `refused`, and is logged. */
+  const onlyFromCompatible = <A>(headers: Headers.Headers, serve: Effect.Effect<A>, refused: A): Effect.Effect<A> =>
+    Effect.catch(fromCompatible(headers, serve), (mismatch) => Effect.as(Effect.logWarning(`session ${sessionId}: ${mismatch.message}`), refused))
+
   return KernelSession.of({
     Execute: (request) =>
-      Effect.map(Effect.suspend((): Effect.Effect<ExecuteBatch, SessionCallError> => {
+      fromCompatible(request.headers, Effect.suspend((): Effect.Effect<ExecuteBatch, SessionCallError> => {
         const { callId, params, from } = request.payload
         if (current?.callId === callId) return waitOn(current, from)
         if (runningCell() !== undefined) return busy(from, params)
@@ -267,29 +280,34 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         const finishing = handOff.runningCall(sessionId)
         if (finishing !== undefined && finishing !== callId) return busy(from, params)
         return startCall(callId, params, request.payload.cwd, from)
-      }), answeredHere),
+      }).pipe(Effect.map(answeredHere))),
     Cancel: (request) =>
-      Effect.sync(() => {
+      onlyFromCompatible(request.headers, Effect.sync(() => {
         const cell = runningCell()
         if (cell === undefined || cell.callId !== request.payload.callId) return false
         cell.controller.abort()
         return true
-      }),
+      }), false),
     Interrupt: (request) =>
-      Effect.suspend(() => {
+      onlyFromCompatible(request.headers, Effect.suspend(() => {
         const cell = runningCell()
         if (cell === undefined || cell.callId !== request.payload.callId) return Effect.succeed(false)
         return Effect.as(Scope.close(cell.scope, Exit.void), true)
-      }),
-    Reset: () => Effect.andThen(tool.endSession(sessionId), Effect.ignore(ledger.end(sessionId), { log: "Debug" })),
-    Shutdown: () => Effect.andThen(tool.endSession(sessionId), Effect.andThen(Effect.ignore(ledger.end(sessionId), { log: "Debug" }), workspace.endSession(sessionId))),
+      }), false),
+    Reset: (request) => onlyFromCompatible(request.headers, Effect.andThen(tool.endSession(sessionId), Effect.ignore(ledger.end(sessionId), { log: "Debug" })), undefined),
+    Shutdown: (request) =>
+      onlyFromCompatible(
+        request.headers,
+        Effect.andThen(tool.endSession(sessionId), Effect.andThen(Effect.ignore(ledger.end(sessionId), { log: "Debug" }), workspace.endSession(sessionId))),
+        undefined
+      ),
     Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: runningCell()?.callId ?? null }),
     Complete: (request) =>
-      Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-        tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd })),
+      fromCompatible(request.headers, Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
+        Effect.mapError(tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }), toSessionCallError))),
     Inspect: (request) =>
-      Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
-        tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }))
+      fromCompatible(request.headers, Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
+        Effect.mapError(tool.inspect(request.payload.params as Parameters<typeof tool.inspect>[0], { sessionId, cwd }), toSessionCallError)))
   })
 })
 

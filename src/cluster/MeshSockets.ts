@@ -80,7 +80,7 @@ export const connectMesh = (
       })
       if (auth._tag === "Secret") {
         yield* Effect.mapError(clientHandshake(socket, auth.secret), (error) =>
-          openFailed(new Error(`cluster authentication with the runner at ${target.host}:${target.port} failed: ${error.reason}`)))
+          openFailed(new Error(`the cluster handshake with the runner at ${target.host}:${target.port} failed: ${error.reason}`)))
       }
       return socket
     }),

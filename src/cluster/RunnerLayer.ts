@@ -21,6 +21,7 @@ import { type ClusterSettings, formatHostPort } from "./ClusterSettings.ts"
 import { postgresLayer, runnerShardingLayer } from "./ClusterTransport.ts"
 import { ArtifactPublisher } from "./ArtifactPublisher.ts"
 import { CellHandOff } from "./CellHandOff.ts"
+import { describeDatabase } from "./DatabaseOutage.ts"
 import { kernelSessionServer } from "./KernelSessionServer.ts"
 import { PgKvStoreLive } from "./PgKvStore.ts"
 import { pgSnapshotStoreLayer } from "./PgSnapshotStore.ts"
@@ -49,7 +50,7 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
   const workspace = Layer.unwrap(Effect.map(Effect.fromResult(workspaceSettings), RunnerWorkspace.layer))
   const advertised = formatHostPort(cluster.advertise)
   const sharding = runnerShardingLayer(cluster)
-  const ledger = SessionLedger.layer(randomUUID(), advertised)
+  const ledger = SessionLedger.layer(randomUUID(), advertised, { database: describeDatabase(cluster.postgresUrl) })
   const secret = cluster.auth._tag === "Secret" ? cluster.auth.secret : undefined
   const evalOptions: RunnerLayerOptions = secret === undefined
     ? { bridge: RUNNER_BRIDGE, ...options, settings: { ...options.settings, session: { ...options.settings?.session, snapshots: "off" } } }

@@ -16,13 +16,16 @@
  * and writes in one transaction, as every step did before. So a decision is always taken
  * on the row as it stands when its write lands.
  * Every call is bounded (`LEDGER_CALL_TIMEOUT`): a stuck database makes a cell fail to
- * start with a clear error, never hang.
+ * start with a clear error, never hang. A database that cannot be reached (restarting) is
+ * waited for up to `DATABASE_OUTAGE_WAIT`, each step tried again (every step is idempotent
+ * for its incarnation), then the call fails with a sentence naming the database.
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { type CachedRow, cachedRow, decidesFromCache, decisionWritesResult } from "./LedgerCache.ts"
 import { decideExecute, endedRow, finishedRow, inflightElsewhere, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
+import { waitOutOutage } from "./DatabaseOutage.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
 /** A finished call's result is kept for a second delivery when its JSON is at most this long (characters). */
@@ -35,10 +38,28 @@ export const LEDGER_CALL_TIMEOUT = Duration.seconds(30)
 export interface SessionLedgerOptions {
   /** The longest one call may take (default `LEDGER_CALL_TIMEOUT`). */
   readonly callTimeout?: Duration.Input
+  /** How long a call waits for an unreachable database to come back (default `DATABASE_OUTAGE_WAIT`). */
+  readonly outageWait?: Duration.Input
+  /** The database as errors name it (see `describeDatabase`). */
+  readonly database?: string
 }
 
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
+
+/**
+ * The layout of the ledger rows this release writes, and the newest it reads: a row's
+ * `format` column (rows from before the column are format 1), separate from its
+ * concurrency `version`. A release that changes what a row means bumps it; an older
+ * release then refuses such a row instead of misreading it.
+ */
+export const LEDGER_FORMAT = 1
+
+/** Why this release must not act on a row of `format`, or undefined when it may. */
+export const rowFormatProblem = (sessionId: string, format: number): string | undefined =>
+  format <= LEDGER_FORMAT
+    ? undefined
+    : `the ledger row of session ${sessionId} is format ${format}, written by a newer release; this release reads formats up to ${LEDGER_FORMAT} (finish the upgrade of every runner)`
 
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
@@ -52,10 +73,13 @@ const SCHEMA = [
   done_result text,
   ended boolean NOT NULL DEFAULT false,
   version bigint NOT NULL DEFAULT 0,
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  format integer NOT NULL DEFAULT 1
 )`,
   // Tables made before rows had versions.
-  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`,
+  // Tables made before rows had formats: their rows are format 1.
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS format integer NOT NULL DEFAULT 1`
 ]
 
 interface DbRow {
@@ -69,6 +93,7 @@ interface DbRow {
   readonly done_result: string | null
   readonly ended: boolean
   readonly version: number | string
+  readonly format: number
 }
 
 const fromDb = (row: DbRow): LedgerRow => ({
@@ -140,7 +165,9 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
     else cache.set(row.sessionId, entry)
   }
 
-  const bounded = <A>(effect: Effect.Effect<A, SqlError>) =>
+  const database = options.database ?? "the cluster's database (Postgres)"
+  /** One try of a call, bounded. */
+  const once = <A>(effect: Effect.Effect<A, SqlError>) =>
     effect.pipe(
       Effect.timeoutOrElse({
         duration: callTimeout,
@@ -150,22 +177,24 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
         }
       })
     )
+  /** A call whose tries, each bounded, go on while the database cannot be reached (a restart), up to the outage wait. */
+  const bounded = <A>(effect: Effect.Effect<A, SqlError>) => waitOutOutage(once(effect), database, options.outageWait)
 
 
   const upsert = (row: LedgerRow) =>
-    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at)
-      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now())
+    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at, format)
+      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now(), ${LEDGER_FORMAT})
       ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
         generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
         done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended,
-        version = ${table}.version + 1, updated_at = now()
+        version = ${table}.version + 1, updated_at = now(), format = EXCLUDED.format
       RETURNING version`
 
   /** Writes `row` only when the session has none yet; the new version, or undefined when it had one. */
   const insertNew = (row: LedgerRow) =>
     Effect.map(
-      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at)
-        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now())
+      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at, format)
+        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now(), ${LEDGER_FORMAT})
         ON CONFLICT (session_id) DO NOTHING
         RETURNING version`,
       (rows) => rows[0]?.version
@@ -190,6 +219,11 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
   const locked = <A>(sessionId: string, step: Step<A>) =>
     sql.withTransaction(Effect.gen(function*() {
       const rows = yield* sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId} FOR UPDATE`
+      const problem = rows.length === 0 ? undefined : rowFormatProblem(sessionId, Number(rows[0]!.format))
+      if (problem !== undefined) {
+        cache.delete(sessionId)
+        return yield* new SqlError({ reason: new UnknownError({ cause: new Error(problem), message: problem, operation: "ledger" }) })
+      }
       const found = rows.length === 0 ? undefined : fromDb(rows[0]!)
       const { next, value } = step(found)
       if (next !== undefined && next !== found) {
@@ -242,8 +276,11 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
       const cached = cache.get(sessionId)
       return cached === undefined ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step, () => true)
     },
+    // Not waited for: a runner letting sessions go (its shards moved, it is stopping) does not
+    // stall on an outage; a release not recorded only makes the next owner of a call still
+    // in flight ask whether this runner answers before it decides.
     release: (sessionId) =>
-      bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined }))),
+      once(locked(sessionId, (row) => ({ next: row === undefined ? undefined : releasedRow(row, incarnation), value: undefined }))),
     end: (sessionId) =>
       bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined }))),
     row: (sessionId) =>

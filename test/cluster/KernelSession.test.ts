@@ -2,7 +2,8 @@
  * The session protocol's errors cross the wire as themselves: each error a session call
  * fails with, encoded by its schema the way the cluster's RPC encodes it and decoded on the
  * other side, is an instance of its own class with the same fields and message, so a
- * client sees the runner's `PythonUnavailable` or `InvalidCwd`, not a closed kernel. The
+ * client sees the runner's `RuntimeUnavailable` or `InvalidCwd`, not a closed kernel; a
+ * backend's own unavailability error (`PythonUnavailable`) travels as `RuntimeUnavailable`. The
  * answers of `Execute` (a cell's outputs, its result) are checked by their schema the same way.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -11,7 +12,7 @@ import { RuntimeUnavailable } from "../../src/backends/Backend.ts"
 import { PythonUnavailable } from "../../src/backends/python/PythonRuntime.ts"
 import { KernelDied } from "../../src/kernel/KernelError.ts"
 import { InvalidCwd } from "../../src/services/registry/KernelRegistry.ts"
-import { ExecuteBatch, isSessionCallError, SessionCallError, SessionLedgerUnavailable } from "../../src/cluster/KernelSession.ts"
+import { ExecuteBatch, isSessionCallError, SessionCallError, SessionLedgerUnavailable, toSessionCallError } from "../../src/cluster/KernelSession.ts"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 
 const acrossTheWire = (error: SessionCallError): unknown =>
@@ -27,11 +28,20 @@ describe("session call errors on the wire", () => {
     expect(isSessionCallError(arrived)).toBe(true)
   }, { arbitrary: { runs: 200 } })
 
-  it("keeps what the caller acts on: which rule failed, the tried paths, the fix", () => {
+  it("carries a backend's own unavailability as the language-neutral error, its sentence intact", () => {
     const python = new PythonUnavailable({ reason: "not-found", detail: "no Python interpreter found", tried: ["PATH: python3 (missing)"], fix: "install Python 3.8+" })
-    const arrived = acrossTheWire(python)
-    expect(arrived).toBeInstanceOf(PythonUnavailable)
-    expect(arrived).toMatchObject({ reason: "not-found", tried: ["PATH: python3 (missing)"] })
+    const arrived = acrossTheWire(toSessionCallError(python))
+    expect(arrived).toBeInstanceOf(RuntimeUnavailable)
+    expect(arrived).toMatchObject({ language: "py", fix: "install Python 3.8+" })
+    expect((arrived as Error).message).toBe(python.message)
+    expect((arrived as Error).message).toContain("Tried: PATH: python3 (missing)")
+    const julia = new RuntimeUnavailable({ language: "jl", detail: "no Julia", fix: "use py" })
+    expect(toSessionCallError(julia)).toBe(julia)
+    expect(() => Schema.encodeSync(SessionCallError)(python as never)).toThrow()
+    expect(isSessionCallError(Schema.encodeSync(PythonUnavailable)(python))).toBe(false)
+  })
+
+  it("keeps what the caller acts on", () => {
     expect(acrossTheWire(new InvalidCwd({ cwd: "/etc", problem: "outside the allowed roots" }))).toBeInstanceOf(InvalidCwd)
     expect(acrossTheWire(new RuntimeUnavailable({ language: "jl", detail: "no Julia", fix: "use py" }))).toBeInstanceOf(RuntimeUnavailable)
     expect((acrossTheWire(new KernelDied({ exit: { code: null, signal: "SIGKILL" }, stderr: "" })) as KernelDied).message).toContain("signal SIGKILL")

@@ -108,4 +108,40 @@ describe.skipIf(skip !== undefined)(titled("session ledger in Postgres", skip), 
     expect(await on(b)((ledger) => ledger.beginExecute("s4", "c2"))).toMatchObject({ _tag: "Answer", notice: LOST_CELL_NOTICE })
     expect(await on(b)((ledger) => ledger.beginExecute("s4", "c2"))).toMatchObject({ _tag: "Answer", notice: ALREADY_RAN_NOTICE })
   }, 120_000)
+
+  it("gives rows from before the format column format 1 and keeps using them; refuses a row of a newer format with a sentence, writing nothing", async () => {
+    // A table as the releases before row formats made it, in a database of its own.
+    const admin = runner("runner-admin")
+    await admin.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("CREATE DATABASE before_formats")))
+    const oldUrl = database.url().replace(/\/postgres$/, "/before_formats")
+    const oldSql = database.track(ManagedRuntime.make(PgClient.layer({ url: Redacted.make(oldUrl), maxConnections: 2 })))
+    await oldSql.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.andThen(
+        sql.unsafe(`CREATE TABLE veyyon_sessions (session_id text PRIMARY KEY, owner text, owner_address text, generation bigint NOT NULL,
+          inflight_call text, lost_call text, done_call text, done_result text, ended boolean NOT NULL DEFAULT false,
+          version bigint NOT NULL DEFAULT 0, updated_at timestamptz NOT NULL DEFAULT now())`),
+        sql.unsafe(`INSERT INTO veyyon_sessions (session_id, owner, owner_address, generation, done_call, version) VALUES ('old', 'gone', '127.0.0.1:1', 1, 'c0', 3)`)
+      )))
+    const upgraded = database.track(ManagedRuntime.make(SessionLedger.layer("runner-new", "127.0.0.1:2").pipe(
+      Layer.provideMerge(PgClient.layer({ url: Redacted.make(oldUrl), maxConnections: 2 }))
+    )))
+    const formats = () => oldSql.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ session_id: string; format: number }>`SELECT session_id, format FROM veyyon_sessions ORDER BY session_id`))
+    expect(await upgraded.runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.row("old")))).toMatchObject({ owner: "gone", doneCall: "c0" })
+    expect(await formats()).toEqual([{ session_id: "old", format: 1 }])
+    expect(await upgraded.runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.beginExecute("old", "c0")))).toMatchObject({ _tag: "Answer" })
+    expect(await upgraded.runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.beginExecute("fresh", "c1")))).toMatchObject({ _tag: "Run" })
+    expect(await formats()).toEqual([{ session_id: "fresh", format: 1 }, { session_id: "old", format: 1 }])
+
+    // A newer release wrote the row in a format this one does not read.
+    await oldSql.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE veyyon_sessions SET format = 2, version = version + 1 WHERE session_id = 'fresh'`))
+    const before = await upgraded.runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.row("fresh")))
+    const refused = await upgraded.runPromiseExit(Effect.flatMap(SessionLedger, (ledger) => ledger.beginExecute("fresh", "c2")))
+    expect(Exit.isFailure(refused) && String(refused.cause)).toContain(
+      "the ledger row of session fresh is format 2, written by a newer release; this release reads formats up to 1"
+    )
+    const finished = await upgraded.runPromiseExit(Effect.flatMap(SessionLedger, (ledger) => ledger.finishExecute("fresh", "c1", null)))
+    expect(Exit.isFailure(finished)).toBe(true)
+    expect(await upgraded.runPromise(Effect.flatMap(SessionLedger, (ledger) => ledger.row("fresh")))).toEqual(before)
+  }, 120_000)
 })
+

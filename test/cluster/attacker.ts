@@ -1,7 +1,8 @@
 /**
  * An attacker of a runner's port, built from the same cluster library pieces our transport
  * uses and holding no secret and no Postgres password: a client-only sharding that knows
- * one runner address, sending `KernelSession` calls straight to it. `captureExecute`
+ * one runner address, sending `KernelSession` calls straight to it (stating this release's
+ * protocol version, as any real client's request shows it). `captureExecute`
  * records the bytes such a client sends for one `Execute` (to a local listener that never
  * answers), so another user or a cell can replay them with nothing but Python
  * (`REPLAY_PY`).
@@ -18,6 +19,7 @@ import * as net from "node:net"
 import { DEFAULT_SHARDS } from "../../src/cluster/ClusterSettings.ts"
 import { layerClusterSerialization } from "../../src/cluster/ClusterTransport.ts"
 import { KernelSession } from "../../src/cluster/KernelSession.ts"
+import { stateVersions } from "../../src/cluster/ProtocolVersion.ts"
 
 /** The library's client-only sharding aimed at the runner at `host:port`, with no secret and no database. */
 export const attackerSharding = (host: string, port: number) => {
@@ -41,7 +43,7 @@ export const attackExecute = (host: string, port: number, sessionId: string, cod
     Effect.gen(function*() {
       const clientOf = yield* KernelSession.client
       return yield* clientOf(sessionId).Execute({ params: { language: "py", code }, callId: `attack-${Date.now()}`, from: 0 })
-    }).pipe(Effect.timeout(timeoutMs), Effect.scoped, Effect.provide(attackerSharding(host, port)))
+    }).pipe(stateVersions, Effect.timeout(timeoutMs), Effect.scoped, Effect.provide(attackerSharding(host, port)))
   )
 
 /**

@@ -16,6 +16,7 @@ import { resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
 import { clientShardingLayer, postgresLayer } from "../../src/cluster/ClusterTransport.ts"
 import { evalClusterLayer } from "../../src/cluster/EvalClusterLayer.ts"
 import { KernelSession } from "../../src/cluster/KernelSession.ts"
+import { stateVersions } from "../../src/cluster/ProtocolVersion.ts"
 import { LOST_CELL_NOTICE, REHOMED_NOTICE } from "../../src/cluster/LedgerDecision.ts"
 import { TracingLive } from "../../src/layers/Tracing.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
@@ -110,7 +111,7 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
         const session = (yield* KernelSession.client)("again")
         let from = 0
         while (true) {
-          const answer = yield* session.Execute({ params, callId, from })
+          const answer = yield* stateVersions(session.Execute({ params, callId, from }))
           if (answer.result !== undefined) return answer.result
           from = answer.next
         }
@@ -137,9 +138,9 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
     const params = { language: "py", code, timeout: 100 }
     const caller = entitiesOf()
     const session = await caller.runPromise(Effect.map(KernelSession.client, (client) => client("gone")))
-    const first = await caller.runPromise(session.Execute({ params, callId: "gone-1", from: 0 }))
+    const first = await caller.runPromise(stateVersions(session.Execute({ params, callId: "gone-1", from: 0 })))
     expect(first.outputs).toEqual([{ _tag: "Stdout", text: "go\n" }])
-    const waiting = caller.runPromiseExit(session.Execute({ params, callId: "gone-1", from: first.next }))
+    const waiting = caller.runPromiseExit(stateVersions(session.Execute({ params, callId: "gone-1", from: first.next })))
     await new Promise((resolve) => setTimeout(resolve, 500))
     await caller.dispose()
     await waiting

@@ -1,7 +1,7 @@
 /**
  * The private PostgreSQL the cluster tests run against: it answers `@effect/sql-pg` with
- * the URL's password, refuses a wrong one, and `stop` ends the server and removes its
- * directory.
+ * the URL's password, refuses a wrong one, restarts on its data and port (`down`, `up`),
+ * and `stop` ends the server and removes its directory.
  */
 import * as NodeFs from "node:fs"
 import { PgClient } from "@effect/sql-pg"
@@ -53,6 +53,17 @@ describe.skipIf(skip !== undefined)(titled("test PostgreSQL", skip), () => {
       await new Promise((resolve) => listener.close(resolve))
     }
   })
+
+  it("down stops the server keeping its data, up starts it again on the same port with the data", async () => {
+    await Effect.runPromise(query(pg.url, "CREATE TABLE kept (v int)"))
+    await Effect.runPromise(query(pg.url, "INSERT INTO kept VALUES (7)"))
+    await pg.down()
+    expect(await answersQuery(pg.port, new URL(pg.url).password)).toBe(false)
+    await pg.up()
+    expect(await answersQuery(pg.port, new URL(pg.url).password)).toBe(true)
+    const rows = await Effect.runPromise(query(pg.url, "SELECT v FROM kept"))
+    expect(rows).toEqual([{ v: 7 }])
+  }, 180_000)
 
   it("stop ends the server and removes its directory", async () => {
     const other = await startPostgres()

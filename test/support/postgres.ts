@@ -21,6 +21,10 @@ export interface TestPostgres {
   readonly dir: string
   /** Stops the server (fast shutdown, then SIGKILL) and removes its directory. */
   readonly stop: () => Promise<void>
+  /** Stops the server (fast shutdown: every connection is closed) and keeps its data; `up` starts it again. */
+  readonly down: () => Promise<void>
+  /** Starts the stopped server again on the same data directory and port; resolves once it answers a query. */
+  readonly up: () => Promise<void>
 }
 
 const binDirs = (): ReadonlyArray<string> => {
@@ -124,10 +128,8 @@ export const startPostgres = async (): Promise<TestPostgres> => {
     remove()
     throw new Error(`initdb failed (${init.status ?? init.signal}): ${init.stderr}`)
   }
-  let lastPort = 0
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePort()
-    lastPort = port
+  /** Starts the server on `port`; resolves with it once it answers a query. */
+  const launch = async (port: number) => {
     let log = ""
     const server = spawn(path.join(bin, "postgres"), [
       "-D", data, "-p", String(port), "-k", root, "-c", "listen_addresses=127.0.0.1",
@@ -138,17 +140,7 @@ export const startPostgres = async (): Promise<TestPostgres> => {
     server.stderr?.on("data", keep)
     const kill = () => server.kill("SIGKILL")
     process.once("exit", kill)
-    try {
-      await ready(port, password, server, () => log)
-    } catch (error) {
-      server.kill("SIGKILL")
-      await exited(server)
-      process.removeListener("exit", kill)
-      if (/could not bind|already in use/i.test(log)) continue
-      remove()
-      throw error
-    }
-    const stop = async () => {
+    const halt = async () => {
       if (server.exitCode === null && server.signalCode === null) {
         server.kill("SIGINT")
         const done = await Promise.race([exited(server).then(() => true), sleep(30_000).then(() => false)])
@@ -158,9 +150,41 @@ export const startPostgres = async (): Promise<TestPostgres> => {
         }
       }
       process.removeListener("exit", kill)
+    }
+    try {
+      await ready(port, password, server, () => log)
+    } catch (error) {
+      server.kill("SIGKILL")
+      await exited(server)
+      process.removeListener("exit", kill)
+      throw Object.assign(error as Error, { log })
+    }
+    return { halt }
+  }
+  let lastPort = 0
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort()
+    lastPort = port
+    let running: { readonly halt: () => Promise<void> } | undefined
+    try {
+      running = await launch(port)
+    } catch (error) {
+      if (/could not bind|already in use/i.test((error as { log?: string }).log ?? "")) continue
+      remove()
+      throw error
+    }
+    const down = async () => {
+      await running?.halt()
+      running = undefined
+    }
+    const up = async () => {
+      if (running === undefined) running = await launch(port)
+    }
+    const stop = async () => {
+      await down()
       remove()
     }
-    return { url: `postgres://veyyon:${password}@127.0.0.1:${port}/postgres`, port, dir: root, stop }
+    return { url: `postgres://veyyon:${password}@127.0.0.1:${port}/postgres`, port, dir: root, stop, down, up }
   }
   remove()
   throw new Error(`the test PostgreSQL could not bind a loopback port (last tried ${lastPort})`)

@@ -26,7 +26,7 @@ import {
   type ResolutionRule,
   resolvePythonCandidate
 } from "./RuntimeResolution.ts"
-import { type BackendSettings, isScript } from "../Backend.ts"
+import { type BackendSettings, type BackendUnavailability, isScript, RuntimeUnavailable } from "../Backend.ts"
 import { runCommand } from "../../process/RunCommand.ts"
 
 /** The oldest Python the runner supports. */
@@ -76,10 +76,14 @@ export class PythonUnavailable extends Schema.TaggedError<PythonUnavailable>()("
   detail: Schema.String,
   tried: Schema.Array(Schema.String),
   fix: Schema.String
-}) {
+}) implements BackendUnavailability {
   override get message(): string {
-    const tried = this.tried.length > 0 ? ` Tried: ${this.tried.join("; ")}.` : ""
-    return `Python backend not available: ${this.detail}.${tried} To fix: ${this.fix}.`
+    return this.asRuntimeUnavailable().message
+  }
+
+  asRuntimeUnavailable(): RuntimeUnavailable {
+    const tried = this.tried.length > 0 ? `. Tried: ${this.tried.join("; ")}` : ""
+    return new RuntimeUnavailable({ language: "py", detail: `Python backend not available: ${this.detail}${tried}`, fix: this.fix })
   }
 }
 
