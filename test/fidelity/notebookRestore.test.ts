@@ -13,10 +13,13 @@
  * fields, fails too, so the list stays true. The comparison is printed, naming those cells.
  *
  * Both sessions run the same small cell after each notebook cell: it prints the kernel's pid
- * and sets `_nbfidelity = True` (so the namespace is never empty: an empty one is not saved
- * at all, and its count would start again at 1). The killed session waits until the
- * snapshot as of that cell is saved, kills the kernel and waits until it is reaped. Each of
- * its cells after the first must say it was restored as of the cell just before it.
+ * and sets `_nbfidelity_tick` to the notebook cell's number, the same in both sessions. A
+ * namespace a cell left as it was is not saved again (the snapshot stays as of the last cell
+ * that changed it, and a restore sets the execution count back to that cell's), and then
+ * nothing on disk says the snapshot after a cell is done; the tick makes every one new. The
+ * killed session waits until the snapshot as of that small cell is saved, kills the kernel
+ * and waits until it is reaped. Each of its cells after the first must say it was restored
+ * as of the cell just before it.
  *
  * Normalised on both sides, as they vary between any two runs: object addresses (`0x…`),
  * durations, and the ids and date matplotlib writes into an SVG. The restore notice is not
@@ -159,16 +162,14 @@ const codeCells = (file: string): Array<string> => {
 
 const python = integrationEnabled() ? findPythonWith(MODULES) : undefined
 const available = NOTEBOOKS.filter((notebook) => installed(notebook.file) !== undefined)
-const runnerSnapshots = fs.existsSync(new URL("../../runner/python/_veyyon_runner/snapshot.py", import.meta.url))
 const reason = skipReason(
   integrationOff(),
   python === undefined && `no interpreter imports ${MODULES.join(", ")}`,
-  !runnerSnapshots && "the Python runner does not answer snapshot requests yet (no runner/python/_veyyon_runner/snapshot.py)",
   available.length === 0 && "no notebooks installed (apt-get install python-nbsphinx-doc python-notebook-doc)"
 )
 
-/** The cell run after each notebook cell, in both sessions: it prints the kernel's pid and keeps the namespace from being empty. */
-const PID_CELL = "_nbfidelity = True\nprint(__import__('os').getpid())"
+/** The cell run after notebook cell `index`, in both sessions: it prints the kernel's pid and changes the namespace (see above). */
+const pidCell = (index: number): string => `_nbfidelity_tick = ${index}\nprint(__import__('os').getpid())`
 
 const root = tempDir("veyyon-nbfidelity-")
 const artifactsDir = path.join(root, "artifacts")
@@ -253,7 +254,7 @@ const runNotebook = async (cells: ReadonlyArray<{ index: number; code: string }>
   const runs: Array<CellRun & { readonly pidCount: number }> = []
   for (const cell of cells) {
     const result = await run(cell.code, sessionId, cwd)
-    const pidResult = await run(PID_CELL, sessionId, cwd)
+    const pidResult = await run(pidCell(cell.index), sessionId, cwd)
     const pid = Number(pidResult.outputs.flatMap((output) => output._tag === "Stdout" ? [output.text] : []).join("").trim())
     if (kill) {
       const saved = await waitUntil(() => savedAsOf(sessionId) >= pidResult.executionCount, 15_000)
