@@ -182,7 +182,8 @@ const reason = skipReason(
 /** The cell run after notebook cell `index`, in both sessions: it prints the kernel's pid and changes the namespace (see above). */
 const pidCell = (index: number): string => `_nbfidelity_tick = ${index}\nprint(__import__('os').getpid())`
 
-const root = tempDir("veyyon-nbfidelity-")
+// Made only when the tests run: a file whose tests are all skipped runs no afterAll to remove it.
+const root = reason === undefined ? tempDir("veyyon-nbfidelity-") : ""
 const artifactsDir = path.join(root, "artifacts")
 const runtime = reason === undefined
   ? ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir, python: { interpreter: python! } } }))
