@@ -59,7 +59,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon ev
     expect(plainAgain.stderr).not.toMatch(/restored/)
 
     const listed = await runCli(["session", "list"], { env })
-    expect(listed.stdout).toMatch(/^vars\tpy\tcell 2\t[0-9.]+ (B|KiB)\t\d+ s ago\t3 names$/m)
+    expect(listed.stdout).toMatch(/^vars\tpy\tcell 3\t[0-9.]+ (B|KiB)\t\d+ s ago\t3 names$/m)
     expect(listed.stdout).not.toMatch(/^cli\t/m)
     const removed = await runCli(["session", "rm", "vars"], { env })
     expect(removed.code).toBe(0)

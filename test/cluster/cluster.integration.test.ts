@@ -26,6 +26,7 @@ import { integrationEnabled } from "../support/python.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { LOCK_EXPIRATION_MS, startCluster, type TestCluster, type TestRunner } from "./support.ts"
 import { titled } from "../support/skip.ts"
+import { printed } from "../support/evalResult.ts"
 
 const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason()
 
@@ -283,7 +284,7 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
         const answer = await runPromise(sessionId, "print(globals().get('x'))")
         if (answer.notice?.startsWith(REHOMED_NOTICE) === true) {
           expect(answer.notice).toContain("restored as of cell")
-          expect(answer.text).toBe(sessionId)
+          expect(printed(answer)).toBe(sessionId)
           moved++
         } else {
           expect(answer.notice, sessionId).toBeUndefined()

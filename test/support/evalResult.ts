@@ -18,3 +18,7 @@ export const evalResult = (over: Partial<EvalResult> = {}): EvalResult => ({
   durationMs: 1,
   ...over
 })
+
+/** What a cell printed on stdout (a result's `text` also carries its notices). */
+export const printed = (result: Pick<EvalResult, "outputs">): string =>
+  result.outputs.flatMap((output) => (output._tag === "Stdout" ? [output.text] : [])).join("").trim()

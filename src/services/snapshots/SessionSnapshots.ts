@@ -14,7 +14,8 @@
  * before its first cell, when its seal holds (see `SnapshotSeal`); the notice says what
  * came back, as of which cell, and what did not.
  */
-import { Duration, Effect, FiberSet, Result, type Scope, Semaphore } from "effect"
+import { Duration, Effect, Fiber, FiberSet, Result, type Scope, Semaphore } from "effect"
+import { inFlight } from "../../kernel/Lifecycle.ts"
 import type * as Kernel from "../../kernel/Kernel.ts"
 import { SNAPSHOT_IDLE_MS, SNAPSHOT_SETTLE_MS, type SnapshotMode } from "../config/Settings.ts"
 import { cellTitleOf, failedNotice, refusedNotice, restoredNotice } from "./SnapshotNotice.ts"
@@ -62,8 +63,9 @@ interface PlaceState {
   written: number
   /** One store write of the place at a time, so a payload and the metadata naming it land together. */
   readonly writing: Semaphore.Semaphore
-  /** The digest of the snapshot stored, when this process knows it. */
+  /** The digest and length of the snapshot stored, when this process knows them. */
   known: string | undefined
+  knownBytes: number
   /** The snapshot request waiting for the session to settle, and its timer. */
   idle: { readonly kernel: Kernel.Kernel; readonly cell: FinishedCell; readonly number: number } | undefined
   timer: ReturnType<typeof setTimeout> | undefined
@@ -84,24 +86,30 @@ export const makeSessionSnapshots = (
     const stateOf = (place: SnapshotPlace): PlaceState => {
       const id = placeId(place)
       let state = places.get(id)
-      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, idle: undefined, timer: undefined })
+      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, knownBytes: 0, idle: undefined, timer: undefined })
       return state
     }
 
-    const write = (place: SnapshotPlace, state: PlaceState, number: number, meta: SnapshotMeta, payload: Uint8Array) =>
+    /** Writes a snapshot; `payload` undefined renews the metadata of the payload stored (a later cell, the same state). */
+    const write = (place: SnapshotPlace, state: PlaceState, number: number, meta: SnapshotMeta, payload: Uint8Array | undefined) =>
       state.writing.withPermits(1)(Effect.suspend(() => {
-        if (number <= state.written) return Effect.void
+        if (number <= state.written || (payload === undefined && state.known !== meta.digest)) return Effect.void
         state.written = number
         if (meta.names.length === 0 && meta.skipped.length === 0) {
           state.known = undefined
           return store.remove(place.sessionId, place.language)
         }
         state.known = meta.digest
+        state.knownBytes = meta.bytes
         return store.write(place.sessionId, place.language, sealMeta(store.key, meta), meta.digest, payload)
       })).pipe(Effect.catch((error) => Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) was not kept: ${error.message}`)))
 
-    const request = (place: SnapshotPlace, state: PlaceState, kernel: Kernel.Kernel, cell: FinishedCell, number: number) =>
-      kernel.snapshot({ budget: options.budgetMb * MIB, valueBudget: options.valueBudgetMb * MIB, known: state.known }).pipe(
+    /** The saves waiting on a kernel's snapshot, with their kernel: shutting down does not wait for one whose kernel is busy with a cell. */
+    const waiting = new Set<{ readonly kernel: Kernel.Kernel; fiber: Fiber.Fiber<void> | undefined }>()
+
+    const request = (place: SnapshotPlace, state: PlaceState, kernel: Kernel.Kernel, cell: FinishedCell, number: number) => {
+      const entry: { readonly kernel: Kernel.Kernel; fiber: Fiber.Fiber<void> | undefined } = { kernel, fiber: undefined }
+      return kernel.snapshot({ budget: options.budgetMb * MIB, valueBudget: options.valueBudgetMb * MIB, known: state.known }).pipe(
         Effect.flatMap((awaitSnapshot) =>
           FiberSet.run(saves, Effect.gen(function*() {
             const taken = yield* Effect.orElseSucceed(awaitSnapshot, () => undefined)
@@ -109,24 +117,32 @@ export const makeSessionSnapshots = (
             if (taken.status === "failed") {
               return yield* Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) after cell ${cell.executionCount} failed: ${taken.error ?? "no reason given"}`)
             }
-            if (taken.status !== "saved" || taken.payload === undefined || taken.digest === undefined) return
+            const unchanged = taken.status === "unchanged" && state.known !== undefined && (taken.digest ?? state.known) === state.known
+            if (!unchanged && (taken.status !== "saved" || taken.payload === undefined || taken.digest === undefined)) return
             yield* write(place, state, number, {
               format: SNAPSHOT_FORMAT,
               sessionId: place.sessionId,
               language: place.language,
               asOfCell: cell.executionCount,
               cellTitle: cellTitleOf(cell.code),
-              digest: taken.digest,
-              bytes: taken.payload.length,
+              digest: unchanged ? state.known! : taken.digest!,
+              bytes: unchanged ? state.knownBytes : taken.payload!.length,
               names: taken.names,
               skipped: taken.skipped,
               savedAt: Date.now()
-            }, taken.payload)
-          }))
+            }, unchanged ? undefined : taken.payload)
+          }).pipe(Effect.ensuring(Effect.sync(() => waiting.delete(entry)))))
+        ),
+        Effect.tap((fiber) =>
+          Effect.sync(() => {
+            entry.fiber = fiber
+            waiting.add(entry)
+          })
         ),
         Effect.asVoid,
         Effect.catch(() => Effect.void)
       )
+    }
 
     const sendIdle = (place: SnapshotPlace, state: PlaceState) =>
       Effect.suspend(() => {
@@ -178,7 +194,9 @@ export const makeSessionSnapshots = (
             error: "the kernel ended during the restore"
           }))
           if (outcome.error !== undefined) return { notice: failedNotice(meta, outcome.error), replace: true }
-          stateOf(place).known = meta.digest
+          const restored = stateOf(place)
+          restored.known = meta.digest
+          restored.knownBytes = meta.bytes
           return { notice: restoredNotice(meta, outcome.restored, outcome.skipped), replace: false }
         }),
       forget: (sessionId, language) =>
@@ -205,6 +223,10 @@ export const makeSessionSnapshots = (
           return sendIdle({ sessionId, language }, state)
         }, { discard: true })
       ).pipe(
+        Effect.andThen(Effect.suspend(() =>
+          Effect.forEach([...waiting], ({ kernel, fiber }) =>
+            Effect.flatMap(kernel.state, (lifecycle) => inFlight(lifecycle) === undefined || fiber === undefined ? Effect.void : Fiber.interrupt(fiber)), { discard: true })
+        )),
         Effect.andThen(FiberSet.awaitEmpty(saves)),
         Effect.timeoutOrElse({ duration: DRAIN_TIMEOUT, orElse: () => Effect.logWarning("stopped waiting for session snapshots still being saved") })
       )

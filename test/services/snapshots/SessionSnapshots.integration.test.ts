@@ -17,6 +17,7 @@ import type { SettingsInput } from "../../../src/services/config/Settings.ts"
 import { sessionArtifactsDir } from "../../../src/services/output/ArtifactStore.ts"
 import { snapshotsRoot } from "../../../src/services/snapshots/FileSnapshotStore.ts"
 import { EvalTool } from "../../../src/services/tool/EvalTool.ts"
+import { printed } from "../../support/evalResult.ts"
 import { isLive, waitUntil } from "../../support/process.ts"
 import { findPython, integrationEnabled } from "../../support/python.ts"
 import { integrationOff, skipReason, titled } from "../../support/skip.ts"
@@ -47,10 +48,6 @@ const makeTool = (settings: SettingsInput = {}) => {
   }
   return { run, dispose }
 }
-
-/** What a cell printed (its result's `text` also carries the notices). */
-const printed = (result: { readonly outputs: ReadonlyArray<{ readonly _tag: string; readonly text?: string }> }): string =>
-  result.outputs.filter((output) => output._tag === "Stdout").map((output) => output.text ?? "").join("").trim()
 
 /** A cell that prints the kernel's pid, and one per language that kills it from outside. */
 const pidCell: Record<Language, string> = { py: "import os; print(os.getpid())", js: "console.log(process.pid)", rb: "puts Process.pid" }

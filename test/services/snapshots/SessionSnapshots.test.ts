@@ -11,6 +11,7 @@ import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import type * as Kernel from "../../../src/kernel/Kernel.ts"
+import { LifecycleState } from "../../../src/kernel/Lifecycle.ts"
 import type { RestoreOutcome, SnapshotOptions, TakenSnapshot } from "../../../src/kernel/StateTransfer.ts"
 import { makeSessionSnapshots } from "../../../src/services/snapshots/SessionSnapshots.ts"
 import { payloadDigest, sealMeta, SNAPSHOT_FORMAT, type SealedMeta } from "../../../src/services/snapshots/SnapshotSeal.ts"
@@ -37,7 +38,7 @@ const memoryStore = () => {
 }
 
 /** A kernel whose snapshots end when the test says, and whose restores answer `restoreAnswer`. */
-const fakeKernel = (restoreAnswer: RestoreOutcome = { restored: ["x"], skipped: [], error: undefined }) => {
+const fakeKernel = (restoreAnswer: RestoreOutcome = { restored: ["x"], skipped: [], error: undefined }, lifecycle: LifecycleState = LifecycleState.Idle()) => {
   const pending: Array<{ options: SnapshotOptions; end: Deferred.Deferred<TakenSnapshot> }> = []
   const restores: Array<{ payload: Uint8Array; count: number | undefined }> = []
   const kernel = {
@@ -47,7 +48,8 @@ const fakeKernel = (restoreAnswer: RestoreOutcome = { restored: ["x"], skipped: 
         pending.push({ options, end })
         return Deferred.await(end)
       }),
-    restore: (payload: Uint8Array, count?: number) => Effect.sync(() => (restores.push({ payload, count }), restoreAnswer))
+    restore: (payload: Uint8Array, count?: number) => Effect.sync(() => (restores.push({ payload, count }), restoreAnswer)),
+    state: Effect.sync(() => lifecycle)
   } as unknown as Kernel.Kernel
   return { kernel, pending, restores }
 }
@@ -68,7 +70,7 @@ const place = { sessionId: "s", language: "py" }
 const options = { mode: "every-cell" as const, budgetMb: 1, valueBudgetMb: 1 }
 
 describe("SessionSnapshots", () => {
-  it.live("asks after each cell with the budgets and the digest it holds, and keeps saves in the order asked", () =>
+  it.live("asks after each cell with the budgets and the digest it holds, keeps saves in the order asked, and renews the metadata of an unchanged state", () =>
     Effect.gen(function*() {
       const { store, writes } = memoryStore()
       const { kernel, pending } = fakeKernel()
@@ -88,7 +90,8 @@ describe("SessionSnapshots", () => {
       expect(pending[2]!.options.known).toBe(payloadDigest(new TextEncoder().encode("two")))
       yield* Deferred.succeed(pending[2]!.end, { ...saved("two"), status: "unchanged", payload: undefined })
       yield* snapshots.drain
-      expect(writes).toEqual(["b = 2"])
+      // The same state as of a later cell: the metadata is renewed over the payload stored.
+      expect(writes).toEqual(["b = 2", "print(b)"])
     }).pipe(Effect.scoped))
 
   it.live("asks once for cells back to back, drops the request a starting cell finds waiting, and sends a waiting one at shutdown", () =>
@@ -111,6 +114,19 @@ describe("SessionSnapshots", () => {
       yield* Deferred.succeed(pending[1]!.end, saved("seven"))
       yield* Fiber.join(draining)
       expect(writes).toEqual(["c5", "c7"])
+    }).pipe(Effect.scoped))
+
+  it.live("shutting down does not wait for the snapshot of a kernel busy with a cell (it answers only after the cell)", () =>
+    Effect.gen(function*() {
+      const { store, writes } = memoryStore()
+      const { kernel, pending } = fakeKernel(undefined, LifecycleState.Busy({ requestId: "r9" }))
+      const snapshots = yield* makeSessionSnapshots(store, options)
+      yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "a = 1" })
+      yield* asked(pending, 1)
+      const started = Date.now()
+      yield* snapshots.drain
+      expect(Date.now() - started).toBeLessThan(5000)
+      expect(writes).toEqual([])
     }).pipe(Effect.scoped))
 
   it.live("writes nothing for a snapshot yielded to a cell or failed, and nothing after forget", () =>
