@@ -267,7 +267,7 @@ describe.skipIf(skipReason !== undefined)(titled("cluster", skipReason), () => {
       }
     }
     // The lost cell never ran again: the counter holds the one mark of its only run.
-    expect((await runPromise(inflightSession, "print(kv.get('name'))")).text).toBe(inflightSession)
+    expect(printed(await runPromise(inflightSession, "print(kv.get('name'))"))).toBe(inflightSession)
     expect(fs.readFileSync(counter, "utf8")).toBe("x")
   }, 180_000)
 
