@@ -34,10 +34,12 @@ const enabled = integrationEnabled() && python !== undefined
 const notEnabled = skipReason(integrationOff(), python === undefined && "no python3 found")
 const notSandboxed = skipReason(notEnabled, noBwrap)
 
+let runtimes = 0
+/** A runtime of its own install (its own artifacts, so no session's saved state reaches another runtime's kernels). */
 const runtimeWith = (settings: SettingsInput) =>
   ManagedRuntime.make(evalLayer({
     env: false,
-    settings: { artifactsDir: path.join(scratch, "artifacts"), python: { interpreter: python! }, ...settings }
+    settings: { artifactsDir: path.join(scratch, `artifacts-${++runtimes}`), python: { interpreter: python! }, ...settings }
   }))
 
 const runner = (runtime: ReturnType<typeof runtimeWith>, cwd: string) => (params: unknown, sessionId = "s") =>
