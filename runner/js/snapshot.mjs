@@ -182,8 +182,12 @@ const inspectValue = (value, classes) => {
         }
       } else {
         for (const key of Object.keys(item)) {
+          const descriptor = Object.getOwnPropertyDescriptor(item, key)
+          if (descriptor !== undefined && !("value" in descriptor)) {
+            return { problem: item === value ? `its ${key} is a getter, which saving would run` : `it holds an object whose ${key} is a getter, which saving would run` }
+          }
           estimate += key.length + 3
-          stack.push(item[key])
+          stack.push(descriptor?.value)
         }
       }
     } else if (walk === "map") {
