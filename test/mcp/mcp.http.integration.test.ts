@@ -138,10 +138,10 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mc
   it("DELETE ends the session, shuts its kernels down and forgets its saved variables", async () => {
     const { client, transport } = await connect()
     const before = new Set(kernelProcesses(server.child.pid!))
-    await call(client, "import os; os.getpid()")
-    const snapshots = path.join(artifacts, ".snapshots")
-    const sessionDirs = () => (fs.existsSync(snapshots) ? fs.readdirSync(snapshots).filter((name) => name !== "key") : [])
-    const saved = await poll(() => (sessionDirs().length > 0 ? sessionDirs() : undefined), 30_000, "the session's snapshot")
+    // The session's snapshot directory has the name of its artifacts directory (both by its session id).
+    const named = text(await call(client, "import os; print(os.path.basename(os.environ['VEYYON_ARTIFACTS_DIR']))")).split("\n")[0]!
+    const ours = path.join(artifacts, ".snapshots", named)
+    await poll(() => (fs.existsSync(ours) ? true : undefined), 30_000, "the session's snapshot")
     const kernels = kernelProcesses(server.child.pid!).filter((pid) => !before.has(pid))
     expect(kernels.length).toBeGreaterThan(0)
     const session = transport.sessionId!
@@ -149,7 +149,7 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("veyyon mc
     for (const pid of kernels) expect(await waitForExit(pid, 20_000)).toBe(true)
     const after = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }), { "mcp-session-id": session })
     expect(after.status).toBe(404)
-    for (const dir of saved) expect(fs.existsSync(path.join(snapshots, dir))).toBe(false)
+    expect(fs.existsSync(ours)).toBe(false)
   }, 60_000)
 })
 
