@@ -13,7 +13,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { childEnv, cliEntry, tempDir } from "../cli/support.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
-import { initializeRequest, type McpChild, startMcp } from "./support.ts"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { initializeRequest, type McpChild, poll, startMcp } from "./support.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
 
 const python = findPython()
@@ -36,6 +38,7 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
   let server: McpChild
   let url: string
   let client: Client
+  const artifacts = tempDir("veyyon-mcp-sandbox-artifacts-")
   const listener = net.createServer((socket) => socket.end("hello"))
   let listenerPort = 0
 
@@ -45,7 +48,7 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
 
   beforeAll(async () => {
     listenerPort = await new Promise<number>((resolve) => listener.listen(0, "127.0.0.1", () => resolve((listener.address() as net.AddressInfo).port)))
-    server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: TOKEN })
+    server = startMcp(["mcp", "--http", "--port", "0"], { VEYYON_MCP_TOKEN: TOKEN, VEYYON_ARTIFACTS_DIR: artifacts })
     url = (await server.stderrMatch(/serving MCP \(streamable HTTP\) at (http:\S+)/))[1]!
     client = new Client({ name: "veyyon-sandbox-test", version: "0.0.0" })
     await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }), { timeout: 60_000 })
@@ -71,7 +74,10 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
   })
 
   it("a fork bomb is stopped by the pids limit: the error names the limit and its setting, the kernel is replaced with the session's variables restored, the next cell works", async () => {
-    await call("kept = 41")
+    const named = text(await call("kept = 41\nimport os\nprint(os.path.basename(os.environ['VEYYON_ARTIFACTS_DIR']))")).split("\n")[0]!
+    // Saved once the session settles, off the answer's path: the bomb comes after the save.
+    const meta = path.join(artifacts, ".snapshots", named, "py.meta")
+    await poll(() => (fs.existsSync(meta) ? true : undefined), 30_000, "the session's snapshot")
     const bomb = await call("import os\nwhile True:\n    os.fork()")
     expect(bomb.isError).toBe(true)
     expect(text(bomb)).toContain("BlockingIOError")
