@@ -1,7 +1,9 @@
 /**
  * Eval tools built from layer options for one test file, under one temp artifacts dir:
  * each `make` gives `run` (the exit), `ok` (the result, or a throw with the cause) and
- * `definition`; `disposeAll` ends every tool's kernels and removes the dir.
+ * `definition`; `disposeAll` ends every tool's kernels and removes the dir. The tools share
+ * the dir and a session name, so session snapshots are off unless the options set them:
+ * one tool's session state would otherwise be restored into another tool's kernels.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -15,7 +17,10 @@ export const toolRuntimes = (prefix: string, defaultSession: string) => {
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
   const runtimes: Array<ManagedRuntime.ManagedRuntime<EvalTool, unknown>> = []
   const make = (options: EvalLayerOptions, cwd = process.cwd()) => {
-    const runtime = ManagedRuntime.make(evalLayer(options))
+    const runtime = ManagedRuntime.make(evalLayer({
+      ...options,
+      settings: { ...options.settings, session: { snapshots: "off", ...options.settings?.session } }
+    }))
     runtimes.push(runtime)
     const run = (params: unknown, sessionId = defaultSession) =>
       runtime.runPromiseExit(EvalTool.use((tool) => tool.run(params, { sessionId, cwd })))

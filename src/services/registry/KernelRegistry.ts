@@ -617,6 +617,7 @@ const makeRegistry = Effect.gen(function*() {
     )
 
   const reset = Effect.fnUntraced(function*(sessionId: string, cwd?: string, language?: BackendId) {
+    if (snapshots !== undefined) yield* snapshots.flush(sessionId)
     const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
     for (const key of yield* kernelKeys) {
       if (key.matches(sessionId, real, language)) yield* supervisor.evict(key)

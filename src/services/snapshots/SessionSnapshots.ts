@@ -50,6 +50,8 @@ export interface SessionSnapshots {
   readonly restoreInto: (place: SnapshotPlace, kernel: Kernel.Kernel) => Effect.Effect<RestoreResult>
   /** Forgets `sessionId`'s snapshots (of `language`, or all), and any still being saved. */
   readonly forget: (sessionId: string, language?: string) => Effect.Effect<void>
+  /** Sends a session's snapshot requests still waiting and waits (bounded) for its saves under way, before its kernels are shut down. */
+  readonly flush: (sessionId: string) => Effect.Effect<void>
   /** Sends the snapshot requests still waiting and waits (bounded) for every save under way. */
   readonly drain: Effect.Effect<void>
 }
@@ -105,10 +107,10 @@ export const makeSessionSnapshots = (
       })).pipe(Effect.catch((error) => Effect.logWarning(`the snapshot of session ${place.sessionId} (${place.language}) was not kept: ${error.message}`)))
 
     /** The saves waiting on a kernel's snapshot, with their kernel: shutting down does not wait for one whose kernel is busy with a cell. */
-    const waiting = new Set<{ readonly kernel: Kernel.Kernel; fiber: Fiber.Fiber<void> | undefined }>()
+    const waiting = new Set<{ readonly sessionId: string; readonly kernel: Kernel.Kernel; fiber: Fiber.Fiber<void> | undefined }>()
 
     const request = (place: SnapshotPlace, state: PlaceState, kernel: Kernel.Kernel, cell: FinishedCell, number: number) => {
-      const entry: { readonly kernel: Kernel.Kernel; fiber: Fiber.Fiber<void> | undefined } = { kernel, fiber: undefined }
+      const entry: { readonly sessionId: string; readonly kernel: Kernel.Kernel; fiber: Fiber.Fiber<void> | undefined } = { sessionId: place.sessionId, kernel, fiber: undefined }
       return kernel.snapshot({ budget: options.budgetMb * MIB, valueBudget: options.valueBudgetMb * MIB, known: state.known }).pipe(
         Effect.flatMap((awaitSnapshot) =>
           FiberSet.run(saves, Effect.gen(function*() {
@@ -154,6 +156,26 @@ export const makeSessionSnapshots = (
       })
 
     const settleMs = options.mode === "every-cell" ? SNAPSHOT_SETTLE_MS : SNAPSHOT_IDLE_MS
+
+    /**
+     * Sends the requests waiting of the places `matches` names and waits (bounded) for their
+     * saves, except those of kernels busy with a cell (answered only after it): interrupted.
+     */
+    const settle = (matches: (sessionId: string) => boolean): Effect.Effect<void> =>
+      Effect.suspend(() =>
+        Effect.forEach([...places], ([id, state]) => {
+          const [language, sessionId] = id.split("\u0000") as [string, string]
+          return matches(sessionId) ? sendIdle({ sessionId, language }, state) : Effect.void
+        }, { discard: true })
+      ).pipe(
+        Effect.andThen(Effect.suspend(() =>
+          Effect.forEach([...waiting].filter((entry) => matches(entry.sessionId)), ({ kernel, fiber }) =>
+            fiber === undefined
+              ? Effect.void
+              : Effect.flatMap(kernel.state, (lifecycle) => inFlight(lifecycle) === undefined ? Effect.asVoid(Fiber.await(fiber)) : Fiber.interrupt(fiber)), { discard: true })
+        )),
+        Effect.timeoutOrElse({ duration: DRAIN_TIMEOUT, orElse: () => Effect.logWarning("stopped waiting for session snapshots still being saved") })
+      )
     const runInSaves = yield* FiberSet.runtime(saves)<never>()
 
     return {
@@ -217,18 +239,7 @@ export const makeSessionSnapshots = (
             Effect.andThen(Effect.catch(store.remove(sessionId, language), (error) => Effect.logWarning(error.message)))
           )
         }),
-      drain: Effect.suspend(() =>
-        Effect.forEach([...places], ([id, state]) => {
-          const [language, sessionId] = id.split("\u0000") as [string, string]
-          return sendIdle({ sessionId, language }, state)
-        }, { discard: true })
-      ).pipe(
-        Effect.andThen(Effect.suspend(() =>
-          Effect.forEach([...waiting], ({ kernel, fiber }) =>
-            Effect.flatMap(kernel.state, (lifecycle) => inFlight(lifecycle) === undefined || fiber === undefined ? Effect.void : Fiber.interrupt(fiber)), { discard: true })
-        )),
-        Effect.andThen(FiberSet.awaitEmpty(saves)),
-        Effect.timeoutOrElse({ duration: DRAIN_TIMEOUT, orElse: () => Effect.logWarning("stopped waiting for session snapshots still being saved") })
-      )
+      flush: (sessionId) => settle((placeSession) => placeSession === sessionId),
+      drain: settle(() => true)
     } satisfies SessionSnapshots
   })
