@@ -43,11 +43,17 @@ describe.skipIf(!integrationEnabled() || python === undefined)(titled("EvalTool 
     expect((await run({ language: "py", code: "y" })).text).toBe("20")
   })
 
-  it("endSession shuts the session's kernels down; its next cell starts fresh", async () => {
+  it("endSession shuts the session's kernels down, keeping its saved state for its next cell; with forget, that starts empty", async () => {
     await run({ language: "py", code: "ended = 1" }, "t-end")
     const keysOf = () => runtime.runPromise(Effect.map(Effect.flatMap(KernelRegistry, (registry) => registry.keys), (keys) => keys.filter((key) => key.sessionId === "t-end")))
     expect(await keysOf()).toHaveLength(1)
     await runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.endSession("t-end")))
+    expect(await keysOf()).toHaveLength(0)
+    const again = await run({ language: "py", code: "'ended' in dir()" }, "t-end")
+    expect(again.outputs).toMatchObject([{ _tag: "Result" }])
+    expect(again.text.split("\n")[0]).toBe("True")
+    expect(again.notice).toContain("restored as of cell 1")
+    await runtime.runPromise(Effect.flatMap(EvalTool, (tool) => tool.endSession("t-end", { forget: true })))
     expect(await keysOf()).toHaveLength(0)
     expect((await run({ language: "py", code: "'ended' in dir()" }, "t-end")).text).toBe("False")
   })
