@@ -42,14 +42,17 @@ describe("process memory", () => {
   })
 
   it.skipIf(python === undefined || !fs.existsSync("/proc/self/status"))("counts the tree below a launcher named bwrap, and not the launcher", async () => {
-    const launcher = path.join(tempDir("veyyon-memory-"), "bwrap")
+    const dir = tempDir("veyyon-memory-")
+    const launcher = path.join(dir, "bwrap")
+    const ready = path.join(dir, "ready")
     fs.copyFileSync("/bin/sh", launcher)
     fs.chmodSync(launcher, 0o700)
-    // The trailing `:` keeps the shell (the "launcher") alive as the parent of the kernel-like child.
-    const child = spawn(launcher, ["-c", `${python} -c "x = bytearray(64 * 1024 * 1024); import time; time.sleep(60)"; :`], { stdio: "ignore" })
+    // The trailing `:` keeps the shell (the "launcher") alive as the parent of the kernel-like child,
+    // which says when it holds its 64 MiB and has nothing more to load (its resident set then stays put).
+    const child = spawn(launcher, ["-c", `${python} -c "import time; x = bytearray(64 * 1024 * 1024); open('${ready}', 'w').close(); time.sleep(60)"; :`], { stdio: "ignore" })
     spawned.push(child)
     const kernel = await poll(() => childrenOf(child.pid!)[0], "the child below the launcher")
-    await poll(() => ((statusOf(kernel)?.residentBytes ?? 0) >= 64 * 1024 * 1024 ? true : undefined), "the child to hold 64 MiB")
+    await poll(() => (fs.existsSync(ready) ? true : undefined), "the child to hold 64 MiB")
     const tree = treeResidentBytes(child.pid!)!
     expect(statusOf(child.pid!)!.name).toBe("bwrap")
     expect(tree).toBeGreaterThanOrEqual(64 * 1024 * 1024)
