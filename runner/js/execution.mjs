@@ -325,11 +325,15 @@ const trackTimers = () => {
       if (cell === null || typeof callback !== "function") return create(callback, ...rest)
       let handle
       const run = function (...args) {
-        if (kind !== "interval") cell.timers.delete(handle)
+        if (kind !== "interval") {
+          cell.timers.delete(handle)
+          timerCallbacks.delete(handle)
+        }
         return callback.apply(this, args)
       }
       handle = create(run, ...rest)
       cell.timers.set(handle, kind)
+      timerCallbacks.set(handle, callback)
       return handle
     }
     Object.defineProperty(wrapped, "name", { value: create.name })
@@ -341,10 +345,23 @@ const trackTimers = () => {
   globalThis.setImmediate = wrap(timers.setImmediate, "immediate")
 }
 
+/**
+ * The timers of interrupted cells, cleared and kept: an interrupted cell that awaited one
+ * never resumes, and its promise, which the inspector still awaits, must stay reachable.
+ * Collected, it makes the inspector answer from inside the garbage collector, where V8
+ * aborts the process (a fatal error in its promise handler's cleanup).
+ */
+const abandonedTimers = []
+
+/** The callbacks of the cells' timers not yet run, by handle. */
+const timerCallbacks = new Map()
+
 export const clearCellTimers = (cell) => {
   for (const [handle, kind] of cell.timers) {
     if (kind === "immediate") timers.clearImmediate(handle)
     else timers.clearTimeout(handle)
+    abandonedTimers.push(timerCallbacks.get(handle))
+    timerCallbacks.delete(handle)
   }
   cell.timers.clear()
 }
