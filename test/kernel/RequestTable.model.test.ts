@@ -365,6 +365,53 @@ describe("frameRouter routes each frame kind", () => {
     }).pipe(Effect.provide(logs(logged)), Effect.provideService(References.MinimumLogLevel, "All"))
   })
 
+  it.effect("routes a snapshot's chunks and end and a restore's end to their transfer, fails one that sends too much or errors, and logs the rest", () => {
+    const logged: Array<string> = []
+    return Effect.gen(function*() {
+      const { route, seen, table } = setup()
+      const transfer = (maxBytes: number) => ({ chunks: [] as Array<Uint8Array>, bytes: 0, maxBytes, ended: Deferred.makeUnsafe<never, string>() as never })
+      const snapshot = transfer(8) as { chunks: Array<Uint8Array>; bytes: number; maxBytes: number; ended: Deferred.Deferred<RunnerFrame, string> }
+      table.transfers.set("s1", snapshot as never)
+      yield* route({ type: "snapshot_chunk", id: "s1", data: Buffer.from("abc").toString("base64") })
+      yield* route({ type: "snapshot_chunk", id: "s1", data: Buffer.from("defgh").toString("base64") })
+      expect(snapshot.bytes).toBe(8)
+      expect(snapshot.chunks.map((chunk) => Buffer.from(chunk).toString())).toEqual(["abc", "defgh"])
+      expect(Deferred.isDoneUnsafe(snapshot.ended)).toBe(false)
+      const end = { type: "snapshot_done", id: "s1", status: "saved", names: ["x"], skipped: [] } as unknown as RunnerFrame
+      yield* route(end)
+      expect(yield* Deferred.await(snapshot.ended)).toBe(end)
+
+      const over = transfer(4) as typeof snapshot
+      table.transfers.set("s2", over as never)
+      yield* route({ type: "snapshot_chunk", id: "s2", data: Buffer.from("abcd").toString("base64") })
+      expect(over.chunks).toHaveLength(1)
+      yield* route({ type: "snapshot_chunk", id: "s2", data: Buffer.from("e").toString("base64") })
+      expect(over.chunks).toHaveLength(0)
+      expect(yield* Effect.flip(Deferred.await(over.ended))).toBe("the runner sent more than the 4 bytes the snapshot may hold")
+
+      const restore = transfer(0) as typeof snapshot
+      table.transfers.set("t1", restore as never)
+      const restored = { type: "restore_done", id: "t1", restored: ["x"], skipped: [] } as unknown as RunnerFrame
+      yield* route({ type: "done", id: "t1", status: "error", executionCount: 0, cancelled: false })
+      expect(Deferred.isDoneUnsafe(restore.ended)).toBe(false)
+      yield* route(restored)
+      expect(yield* Deferred.await(restore.ended)).toBe(restored)
+
+      const refused = transfer(0) as typeof snapshot
+      table.transfers.set("s3", refused as never)
+      yield* route(new ErrorFrame({ type: "error", id: "s3", ename: "ProtocolError", evalue: "unknown message type", traceback: [] }))
+      expect(yield* Effect.flip(Deferred.await(refused.ended))).toBe("ProtocolError: unknown message type")
+
+      yield* route({ type: "snapshot_chunk", id: "s9", data: "" })
+      yield* route({ type: "restore_done", id: "t9", restored: [], skipped: [] } as unknown as RunnerFrame)
+      expect(seen).toEqual([])
+      expect(logged).toEqual([
+        "Debug:dropped a snapshot_chunk for s9, which nobody awaits",
+        "Debug:dropped a restore_done for t9, which nobody awaits"
+      ])
+    }).pipe(Effect.provide(logs(logged)), Effect.provideService(References.MinimumLogLevel, "All"))
+  })
+
   it("writes an execute line with the defaults, and cwd and env only when given", () => {
     expect(executeLine("r1", { code: "1" })).toBe('{"id":"r1","code":"1","silent":false,"storeHistory":true}\n')
     expect(executeLine("r2", { code: "x", silent: true, storeHistory: false, cwd: "/w", env: { A: "1" } })).toBe(
