@@ -616,13 +616,15 @@ const makeRegistry = Effect.gen(function*() {
       onOutput
     )
 
-  const reset = Effect.fnUntraced(function*(sessionId: string, cwd?: string, language?: BackendId) {
-    if (snapshots !== undefined) yield* snapshots.flush(sessionId)
+  const evictSession = Effect.fnUntraced(function*(sessionId: string, cwd?: string, language?: BackendId) {
     const real = cwd === undefined ? undefined : yield* Effect.orElseSucceed(normalizeCwd(cwd), () => cwd)
     for (const key of yield* kernelKeys) {
       if (key.matches(sessionId, real, language)) yield* supervisor.evict(key)
     }
   })
+
+  const reset = (sessionId: string, cwd?: string, language?: BackendId) =>
+    snapshots === undefined ? evictSession(sessionId, cwd, language) : Effect.andThen(snapshots.flush(sessionId), evictSession(sessionId, cwd, language))
 
   const prepareSpares = (place: Omit<KernelPlace, "sessionId">) =>
     resolveKey({ ...place, sessionId: "", code: "" }).pipe(
@@ -630,8 +632,9 @@ const makeRegistry = Effect.gen(function*() {
       Effect.catch((error) => Effect.logDebug(`no spare kernels prepared: ${error.message}`))
     )
 
+  // Forgotten first: a save still waiting is dropped instead of made, only to be deleted.
   const forget = (sessionId: string) =>
-    Effect.andThen(reset(sessionId), snapshots === undefined ? Effect.void : snapshots.forget(sessionId))
+    snapshots === undefined ? evictSession(sessionId) : Effect.andThen(snapshots.forget(sessionId), evictSession(sessionId))
 
   const shutdownAll = Effect.gen(function*() {
     if (snapshots !== undefined) yield* snapshots.drain
