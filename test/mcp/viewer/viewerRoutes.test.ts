@@ -15,23 +15,12 @@ import { SOLE_TOKEN } from "../../../src/mcp/viewer/ViewerAccess.ts"
 import { LINK_LIFETIME_MS, makeViewerAuth } from "../../../src/mcp/viewer/ViewerAuth.ts"
 import { makeViewer, VIEWER_COOKIE, VIEWER_CSP, viewerOrigin } from "../../../src/mcp/viewer/ViewerRoutes.ts"
 
+import { evalResult } from "../../support/evalResult.ts"
+
 const ORIGIN = "http://127.0.0.1:4555"
 const TOKEN = "secret-bearer-token"
 
-const result = (outputs: EvalResult["outputs"], extra: Partial<EvalResult> = {}): EvalResult => ({
-  language: "py",
-  status: "ok",
-  cancelled: false,
-  timedOut: false,
-  killed: false,
-  executionCount: 1,
-  outputs,
-  text: "",
-  images: [],
-  artifactIds: [],
-  durationMs: 5,
-  ...extra
-})
+const result = (outputs: EvalResult["outputs"], extra: Partial<EvalResult> = {}): EvalResult => evalResult({ outputs, durationMs: 5, ...extra })
 
 const setUp = (ownerOf?: (id: string) => string, memoryOf?: (id: string) => number | undefined) => {
   let now = 1_000_000
