@@ -42,7 +42,7 @@ import {
   stopRequestNow
 } from "./RequestTable.ts"
 import { runShutdown, shutdownSteps } from "./Shutdown.ts"
-import { cellSpanFailure, withSpanWhenTraced } from "./Spans.ts"
+import { cellSpanFailure, withCurrentSpan, withSpanWhenTraced } from "./Spans.ts"
 import { sendPrelude, startUp } from "./Startup.ts"
 import { StderrTail } from "./StderrTail.ts"
 
@@ -164,17 +164,15 @@ const cellOutcome = (ended: CellEnding, frame: DoneFrame | undefined, notice: st
 })
 
 const annotateSpan = (requestId: string, outcome: CellOutcome, outputBytes: number) =>
-  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
-    Effect.sync(() => {
-      if (span._tag === "None") return
-      span.value.attribute("kernel.request_id", requestId)
-      span.value.attribute("kernel.status", outcome.status)
-      span.value.attribute("kernel.execution_count", outcome.executionCount)
-      span.value.attribute("kernel.cancelled", outcome.cancelled)
-      span.value.attribute("kernel.timed_out", outcome.timedOut)
-      span.value.attribute("kernel.killed", outcome.killed)
-      span.value.attribute("kernel.output_bytes", outputBytes)
-    }))
+  withCurrentSpan((span) => {
+    span.attribute("kernel.request_id", requestId)
+    span.attribute("kernel.status", outcome.status)
+    span.attribute("kernel.execution_count", outcome.executionCount)
+    span.attribute("kernel.cancelled", outcome.cancelled)
+    span.attribute("kernel.timed_out", outcome.timedOut)
+    span.attribute("kernel.killed", outcome.killed)
+    span.attribute("kernel.output_bytes", outputBytes)
+  })
 
 /** A cell run with an output handler, as a stream of its outputs ending with `Done`. */
 export const streamOf = <E, R>(

@@ -2,12 +2,23 @@
  * Spans for hot paths: made only when a tracer is installed. Under the tracer of a
  * runtime nobody configured, spans reach no one, and a cell would pay for them anyway.
  */
-import { Effect, type Tracer } from "effect"
+import { Context, Effect, Tracer } from "effect"
 
 const untracedTracer = Effect.runSync(Effect.tracer)
 
 /** Whether the current fiber has a tracer someone installed. */
 export const isTraced: Effect.Effect<boolean> = Effect.map(Effect.tracer, (tracer) => tracer !== untracedTracer)
+
+/**
+ * Runs `use` with the fiber's current span when it is in one of its own; otherwise does
+ * nothing, without the error `Effect.currentSpan` allocates for a missing span.
+ */
+export const withCurrentSpan = (use: (span: Tracer.Span) => void): Effect.Effect<void> =>
+  Effect.withFiber((fiber) => {
+    const span = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
+    if (span?._tag === "Span") use(span)
+    return Effect.void
+  })
 
 /** Carries a value that ends its span with error status; caught outside the span and turned back into the value. */
 class FailedOutcome<A> extends Error {

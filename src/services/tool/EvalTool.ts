@@ -14,7 +14,7 @@ import { Context, Effect, Layer, Result, Schema, Semaphore } from "effect"
 import { type CellOutcome, KernelOutput } from "../../kernel/KernelOutput.ts"
 import { type Completion, type Inspection, IntrospectionFailed } from "../../kernel/Introspection.ts"
 import { backendOf, registeredBackends } from "../../backends/index.ts"
-import { cellSpanFailure, withSpanWhenTraced } from "../../kernel/Spans.ts"
+import { cellSpanFailure, withCurrentSpan, withSpanWhenTraced } from "../../kernel/Spans.ts"
 import { outputImages } from "../../render/OutputText.ts"
 import { renderOutputsAsText } from "../../render/ToolRenderer.ts"
 import { ArtifactStore, type ArtifactDirUnavailable, type ArtifactStoreService } from "../output/ArtifactStore.ts"
@@ -215,15 +215,13 @@ export interface EvalToolService {
 
 /** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`), when there were any. */
 const annotateEgress = (outputs: SinkResult["outputs"]) =>
-  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
-    Effect.sync(() => {
-      if (span._tag === "None") return
-      const records = egressRecords(outputs)
-      for (const outcome of ["allowed", "refused", "failed"] as const) {
-        const found = destinations(records, outcome)
-        if (found.length > 0) span.value.attribute(`eval.egress.${outcome}`, found)
-      }
-    }))
+  withCurrentSpan((span) => {
+    const records = egressRecords(outputs)
+    for (const outcome of ["allowed", "refused", "failed"] as const) {
+      const found = destinations(records, outcome)
+      if (found.length > 0) span.attribute(`eval.egress.${outcome}`, found)
+    }
+  })
 
 const makeEvalTool = Effect.gen(function*() {
   const settings = yield* Settings
