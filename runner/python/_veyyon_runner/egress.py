@@ -6,11 +6,11 @@ environment names that socket (``VEYYON_EGRESS_SOCKET``) and a port (``VEYYON_EG
 ``start`` listens on 127.0.0.1:<port> and relays every connection byte for byte to the socket,
 so clients configured through HTTP_PROXY/HTTPS_PROXY (pip, urllib, requests) work unchanged.
 Daemon threads do the work: the main thread (cells, SIGINT) never runs any of it, and nothing
-here writes to stdout or stderr (a failure to listen is one diagnostic line).
+here writes to stdout or stderr (a failure to listen is one diagnostic line). ``socket`` is
+imported by ``start`` only when the forwarder runs (at the runner's start, before any cell's
+directory is on ``sys.path``), so a kernel without it does not pay for the import.
 """
 
-import os
-import socket
 import threading
 import time
 
@@ -21,6 +21,8 @@ _BACKLOG = 64
 
 
 def _pipe(source, target):
+    import socket
+
     try:
         while True:
             data = source.recv(_CHUNK)
@@ -37,6 +39,8 @@ def _pipe(source, target):
 
 
 def _relay(client, path):
+    import socket
+
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
@@ -77,6 +81,8 @@ def start(environ, diagnose):
     except ValueError:
         diagnose("egress forwarder not started: %s=%r is not a port from 1 to 65535" % (PORT_ENV, port_text))
         return None
+    import socket
+
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
