@@ -8,7 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { type RecordedCell, SessionRecord, sessionCellsDir } from "../../../src/services/output/SessionRecord.ts"
+import { RECORD_FLUSH_MS, type RecordedCell, SessionRecord, sessionCellsDir } from "../../../src/services/output/SessionRecord.ts"
 import { Settings } from "../../../src/services/config/Settings.ts"
 
 const roots: Array<string> = []
@@ -39,7 +39,7 @@ describe("session record journal", () => {
         expect(fs.statSync(path.join(dir, files[0]!)).mode & 0o777).toBe(0o600)
       })))
 
-  it.effect("writes a cell's line right after the recording turn, and reading sees cells not written yet", () =>
+  it.effect("writes the lines of cells recorded close together in one go, soon after, and reading sees cells not written yet", () =>
     withRecord((record, root) =>
       Effect.gen(function*() {
         const dir = sessionCellsDir(root, "u")
@@ -47,9 +47,11 @@ describe("session record journal", () => {
         yield* record.record("u", cell(1))
         expect((yield* record.cells("u")).map((c) => c.executionCount)).toEqual([1])
         yield* record.record("u", cell(2))
-        expect(lines()).toHaveLength(1)
         yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
-        expect(lines().map((line) => JSON.parse(line).executionCount)).toEqual([1, 2])
+        yield* record.record("u", cell(3))
+        expect(lines()).toHaveLength(1)
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, RECORD_FLUSH_MS * 5)))
+        expect(lines().map((line) => JSON.parse(line).executionCount)).toEqual([1, 2, 3])
       })))
 
   it.effect("writes what is waiting when the layer ends", () =>
