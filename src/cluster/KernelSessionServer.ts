@@ -8,10 +8,12 @@
  * (no silent re-runs, a notice on a re-homed session), and the session's kernels are ended
  * when the entity leaves this runner (idle time, hand-off, shutdown). A cell outlives each
  * request of its call; it is interrupted by `Interrupt`, when a request of its call is
- * interrupted (the caller went away) or when its entity ends with the session still here, and finishes here when the session's shard moved or the
+ * interrupted (the caller went away while it waited), when no request of its call has come
+ * for the call lease (the caller went away between two requests) or when its entity ends
+ * with the session still here, and finishes here when the session's shard moved or the
  * runner is stopping.
  */
-import { Cause, Deferred, Duration, Effect, Exit, Layer, Result, Schema, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Result, Schema, Scope } from "effect"
 import * as Entity from "effect/cluster/Entity"
 import type * as Headers from "effect/http/Headers"
 import { Sharding } from "effect/cluster/Sharding"
@@ -48,7 +50,7 @@ const keptResult = (result: EvalResult | undefined): string | null => {
  * The session's latest call of one language on this runner: its cell's outputs not yet
  * acknowledged, and its end once it ended (kept until the session's next call of the
  * language, so an answer lost on the way can be asked for again here), with the scope its
- * cell runs under.
+ * cell runs under and its lease.
  */
 interface SessionCall {
   readonly callId: string
@@ -61,6 +63,12 @@ interface SessionCall {
   end: Exit.Exit<EvalResult, SessionCallError> | undefined
   /** Completed, and replaced, whenever an output or the end arrives. */
   changed: Deferred.Deferred<void>
+  /** The requests of the call waiting for its outputs now. */
+  waiting: number
+  /** Interrupts the cell once the call lease passes without a request; running only while none waits. */
+  lease: Fiber.Fiber<void> | undefined
+  /** Why the cell was interrupted on this runner, when it was for a reason its caller did not give. */
+  interruptedBecause: string | undefined
 }
 
 const notify = (call: SessionCall) => {
@@ -104,18 +112,18 @@ const takeFrom = (call: SessionCall, from: number, watch: Watch): Effect.Effect<
     return Effect.flatMap(watch.stopping, (stopping) => (stopping ? wait : Effect.succeed(batch)))
   })
 
-/** How a cell's run ended, as the call's end: its result, its error, or a closed kernel for an interruption or a defect. */
-const endOf = (callId: string, exit: Exit.Exit<EvalResult, SessionCallError>): Exit.Exit<EvalResult, SessionCallError> => {
+/** How a cell's run ended, as the call's end: its result, its error, or a closed kernel for an interruption (`because`, when said) or a defect. */
+const endOf = (callId: string, exit: Exit.Exit<EvalResult, SessionCallError>, because?: string): Exit.Exit<EvalResult, SessionCallError> => {
   if (Exit.isSuccess(exit)) return exit
   const error = Cause.findErrorOption(exit.cause)
   if (error._tag === "Some") return Exit.fail(error.value)
-  const reason = Cause.hasInterrupts(exit.cause) ? "was interrupted" : `failed: ${String(Cause.squash(exit.cause))}`
+  const reason = Cause.hasInterrupts(exit.cause) ? `was interrupted${because === undefined ? "" : ` (${because})`}` : `failed: ${String(Cause.squash(exit.cause))}`
   return Exit.fail(new KernelClosed({ reason: `call ${callId}'s cell ${reason} on its runner` }))
 }
 
 const ledgerFailure = (error: { readonly message: string }) => new SessionLedgerUnavailable({ reason: error.message })
 
-const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
+const makeHandlers = Effect.fnUntraced(function*(advertised: string, callLeaseMs: number) {
   const address = yield* Entity.CurrentAddress
   const sessionId = address.entityId
   const entityScope = yield* Effect.scope
@@ -214,7 +222,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       Effect.onExit((exit) =>
         Effect.sync(() => {
           if (done !== undefined) call.outputs.push(done)
-          ended(call, endOf(call.callId, exit))
+          ended(call, endOf(call.callId, exit, call.interruptedBecause))
         })),
       Effect.asVoid,
       Effect.ignore
@@ -222,11 +230,49 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     yield* Scope.provide(handOff.start(sessionId, call.language, call.callId, work, mayFinishHere), call.scope)
   })
 
+  /** Interrupts the call's cell once the call lease passes with no request of the call waiting (unless it may finish here). */
+  const startLease = (call: SessionCall) =>
+    Effect.flatMap(
+      Effect.forkIn(
+        Effect.andThen(
+          Effect.sleep(Duration.millis(callLeaseMs)),
+          Effect.suspend(() => {
+            if (call.waiting > 0 || call.end !== undefined) return Effect.void
+            call.interruptedBecause = `its caller sent no request for ${Duration.format(Duration.millis(callLeaseMs))}`
+            return Effect.andThen(
+              Effect.logInfo(`call ${call.callId} of session ${sessionId} ${call.interruptedBecause}; its cell is interrupted`),
+              Scope.close(call.scope, Exit.void)
+            )
+          })
+        ),
+        entityScope
+      ),
+      (fiber) => Effect.sync(() => void (call.lease = fiber))
+    )
+
+  const stopLease = (call: SessionCall) =>
+    Effect.suspend(() => {
+      const lease = call.lease
+      call.lease = undefined
+      return lease === undefined ? Effect.void : Fiber.interrupt(lease)
+    })
+
   /**
    * A request of the call waiting for its outputs; when it is interrupted (its caller went
-   * away or interrupted it) the cell is interrupted too, unless it may finish here.
+   * away or interrupted it) the cell is interrupted too, unless it may finish here. While no
+   * request of the call waits, its lease runs: the caller's next request stops it.
    */
-  const waitOn = (call: SessionCall, from: number) => Effect.onInterrupt(takeFrom(call, from, watch), () => Scope.close(call.scope, Exit.void))
+  const waitOn = (call: SessionCall, from: number) =>
+    Effect.suspend(() => {
+      call.waiting++
+      return Effect.andThen(stopLease(call), takeFrom(call, from, watch)).pipe(
+        Effect.onInterrupt(() => Scope.close(call.scope, Exit.void)),
+        Effect.ensuring(Effect.suspend(() => {
+          call.waiting--
+          return call.waiting === 0 && call.end === undefined ? startLease(call) : Effect.void
+        }))
+      )
+    })
 
   /** A new call: the ledger's word on it, then its cell, or its answer without running. */
   const startCall = Effect.fnUntraced(function*(callId: string, language: string, timeoutSeconds: number, params: unknown, requestedCwd: string | undefined, from: number) {
@@ -239,10 +285,13 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       outputs: [],
       acknowledged: from,
       end: undefined,
-      changed: Deferred.makeUnsafe<void>()
+      changed: Deferred.makeUnsafe<void>(),
+      waiting: 0,
+      lease: undefined,
+      interruptedBecause: undefined
     }
     calls.set(language, call)
-    if (previous !== undefined) yield* Scope.close(previous.scope, Exit.void)
+    if (previous !== undefined) yield* Effect.andThen(stopLease(previous), Scope.close(previous.scope, Exit.void))
     const answer = (exit: Exit.Exit<EvalResult, SessionCallError>) => Effect.sync(() => ended(call, exit))
     yield* Effect.gen(function*() {
       // A cell still finishing here from the session's previous entity, and the end of its
@@ -314,7 +363,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       onlyFromCompatible(request.headers, Effect.suspend(() => {
         const cell = runningCallOf(request.payload.callId)
         if (cell === undefined) return Effect.succeed(false)
-        return Effect.as(Scope.close(cell.scope, Exit.void), true)
+        return Effect.as(Effect.andThen(stopLease(cell), Scope.close(cell.scope, Exit.void)), true)
       }), false),
     Reset: (request) => onlyFromCompatible(request.headers, Effect.andThen(tool.endSession(sessionId), Effect.ignore(ledger.end(sessionId), { log: "Debug" })), undefined),
     Shutdown: (request) =>
@@ -333,13 +382,17 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   })
 })
 
-/** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
+/**
+ * Registers `KernelSession` on this runner: entities idle out after the kernel idle time
+ * (`kernel.idleTtlMs`), and a running cell whose caller sends no request for `callLeaseMs` is interrupted.
+ */
 export const kernelSessionServer = (
-  advertised: string
+  advertised: string,
+  callLeaseMs: number
 ): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings | RunnerWorkspace | CellHandOff> =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* Settings
-    return KernelSession.toLayer(makeHandlers(advertised), {
+    return KernelSession.toLayer(makeHandlers(advertised, callLeaseMs), {
       concurrency: "unbounded",
       maxIdleTime: Duration.millis(Math.max(settings.kernel.idleTtlMs, 1000))
     })

@@ -1,22 +1,30 @@
 /**
  * A cluster session behaves as an in-process one: a Python cell and a JavaScript cell of
  * one session run beside each other (each waits for a file the other writes), while a
- * second cell of a running language is answered busy; a caller interrupted mid-cell leaves
- * the cell interrupted on its runner (it stops writing, and the session's next cell runs).
- * Real kernels, one runner; liveness bounds only.
+ * second cell of a running language is answered busy; a caller interrupted mid-cell, and a
+ * caller that goes away between two requests of its call, both leave the cell interrupted
+ * on its runner (it stops writing, and the session's next cell runs). Real kernels, one
+ * runner, a short call lease; liveness bounds only.
  */
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Layer, ManagedRuntime, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { CALL_LEASE_ENV, resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
+import { clientShardingLayer, postgresLayer } from "../../src/cluster/ClusterTransport.ts"
+import { KernelSession } from "../../src/cluster/KernelSession.ts"
+import { stateVersions } from "../../src/cluster/ProtocolVersion.ts"
 import type { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import { EvalTool } from "../../src/services/tool/EvalTool.ts"
 import { postgresSkipReason } from "../support/postgres.ts"
 import { integrationEnabled } from "../support/python.ts"
 import { titled } from "../support/skip.ts"
-import { startCluster, type TestCluster } from "./support.ts"
+import { LOCK_EXPIRATION_MS, startCluster, type TestCluster } from "./support.ts"
 
 const skipReason = !integrationEnabled() ? "set VEYYON_PYTHON_INTEGRATION=1 to run the cluster tests" : postgresSkipReason()
+
+/** The runner's call lease here: far shorter than the cells below, which only an interruption ends early. */
+const CALL_LEASE_MS = 10_000
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -28,7 +36,7 @@ describe.skipIf(skipReason !== undefined)(titled("a cluster session's semantics,
   let cluster: TestCluster
 
   beforeAll(async () => {
-    cluster = await startCluster(1)
+    cluster = await startCluster(1, { runnerEnv: { [CALL_LEASE_ENV]: String(CALL_LEASE_MS) } })
   }, 180_000)
 
   afterAll(async () => {
@@ -42,6 +50,27 @@ describe.skipIf(skipReason !== undefined)(titled("a cluster session's semantics,
         cwd: cluster.dir,
         ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent })
       }))
+
+  const entities = () => {
+    const settings = Result.getOrThrow(resolveClusterSettings({ postgresUrl: cluster.pg.url, secret: cluster.secret, shardLockExpirationMs: LOCK_EXPIRATION_MS }, {}))
+    return ManagedRuntime.make(clientShardingLayer(settings).pipe(Layer.provide(postgresLayer(settings))))
+  }
+
+  /** Resolves once the session's runner says no cell of it runs, within `ms`. */
+  const idle = async (sessionId: string, ms: number) => {
+    const observer = entities()
+    try {
+      const deadline = Date.now() + ms
+      while (Date.now() < deadline) {
+        const status = await observer.runPromise(Effect.flatMap(KernelSession.client, (client) => stateVersions(client(sessionId).Status())))
+        if (status.running === null) return
+        await sleep(200)
+      }
+      throw new Error(`a cell of session ${sessionId} still ran after ${ms} ms`)
+    } finally {
+      await observer.dispose()
+    }
+  }
 
   /** Whether `file` stays the same size for `ms`. */
   const stopsGrowing = async (file: string, ms: number) => {
@@ -112,6 +141,23 @@ describe.skipIf(skipReason !== undefined)(titled("a cluster session's semantics,
     const after = await cluster.client.runPromise(run("interrupted", "py", "print('next')"))
     expect(after.text).toBe("next")
     expect((await js).text).toBe("beside done")
+    expect(fs.existsSync(`${ticks}.done`)).toBe(false)
+  }, 240_000)
+
+  it("a caller that goes away between two requests of its call leaves its cell interrupted once the call lease passes", async () => {
+    const ticks = path.join(cluster.dir, "abandoned-ticks")
+    const params = { language: "py", code: ticking(ticks, 110), timeout: 120 }
+    const caller = entities()
+    const session = await caller.runPromise(Effect.map(KernelSession.client, (client) => client("abandoned")))
+    const first = await caller.runPromise(stateVersions(session.Execute({ params, callId: "abandoned-1", from: 0 })))
+    expect(first.outputs).toEqual([{ _tag: "Stdout", text: "go\n" }])
+    // The caller goes away with no request of its call waiting: the runner hears nothing more of it.
+    await caller.dispose()
+    await idle("abandoned", 90_000)
+    expect(await stopsGrowing(ticks, 1500)).toBe(true)
+    expect(cluster.runners[0]!.log()).toContain("call abandoned-1 of session abandoned its caller sent no request for 10s; its cell is interrupted")
+    const after = await cluster.client.runPromise(run("abandoned", "py", "print('next')"))
+    expect(after.text).toBe("next")
     expect(fs.existsSync(`${ticks}.done`)).toBe(false)
   }, 240_000)
 })
