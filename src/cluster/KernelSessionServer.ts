@@ -230,20 +230,20 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string, callLeaseMs
     yield* Scope.provide(handOff.start(sessionId, call.language, call.callId, work, mayFinishHere), call.scope)
   })
 
-  /** Interrupts the call's cell once the call lease passes with no request of the call waiting (unless it may finish here). */
+  /** Interrupts the call's cell once the call lease passes with no request of the call waiting (unless it finishes here: its session moved, or the runner stops). */
   const startLease = (call: SessionCall) =>
     Effect.flatMap(
       Effect.forkIn(
         Effect.andThen(
           Effect.sleep(Duration.millis(callLeaseMs)),
-          Effect.suspend(() => {
-            if (call.waiting > 0 || call.end !== undefined) return Effect.void
+          Effect.uninterruptible(Effect.flatMap(mayFinishHere, (finishesHere) => {
+            if (finishesHere || call.waiting > 0 || call.end !== undefined) return Effect.void
             call.interruptedBecause = `its caller sent no request for ${Duration.format(Duration.millis(callLeaseMs))}`
             return Effect.andThen(
               Effect.logInfo(`call ${call.callId} of session ${sessionId} ${call.interruptedBecause}; its cell is interrupted`),
               Scope.close(call.scope, Exit.void)
             )
-          })
+          }))
         ),
         entityScope
       ),
