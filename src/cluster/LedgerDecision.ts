@@ -34,7 +34,7 @@ export interface LedgerRow {
   readonly lanes: Readonly<Record<string, CallLane>>
 }
 
-/** The lane of a row written before lanes (format 1): its one lane of calls, whose language it did not record. */
+/** The lane of a row written before lanes (format 1): its one lane of calls, whose language it did not record (a name no language has; stored in format-2 rows that keep it). */
 export const LEGACY_LANE = ""
 
 /** A lane without calls (a row keeps none). */
@@ -43,15 +43,8 @@ export const EMPTY_LANE: CallLane = { inflightCall: null, lostCall: null, doneCa
 /** `language`'s lane in `row` (empty when it has none). */
 export const laneOf = (row: LedgerRow, language: string): CallLane => row.lanes[language] ?? EMPTY_LANE
 
-const isEmpty = (lane: CallLane): boolean => lane.inflightCall === null && lane.lostCall === null && lane.doneCall === null && lane.doneResult === null
-
-/** `lanes` with `language`'s lane replaced by `lane` (dropped when empty). */
-const withLane = (lanes: Readonly<Record<string, CallLane>>, language: string, lane: CallLane): Readonly<Record<string, CallLane>> => {
-  const next = { ...lanes }
-  if (isEmpty(lane)) delete next[language]
-  else next[language] = lane
-  return next
-}
+/** `lanes` with `language`'s lane replaced by `lane`. */
+const withLane = (lanes: Readonly<Record<string, CallLane>>, language: string, lane: CallLane): Readonly<Record<string, CallLane>> => ({ ...lanes, [language]: lane })
 
 /** Every lane's call in flight counted lost: its kernels are gone (a takeover, an end on purpose). */
 const orphaned = (lanes: Readonly<Record<string, CallLane>>): Readonly<Record<string, CallLane>> =>

@@ -72,6 +72,7 @@ describe("decideExecute", () => {
   })
 
   it("finds a call by its id in any lane: a format-1 row's one lane, whose language is unknown, included", () => {
+    expect(LEGACY_LANE).toBe("")
     const legacy = row({}, { lanes: { [LEGACY_LANE]: { ...EMPTY_LANE, inflightCall: "c1", doneCall: "c0", doneResult: "{}" } } })
     expect(decide(legacy, "B", "c0", "js")).toEqual({ _tag: "Replay", result: "{}", next: undefined })
     expect(decide(legacy, "B", "c1", "js")).toMatchObject({ _tag: "Answer", notice: LOST_CELL_NOTICE })
@@ -129,6 +130,7 @@ describe("decideExecute", () => {
     expect(inflightElsewhere(row({ inflightCall: "c1" }), "B")).toBe("a:1")
     expect(inflightElsewhere(row({}, { lanes: { js: { ...EMPTY_LANE, inflightCall: "j1" } } }), "B")).toBe("a:1")
     expect(inflightElsewhere(row({ doneCall: "c1", lostCall: "c0" }), "B")).toBeUndefined()
+    expect(inflightElsewhere(row({ doneCall: "c1" }, { lanes: { py: { ...EMPTY_LANE, doneCall: "c1" }, js: { ...EMPTY_LANE, inflightCall: "j1" } } }), "B")).toBe("a:1")
     expect(inflightElsewhere(row({ inflightCall: "c1" }), "A")).toBeUndefined()
     expect(inflightElsewhere(releasedRow(row({ inflightCall: "c1" }), "A"), "B")).toBeUndefined()
     expect(inflightElsewhere(undefined, "B")).toBeUndefined()
