@@ -29,8 +29,8 @@ export const decidesFromCache = (cached: CachedRow, callId: string): boolean =>
 
 /**
  * The kept results a step writing `next` over the remembered row changes, by language (null:
- * none kept): the lanes whose done call or result differs from the remembered one's, and
- * lanes gone from `next`. Empty when the step leaves every kept result as it is.
+ * none kept): the lanes whose done call or result differs from the remembered one's, new
+ * lanes with a done call, and lanes gone from `next`. Empty when the step leaves every kept result as it is.
  */
 export const changedResults = (cached: CachedRow, next: LedgerRow): Record<string, string | null> => {
   const changed: Record<string, string | null> = {}
@@ -39,7 +39,7 @@ export const changedResults = (cached: CachedRow, next: LedgerRow): Record<strin
     else if (before.doneCall !== next.lanes[language].doneCall || before.doneResult !== next.lanes[language].doneResult) changed[language] = next.lanes[language].doneResult
   }
   for (const [language, lane] of Object.entries(next.lanes)) {
-    if (cached.row.lanes[language] === undefined && (lane.doneCall !== null || lane.doneResult !== null)) changed[language] = lane.doneResult
+    if (cached.row.lanes[language] === undefined && lane.doneCall !== null) changed[language] = lane.doneResult
   }
   return changed
 }

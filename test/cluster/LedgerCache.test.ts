@@ -26,16 +26,20 @@ describe("LedgerCache", () => {
   })
 
   it("names only the kept results a step changes: a new done call or result, a new lane with one, a lane gone", () => {
-    const cached = { row: row({ py: { ...EMPTY_LANE, doneCall: "p1" }, js: { ...EMPTY_LANE, doneCall: "j1" }, rb: { ...EMPTY_LANE, doneCall: "r1" } }), version: 1 }
+    const cached = {
+      row: row({ py: { ...EMPTY_LANE, doneCall: "p1" }, js: { ...EMPTY_LANE, doneCall: "j1" }, rb: { ...EMPTY_LANE, doneCall: "r1" }, sh: { ...EMPTY_LANE, doneCall: "s1" } }),
+      version: 1
+    }
     expect(changedResults(cached, { ...cached.row, lanes: { ...cached.row.lanes, py: { ...EMPTY_LANE, doneCall: "p1", inflightCall: "p2" } } })).toEqual({})
     expect(changedResults(cached, {
       ...cached.row,
       lanes: {
         py: { ...EMPTY_LANE, doneCall: "p2", doneResult: "{}" },
         js: { ...EMPTY_LANE, doneCall: "j1", doneResult: "[]" },
+        sh: { ...EMPTY_LANE, doneCall: "s2" },
         go: { ...EMPTY_LANE, doneCall: "g1" },
         jl: { ...EMPTY_LANE, inflightCall: "l1" }
       }
-    })).toEqual({ py: "{}", js: "[]", go: null, rb: null })
+    })).toEqual({ py: "{}", js: "[]", sh: null, go: null, rb: null })
   })
 })

@@ -33,6 +33,8 @@ describe("readRow", () => {
       lanes: { [LEGACY_LANE]: { inflightCall: "c2", lostCall: null, doneCall: "c1", doneResult: "{}" } }
     })
     expect(readRow(stored({ format: 1, lost_call: "c0" }))).toEqual({ ...header, lanes: { [LEGACY_LANE]: { ...EMPTY_LANE, lostCall: "c0" } } })
+    expect(readRow(stored({ format: 1, inflight_call: "c2" }))).toEqual({ ...header, lanes: { [LEGACY_LANE]: { ...EMPTY_LANE, inflightCall: "c2" } } })
+    expect(readRow(stored({ format: 1, done_call: "c1" }))).toEqual({ ...header, lanes: { [LEGACY_LANE]: { ...EMPTY_LANE, doneCall: "c1" } } })
     expect(readRow(stored({ format: 1, done_result: "{}" }))).toEqual({ ...header, lanes: { [LEGACY_LANE]: { ...EMPTY_LANE, doneResult: "{}" } } })
     expect(readRow(stored({ format: 1 }))).toEqual({ ...header, lanes: {} })
   })
