@@ -197,6 +197,8 @@ export default {
       ]
     },
     { module: "src/cluster/LedgerDecision.ts", tests: ["test/cluster/LedgerDecision.test.ts", "test/cluster/LedgerDecision.model.test.ts"] },
+    { module: "src/cluster/LedgerRowFormat.ts", tests: ["test/cluster/LedgerRowFormat.test.ts"] },
+    { module: "src/cluster/LedgerCache.ts", tests: ["test/cluster/LedgerCache.test.ts"] },
     {
       module: "src/render/Columns.ts",
       tests: ["test/render/Columns.test.ts"],

@@ -70,7 +70,7 @@ const main = async () => {
     const ledgerCell = () =>
       db.runPromise(SessionLedger.use((ledger) => {
         const callId = `bench-${call++}`
-        return Effect.andThen(ledger.beginExecute("warm-ledger", callId), ledger.finishExecute("warm-ledger", callId, null))
+        return Effect.andThen(ledger.beginExecute("warm-ledger", "py", callId), ledger.finishExecute("warm-ledger", "py", callId, null))
       }))
     for (let i = 0; i < warmup; i++) {
       await inProcess()

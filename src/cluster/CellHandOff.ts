@@ -1,10 +1,11 @@
 /**
- * Cells that outlive their session's entity on this runner. When a session's shard leaves
+ * Cells that outlive their session's entity on this runner, one per language of a session.
+ * When a session's shard leaves
  * the runner while the runner keeps running (the cluster rebalanced after a join, or the
- * runner's shard locks were dropped), the cell running there is not interrupted: its call
+ * runner's shard locks were dropped), a cell running there is not interrupted: its call
  * ends at once without a result (the caller sends it again, to the new owner, which waits
  * for this runner to finish it and answers with its kept result), the cell finishes here,
- * and the session's kernels end after it. So a shard is let go at once, and the other
+ * and the session's kernels end after its cells. So a shard is let go at once, and the other
  * sessions of the shard, new ones included, move without waiting for a neighbour's cell.
  * A stopping runner is different: its cells finish within its stop grace, answered directly.
  */
@@ -18,21 +19,26 @@ interface Cell {
   fiber?: Fiber.Fiber<void>
 }
 
+const none = (): boolean => false
+
 /** The cells of this runner, by session. */
 export interface CellHandOffService {
   /**
-   * Runs a cell's `work` on the runner's scope, for as long as the calling scope lasts: when
-   * it closes, the cell is interrupted, unless `movedAway` says the session's shard left
-   * this runner (then the cell finishes here).
+   * Runs the session's cell of `language` (its `work`) on the runner's scope, for as long as
+   * the calling scope lasts: when it closes, the cell is interrupted, unless `movedAway` says
+   * the session's shard left this runner (then the cell finishes here).
    */
-  readonly start: (sessionId: string, callId: string, work: Effect.Effect<void>, movedAway: Effect.Effect<boolean>) => Effect.Effect<void, never, Scope.Scope>
+  readonly start: (sessionId: string, language: string, callId: string, work: Effect.Effect<void>, movedAway: Effect.Effect<boolean>) => Effect.Effect<void, never, Scope.Scope>
   /** Completes once `movedAway` is true (checked every 100 ms): the moment a running cell's call lets go. */
   readonly whenMovedAway: (movedAway: Effect.Effect<boolean>) => Effect.Effect<void>
-  /** The call id of the session's cell running on this runner, if one does. */
-  readonly runningCall: (sessionId: string) => string | undefined
-  /** Waits until the session's cell on this runner, if any, has ended, and what `afterCell` deferred after it. */
-  readonly awaitCell: (sessionId: string) => Effect.Effect<void>
-  /** Runs `effect` now, or once the session's cell on this runner has ended (then on the runner's scope, awaited by `awaitCell`). */
+  /** The call id of the session's cell of `language` running on this runner, if one does. */
+  readonly runningCall: (sessionId: string, language: string) => string | undefined
+  /**
+   * Waits until the session's cells on this runner, if any, have ended, and what `afterCell`
+   * deferred after them; cells of calls `ours` names (the waiting entity's own) are not waited for.
+   */
+  readonly awaitCell: (sessionId: string, ours?: (callId: string) => boolean) => Effect.Effect<void>
+  /** Runs `effect` now, or once the session's cells on this runner have ended (then on the runner's scope, awaited by `awaitCell`). */
   readonly afterCell: (sessionId: string, effect: Effect.Effect<void>) => Effect.Effect<void>
 }
 
@@ -43,20 +49,29 @@ export class CellHandOff extends Context.Service<CellHandOff, CellHandOffService
     CellHandOff,
     Effect.gen(function*() {
       const scope = yield* Effect.scope
-      const cells = new Map<string, Cell>()
+      /** The running cells, by session and language. */
+      const cells = new Map<string, Map<string, Cell>>()
       const deferred = new Map<string, Fiber.Fiber<void>>()
       const awaitFiber = (fiber: Fiber.Fiber<void> | undefined) => (fiber === undefined ? Effect.void : Effect.asVoid(Fiber.await(fiber)))
-      const awaitCell = (sessionId: string) =>
-        Effect.andThen(awaitFiber(cells.get(sessionId)?.fiber), Effect.suspend(() => awaitFiber(deferred.get(sessionId))))
-      yield* Effect.addFinalizer(() => Effect.forEach([...new Set([...cells.keys(), ...deferred.keys()])], awaitCell, { discard: true }))
+      const fibersOf = (sessionId: string, ours: (callId: string) => boolean = none) =>
+        [...(cells.get(sessionId)?.values() ?? [])].flatMap((cell) => (cell.fiber === undefined || ours(cell.callId) ? [] : [cell.fiber]))
+      const awaitCell = (sessionId: string, ours?: (callId: string) => boolean) =>
+        Effect.andThen(
+          Effect.suspend(() => Effect.forEach(fibersOf(sessionId, ours), awaitFiber, { discard: true })),
+          Effect.suspend(() => awaitFiber(deferred.get(sessionId)))
+        )
+      yield* Effect.addFinalizer(() => Effect.forEach([...new Set([...cells.keys(), ...deferred.keys()])], (sessionId) => awaitCell(sessionId), { discard: true }))
       return CellHandOff.of({
-        start: (sessionId, callId, work, movedAway) =>
+        start: (sessionId, language, callId, work, movedAway) =>
           Effect.gen(function*() {
             const cell: Cell = { callId }
-            cells.set(sessionId, cell)
+            const ofSession = cells.get(sessionId) ?? new Map<string, Cell>()
+            cells.set(sessionId, ofSession)
+            ofSession.set(language, cell)
             const fiber = yield* Effect.forkIn(
               work.pipe(Effect.ensuring(Effect.sync(() => {
-                if (cells.get(sessionId) === cell) cells.delete(sessionId)
+                if (ofSession.get(language) === cell) ofSession.delete(language)
+                if (ofSession.size === 0 && cells.get(sessionId) === ofSession) cells.delete(sessionId)
               }))),
               scope
             )
@@ -71,13 +86,13 @@ export class CellHandOff extends Context.Service<CellHandOff, CellHandOffService
           const loop: Effect.Effect<void> = Effect.flatMap(movedAway, (moved) => (moved ? Effect.void : Effect.andThen(Effect.sleep(MOVE_POLL_MS), loop)))
           return loop
         },
-        runningCall: (sessionId) => cells.get(sessionId)?.callId,
+        runningCall: (sessionId, language) => cells.get(sessionId)?.get(language)?.callId,
         awaitCell,
         afterCell: (sessionId, effect) =>
           Effect.suspend(() => {
-            const cell = cells.get(sessionId)
-            if (cell?.fiber === undefined) return effect
-            const after = awaitFiber(cell.fiber).pipe(
+            const running = fibersOf(sessionId)
+            if (running.length === 0) return effect
+            const after = Effect.forEach(running, awaitFiber, { discard: true }).pipe(
               Effect.andThen(effect),
               Effect.ensuring(Effect.sync(() => {
                 if (deferred.get(sessionId) === fiber) deferred.delete(sessionId)

@@ -30,6 +30,16 @@ export const MIN_LOCK_OPERATION_MS = 3000
 /** The default time a stopping runner gives its running cells to finish before it ends them. */
 export const DEFAULT_STOP_GRACE_MS = 6000
 
+/**
+ * The default time a runner keeps a running cell whose caller has not asked for its outputs:
+ * a caller asks again as soon as an answer arrives, so a call this long without a request
+ * has lost its caller (its process died between two requests), and its cell is interrupted.
+ */
+export const DEFAULT_CALL_LEASE_MS = 30_000
+
+/** The least call lease allowed: a loaded machine's caller may take seconds between two requests. */
+export const MIN_CALL_LEASE_MS = 5000
+
 /** The default number of shards; every runner and client of a cluster must agree on it. */
 export const DEFAULT_SHARDS = 300
 
@@ -54,6 +64,8 @@ export interface ClusterSettings {
   readonly shards: number
   /** How long a stopping runner (SIGTERM) waits for its running cells before it ends its kernels and exits. */
   readonly stopGraceMs: number
+  /** How long a runner keeps a running cell whose caller sends no request before it interrupts it. */
+  readonly callLeaseMs: number
 }
 
 /** Cluster settings as given (every field optional). */
@@ -71,6 +83,7 @@ export interface ClusterSettingsInput {
   readonly shardLockRefreshMs?: number | undefined
   readonly shards?: number | undefined
   readonly stopGraceMs?: number | undefined
+  readonly callLeaseMs?: number | undefined
 }
 
 /** Cluster settings that cannot be used, with a sentence saying which and how to fix it. */
@@ -82,6 +95,9 @@ export class InvalidClusterSettings extends Data.TaggedError("InvalidClusterSett
 
 /** The environment variable holding the Postgres URL. */
 export const POSTGRES_URL_ENV = "VEYYON_CLUSTER_POSTGRES_URL"
+
+/** The environment variable holding a runner's call lease (ms). */
+export const CALL_LEASE_ENV = "VEYYON_CLUSTER_CALL_LEASE_MS"
 
 /** The environment variable holding a runner's stop grace (ms). */
 export const STOP_GRACE_ENV = "VEYYON_CLUSTER_STOP_GRACE_MS"
@@ -171,7 +187,13 @@ export const resolveClusterSettings = (
     }
     const shards = (yield* positiveMs(given.shards, "the shard count")) ?? (yield* envNumber(env, "VEYYON_CLUSTER_SHARDS")) ?? DEFAULT_SHARDS
     const stopGraceMs = (yield* positiveMs(given.stopGraceMs, "the stop grace")) ?? (yield* envNumber(env, STOP_GRACE_ENV)) ?? DEFAULT_STOP_GRACE_MS
-    return { postgresUrl, auth, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards, stopGraceMs }
+    const callLeaseMs = (yield* positiveMs(given.callLeaseMs, "the call lease")) ?? (yield* envNumber(env, CALL_LEASE_ENV)) ?? DEFAULT_CALL_LEASE_MS
+    if (callLeaseMs < MIN_CALL_LEASE_MS) {
+      return yield* Result.fail(new InvalidClusterSettings({
+        problem: `the call lease (${callLeaseMs} ms) must be at least ${MIN_CALL_LEASE_MS} ms: a busy machine's caller may take seconds between two requests of a call`
+      }))
+    }
+    return { postgresUrl, auth, listen, advertise, shardLockExpirationMs: expiration, shardLockRefreshMs: refresh, shards, stopGraceMs, callLeaseMs }
   })
 
 /** `host:port` of an address, with an IPv6 host bracketed. */

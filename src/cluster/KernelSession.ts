@@ -3,7 +3,9 @@
  * session id), living on whichever runner owns its shard. `Execute` starts a cell and
  * answers with its outputs so far, waiting for at least one, or with its result once it
  * ended; the caller asks again from the next output number until the result comes (a cell
- * that prints nothing is one request and one answer). `Cancel` stops the running cell with
+ * that prints nothing is one request and one answer; a cell of each language may run at
+ * once, as in-process, and a caller that sends no request for the runner's call lease has
+ * its cell interrupted). `Cancel` stops the running cell with
  * SIGINT (the result still comes, cancelled); `Interrupt` ends it without a result, as an
  * interrupted in-process call does; `Reset` and `Shutdown` end the session's kernels;
  * `Status`, `Complete` and `Inspect` answer beside a running cell.
@@ -126,7 +128,7 @@ export const SessionStatus = Schema.Struct({
   runner: Schema.String,
   /** The runner process's random incarnation id. */
   incarnation: Schema.String,
-  /** The call id of the running cell, when one runs. */
+  /** The call id of a running cell, when one runs (one of them when cells of several languages run). */
   running: Schema.NullOr(Schema.String)
 })
 

@@ -2,21 +2,24 @@
  * The runner side of `KernelSession`: each entity drives this runner's local `EvalTool`
  * with the entity id as the session id, in the cwd the runner's workspace decides (the
  * session's own directory, removed on `Shutdown`, unless the call names an allowed one).
- * One cell at a time (another call's `Execute` is answered "busy"; the running call's own
- * requests take its outputs in turn), the ledger consulted before a cell runs (no silent
- * re-runs, a notice on a re-homed session), and the session's kernels ended when the
- * entity leaves this runner (idle time, hand-off, shutdown). A cell outlives each request
- * of its call; it is interrupted by `Interrupt`, when a request of its call is interrupted
- * (the caller went away) or when its entity ends with the session still here, and
- * finishes here when the session's shard moved or the runner is stopping.
+ * One cell at a time per language, as in-process: a cell of another language runs beside
+ * it, another call's `Execute` of the same language is answered "busy", and the running
+ * call's own requests take its outputs in turn. The ledger is consulted before a cell runs
+ * (no silent re-runs, a notice on a re-homed session), and the session's kernels are ended
+ * when the entity leaves this runner (idle time, hand-off, shutdown). A cell outlives each
+ * request of its call; it is interrupted by `Interrupt`, when a request of its call is
+ * interrupted (the caller went away while it waited), when no request of its call has come
+ * for the call lease (the caller went away between two requests) or when its entity ends
+ * with the session still here, and finishes here when the session's shard moved or the
+ * runner is stopping.
  */
-import { Cause, Deferred, Duration, Effect, Exit, Layer, Result, Schema, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Result, Schema, Scope } from "effect"
 import * as Entity from "effect/cluster/Entity"
 import type * as Headers from "effect/http/Headers"
 import { Sharding } from "effect/cluster/Sharding"
 import { KernelClosed } from "../kernel/KernelError.ts"
 import { EvalResultSchema } from "../services/tool/EvalResult.ts"
-import { checkParams, EvalTool, type EvalResult } from "../services/tool/EvalTool.ts"
+import { checkParams, EvalTool, type EvalResult, InvalidEvalParams } from "../services/tool/EvalTool.ts"
 import { Settings } from "../services/config/Settings.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
 import { type ExecuteBatch, KernelSession, ProtocolMismatch, type SessionCallError, SessionLedgerUnavailable, toSessionCallError } from "./KernelSession.ts"
@@ -44,12 +47,14 @@ const keptResult = (result: EvalResult | undefined): string | null => {
 }
 
 /**
- * The session's latest call on this runner: its cell's outputs not yet acknowledged, and
- * its end once it ended (kept until the session's next call, so an answer lost on the way
- * can be asked for again here), with the scope its cell runs under.
+ * The session's latest call of one language on this runner: its cell's outputs not yet
+ * acknowledged, and its end once it ended (kept until the session's next call of the
+ * language, so an answer lost on the way can be asked for again here), with the scope its
+ * cell runs under and its lease.
  */
 interface SessionCall {
   readonly callId: string
+  readonly language: string
   readonly controller: AbortController
   readonly scope: Scope.Closeable
   /** Outputs numbered from `acknowledged` on. */
@@ -58,6 +63,12 @@ interface SessionCall {
   end: Exit.Exit<EvalResult, SessionCallError> | undefined
   /** Completed, and replaced, whenever an output or the end arrives. */
   changed: Deferred.Deferred<void>
+  /** The requests of the call waiting for its outputs now. */
+  waiting: number
+  /** Interrupts the cell once the call lease passes without a request; running only while none waits. */
+  lease: Fiber.Fiber<void> | undefined
+  /** Why the cell was interrupted on this runner, when it was for a reason its caller did not give. */
+  interruptedBecause: string | undefined
 }
 
 const notify = (call: SessionCall) => {
@@ -101,18 +112,18 @@ const takeFrom = (call: SessionCall, from: number, watch: Watch): Effect.Effect<
     return Effect.flatMap(watch.stopping, (stopping) => (stopping ? wait : Effect.succeed(batch)))
   })
 
-/** How a cell's run ended, as the call's end: its result, its error, or a closed kernel for an interruption or a defect. */
-const endOf = (callId: string, exit: Exit.Exit<EvalResult, SessionCallError>): Exit.Exit<EvalResult, SessionCallError> => {
+/** How a cell's run ended, as the call's end: its result, its error, or a closed kernel for an interruption (`because`, when said) or a defect. */
+const endOf = (callId: string, exit: Exit.Exit<EvalResult, SessionCallError>, because?: string): Exit.Exit<EvalResult, SessionCallError> => {
   if (Exit.isSuccess(exit)) return exit
   const error = Cause.findErrorOption(exit.cause)
   if (error._tag === "Some") return Exit.fail(error.value)
-  const reason = Cause.hasInterrupts(exit.cause) ? "was interrupted" : `failed: ${String(Cause.squash(exit.cause))}`
+  const reason = Cause.hasInterrupts(exit.cause) ? `was interrupted${because === undefined ? "" : ` (${because})`}` : `failed: ${String(Cause.squash(exit.cause))}`
   return Exit.fail(new KernelClosed({ reason: `call ${callId}'s cell ${reason} on its runner` }))
 }
 
 const ledgerFailure = (error: { readonly message: string }) => new SessionLedgerUnavailable({ reason: error.message })
 
-const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
+const makeHandlers = Effect.fnUntraced(function*(advertised: string, callLeaseMs: number) {
   const address = yield* Entity.CurrentAddress
   const sessionId = address.entityId
   const entityScope = yield* Effect.scope
@@ -135,8 +146,17 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   const answeredHere = (batch: ExecuteBatch): ExecuteBatch =>
     batch.result === undefined ? batch : { ...batch, result: { ...batch.result, runner: advertised } }
   const cwdFor = (requested: string | undefined) => workspace.cwdFor(sessionId, requested)
-  let current: SessionCall | undefined
-  const runningCell = (): SessionCall | undefined => (current !== undefined && current.end === undefined ? current : undefined)
+  /** The latest call of each language. */
+  const calls = new Map<string, SessionCall>()
+  const callOf = (callId: string): SessionCall | undefined => [...calls.values()].find((call) => call.callId === callId)
+  const runningCell = (language: string): SessionCall | undefined => {
+    const call = calls.get(language)
+    return call !== undefined && call.end === undefined ? call : undefined
+  }
+  const runningCallOf = (callId: string): SessionCall | undefined => {
+    const call = callOf(callId)
+    return call !== undefined && call.end === undefined ? call : undefined
+  }
 
   yield* Effect.addFinalizer(() =>
     handOff.afterCell(
@@ -155,23 +175,23 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       Effect.catch((error) => Effect.logWarning(`the artifacts of session ${sessionId} were not published: ${error.message}`))
     )
 
-  const finish = (callId: string, result: EvalResult | undefined) =>
-    ledger.finishExecute(sessionId, callId, keptResult(result)).pipe(
-      Effect.catch((error) => Effect.logWarning(`the ledger did not record the end of call ${callId}: ${error.message}`))
+  const finish = (call: SessionCall, result: EvalResult | undefined) =>
+    ledger.finishExecute(sessionId, call.language, call.callId, keptResult(result)).pipe(
+      Effect.catch((error) => Effect.logWarning(`the ledger did not record the end of call ${call.callId}: ${error.message}`))
     )
 
   /**
-   * The ledger's word on the call. While the runner that had this very call in flight still
-   * answers (a shard moving on a rebalance or a hand-off), it is waited for until it finishes
-   * or lets go, so its result is replayed instead of the cell called lost: only a runner that
-   * stopped loses a cell. Bounded by the cell's own timeout plus a margin.
+   * The ledger's word on the call. While the runner that holds the session with a call in
+   * flight (this one, or another language's) still answers (a shard moving on a rebalance or
+   * a hand-off), it is waited for until it finishes or lets go, so its results are replayed
+   * instead of its cells called lost: only a runner that stopped loses a cell. Bounded by
+   * the cell's own timeout plus a margin.
    */
-  const decide = Effect.fnUntraced(function*(callId: string, params: unknown) {
-    const checked = checkParams(params, settings)
-    const deadline = Date.now() + (Result.isSuccess(checked) ? checked.success.timeoutSeconds * 1000 : 0) + HAND_OFF_MARGIN_MS
+  const decide = Effect.fnUntraced(function*(call: SessionCall, timeoutSeconds: number) {
+    const deadline = Date.now() + timeoutSeconds * 1000 + HAND_OFF_MARGIN_MS
     let awaitOwner = true
     while (true) {
-      const step = yield* ledger.beginExecute(sessionId, callId, awaitOwner && Date.now() < deadline)
+      const step = yield* ledger.beginExecute(sessionId, call.language, call.callId, awaitOwner && Date.now() < deadline)
       if (step._tag !== "InflightElsewhere") return step
       if (yield* answersAt(step.address, 1000)) yield* Effect.sleep(Duration.millis(250))
       else awaitOwner = false
@@ -198,43 +218,87 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       Effect.map((result): EvalResult => (notice === undefined ? result : withNotice(result, notice))),
       Effect.tap((result) => (result.artifactIds.length === 0 ? Effect.void : publish(result.artifactIds))),
       Effect.onExit((exit) =>
-        Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause) ? Effect.void : finish(call.callId, Exit.isSuccess(exit) ? exit.value : undefined)),
+        Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause) ? Effect.void : finish(call, Exit.isSuccess(exit) ? exit.value : undefined)),
       Effect.onExit((exit) =>
         Effect.sync(() => {
           if (done !== undefined) call.outputs.push(done)
-          ended(call, endOf(call.callId, exit))
+          ended(call, endOf(call.callId, exit, call.interruptedBecause))
         })),
       Effect.asVoid,
       Effect.ignore
     )
-    yield* Scope.provide(handOff.start(sessionId, call.callId, work, mayFinishHere), call.scope)
+    yield* Scope.provide(handOff.start(sessionId, call.language, call.callId, work, mayFinishHere), call.scope)
   })
+
+  /** Interrupts the call's cell once the call lease passes with no request of the call waiting (unless it finishes here: its session moved, or the runner stops). */
+  const startLease = (call: SessionCall) =>
+    Effect.flatMap(
+      Effect.forkIn(
+        Effect.andThen(
+          Effect.sleep(Duration.millis(callLeaseMs)),
+          Effect.uninterruptible(Effect.flatMap(mayFinishHere, (finishesHere) => {
+            if (finishesHere || call.waiting > 0 || call.end !== undefined) return Effect.void
+            call.interruptedBecause = `its caller sent no request for ${Duration.format(Duration.millis(callLeaseMs))}`
+            return Effect.andThen(
+              Effect.logInfo(`call ${call.callId} of session ${sessionId} ${call.interruptedBecause}; its cell is interrupted`),
+              Scope.close(call.scope, Exit.void)
+            )
+          }))
+        ),
+        entityScope
+      ),
+      (fiber) => Effect.sync(() => void (call.lease = fiber))
+    )
+
+  const stopLease = (call: SessionCall) =>
+    Effect.suspend(() => {
+      const lease = call.lease
+      call.lease = undefined
+      return lease === undefined ? Effect.void : Fiber.interrupt(lease)
+    })
 
   /**
    * A request of the call waiting for its outputs; when it is interrupted (its caller went
-   * away or interrupted it) the cell is interrupted too, unless it may finish here.
+   * away or interrupted it) the cell is interrupted too, unless it may finish here. While no
+   * request of the call waits, its lease runs: the caller's next request stops it.
    */
-  const waitOn = (call: SessionCall, from: number) => Effect.onInterrupt(takeFrom(call, from, watch), () => Scope.close(call.scope, Exit.void))
+  const waitOn = (call: SessionCall, from: number) =>
+    Effect.suspend(() => {
+      call.waiting++
+      return Effect.andThen(stopLease(call), takeFrom(call, from, watch)).pipe(
+        Effect.onInterrupt(() => Scope.close(call.scope, Exit.void)),
+        Effect.ensuring(Effect.suspend(() => {
+          call.waiting--
+          return call.waiting === 0 && call.end === undefined ? startLease(call) : Effect.void
+        }))
+      )
+    })
 
   /** A new call: the ledger's word on it, then its cell, or its answer without running. */
-  const startCall = Effect.fnUntraced(function*(callId: string, params: unknown, requestedCwd: string | undefined, from: number) {
-    const previous = current
+  const startCall = Effect.fnUntraced(function*(callId: string, language: string, timeoutSeconds: number, params: unknown, requestedCwd: string | undefined, from: number) {
+    const previous = calls.get(language)
     const call: SessionCall = {
       callId,
+      language,
       controller: new AbortController(),
       scope: yield* Scope.fork(entityScope),
       outputs: [],
       acknowledged: from,
       end: undefined,
-      changed: Deferred.makeUnsafe<void>()
+      changed: Deferred.makeUnsafe<void>(),
+      waiting: 0,
+      lease: undefined,
+      interruptedBecause: undefined
     }
-    current = call
-    if (previous !== undefined) yield* Scope.close(previous.scope, Exit.void)
+    calls.set(language, call)
+    if (previous !== undefined) yield* Effect.andThen(stopLease(previous), Scope.close(previous.scope, Exit.void))
     const answer = (exit: Exit.Exit<EvalResult, SessionCallError>) => Effect.sync(() => ended(call, exit))
     yield* Effect.gen(function*() {
-      yield* handOff.awaitCell(sessionId)
+      // A cell still finishing here from the session's previous entity, and the end of its
+      // kernels deferred behind it; this entity's own cells of other languages run on beside.
+      yield* handOff.awaitCell(sessionId, (id) => callOf(id) !== undefined)
       const cwd = yield* cwdFor(requestedCwd)
-      const decision = yield* decide(callId, params).pipe(Effect.mapError(ledgerFailure))
+      const decision = yield* decide(call, timeoutSeconds).pipe(Effect.mapError(ledgerFailure))
       if (decision._tag === "Answer") return yield* answer(Exit.succeed(noticeResult(params, decision.notice)))
       if (decision._tag === "Replay") {
         const result = yield* decodeKeptResult(decision.result).pipe(
@@ -249,7 +313,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
       // caller's next try starts it afresh.
       Effect.onExit((exit) =>
         Exit.isSuccess(exit) ? Effect.void : Effect.andThen(answer(endOf(callId, Exit.failCause(exit.cause))), Effect.sync(() => {
-          if (current === call) current = undefined
+          if (calls.get(language) === call) calls.delete(language)
         }))),
       Effect.ignore
     )
@@ -273,26 +337,33 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
     Execute: (request) =>
       fromCompatible(request.headers, Effect.suspend((): Effect.Effect<ExecuteBatch, SessionCallError> => {
         const { callId, params, from } = request.payload
-        if (current?.callId === callId) return waitOn(current, from)
-        if (runningCell() !== undefined) return busy(from, params)
-        // A cell of this session still finishing here after its shard moved away and back:
-        // its own call waits for it (the ledger then replays its result), another is busy.
-        const finishing = handOff.runningCall(sessionId)
+        const known = callOf(callId)
+        if (known !== undefined) return waitOn(known, from)
+        const checked = checkParams(params, settings)
+        if (Result.isFailure(checked)) {
+          const error = checked.failure
+          return Effect.fail(error._tag === "InvalidTimeout" ? new InvalidEvalParams({ problem: error.message }) : error)
+        }
+        const { language, timeoutSeconds } = checked.success
+        if (runningCell(language) !== undefined) return busy(from, params)
+        // A cell of this language still finishing here after the session's shard moved away
+        // and back: its own call waits for it (the ledger then replays its result), another is busy.
+        const finishing = handOff.runningCall(sessionId, language)
         if (finishing !== undefined && finishing !== callId) return busy(from, params)
-        return startCall(callId, params, request.payload.cwd, from)
+        return startCall(callId, language, timeoutSeconds, params, request.payload.cwd, from)
       }).pipe(Effect.map(answeredHere))),
     Cancel: (request) =>
       onlyFromCompatible(request.headers, Effect.sync(() => {
-        const cell = runningCell()
-        if (cell === undefined || cell.callId !== request.payload.callId) return false
+        const cell = runningCallOf(request.payload.callId)
+        if (cell === undefined) return false
         cell.controller.abort()
         return true
       }), false),
     Interrupt: (request) =>
       onlyFromCompatible(request.headers, Effect.suspend(() => {
-        const cell = runningCell()
-        if (cell === undefined || cell.callId !== request.payload.callId) return Effect.succeed(false)
-        return Effect.as(Scope.close(cell.scope, Exit.void), true)
+        const cell = runningCallOf(request.payload.callId)
+        if (cell === undefined) return Effect.succeed(false)
+        return Effect.as(Effect.andThen(stopLease(cell), Scope.close(cell.scope, Exit.void)), true)
       }), false),
     Reset: (request) => onlyFromCompatible(request.headers, Effect.andThen(tool.endSession(sessionId), Effect.ignore(ledger.end(sessionId), { log: "Debug" })), undefined),
     Shutdown: (request) =>
@@ -301,7 +372,7 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
         Effect.andThen(tool.endSession(sessionId), Effect.andThen(Effect.ignore(ledger.end(sessionId), { log: "Debug" }), workspace.endSession(sessionId))),
         undefined
       ),
-    Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: runningCell()?.callId ?? null }),
+    Status: () => Effect.succeed({ runner: advertised, incarnation: ledger.incarnation, running: [...calls.values()].find((call) => call.end === undefined)?.callId ?? null }),
     Complete: (request) =>
       fromCompatible(request.headers, Effect.flatMap(cwdFor(request.payload.cwd), (cwd) =>
         Effect.mapError(tool.complete(request.payload.params as Parameters<typeof tool.complete>[0], { sessionId, cwd }), toSessionCallError))),
@@ -311,13 +382,17 @@ const makeHandlers = Effect.fnUntraced(function*(advertised: string) {
   })
 })
 
-/** Registers `KernelSession` on this runner: entities idle out after the kernel idle time (`kernel.idleTtlMs`). */
+/**
+ * Registers `KernelSession` on this runner: entities idle out after the kernel idle time
+ * (`kernel.idleTtlMs`), and a running cell whose caller sends no request for `callLeaseMs` is interrupted.
+ */
 export const kernelSessionServer = (
-  advertised: string
+  advertised: string,
+  callLeaseMs: number
 ): Layer.Layer<never, never, Sharding | EvalTool | SessionLedger | ArtifactPublisher | Settings | RunnerWorkspace | CellHandOff> =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* Settings
-    return KernelSession.toLayer(makeHandlers(advertised), {
+    return KernelSession.toLayer(makeHandlers(advertised, callLeaseMs), {
       concurrency: "unbounded",
       maxIdleTime: Duration.millis(Math.max(settings.kernel.idleTtlMs, 1000))
     })

@@ -44,13 +44,13 @@ export const noticeResult = (
   }
 }
 
-/** The sentence of a call refused because the session runs another cell. */
+/** The sentence of a call refused because the session runs another cell of its language. */
 export const BUSY_NOTICE =
-  "this session is busy: another cell is still running in it. Wait for that cell's result (or cancel it) and send this cell again; it did not run."
+  "this session is busy: another cell of this language is still running in it. Wait for that cell's result (or cancel it) and send this cell again; it did not run."
 
-/** The answer to an `Execute` while another cell of the session runs. */
+/** The answer to an `Execute` while another cell of the session in the same language runs. */
 export const busyResult = (params: unknown): EvalResult =>
-  noticeResult(params, BUSY_NOTICE, { ename: "SessionBusy", evalue: "another cell is running in this session" })
+  noticeResult(params, BUSY_NOTICE, { ename: "SessionBusy", evalue: "another cell of this language is running in this session" })
 
 /** `result` with `notice` put first (in `notice` and at the head of `text`). */
 export const withNotice = (result: EvalResult, notice: string): EvalResult => ({

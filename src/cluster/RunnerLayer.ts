@@ -73,7 +73,7 @@ export const runnerLayer = (cluster: ClusterSettings, options: RunnerLayerOption
     const log = yield* ShardMoveLog
     yield* Effect.addFinalizer(() => log.stopping)
   }))
-  return Layer.merge(kernelSessionServer(advertised), stopMarker).pipe(
+  return Layer.merge(kernelSessionServer(advertised, cluster.callLeaseMs), stopMarker).pipe(
     Layer.provideMerge(sharding),
     Layer.provide(ledger),
     Layer.provide(workspace),

@@ -1,7 +1,7 @@
 /**
  * The session ledger in Postgres (`veyyon_sessions`): per session the runner incarnation
- * holding its kernels, a generation, the call in flight, the call lost with a dead runner
- * and the last call done. A runner consults it before running a cell, so a cell whose
+ * holding its kernels, a generation, and per language (its lane) the call in flight, the
+ * call lost with a dead runner and the last call done (stored as `LedgerRowFormat` says). A runner consults it before running a cell, so a cell whose
  * runner died is answered with a notice instead of running twice, and the first cell on
  * a re-homed session says its variables are gone. The table is created at layer start,
  * under the schema lock every store of the cluster takes (`ensureSchema`).
@@ -23,8 +23,9 @@
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
-import { type CachedRow, cachedRow, decidesFromCache, decisionWritesResult } from "./LedgerCache.ts"
+import { type CachedRow, cachedRow, changedResults, decidesFromCache } from "./LedgerCache.ts"
 import { decideExecute, endedRow, finishedRow, inflightElsewhere, type LedgerDecision, type LedgerRow, releasedRow } from "./LedgerDecision.ts"
+import { LEDGER_FORMAT, readRow, type StoredRow, storedLanes, storedResults } from "./LedgerRowFormat.ts"
 import { waitOutOutage } from "./DatabaseOutage.ts"
 import { ensureSchema } from "./PgSchema.ts"
 
@@ -47,20 +48,6 @@ export interface SessionLedgerOptions {
 /** The ledger's table. */
 export const LEDGER_TABLE = "veyyon_sessions"
 
-/**
- * The layout of the ledger rows this release writes, and the newest it reads: a row's
- * `format` column (rows from before the column are format 1), separate from its
- * concurrency `version`. A release that changes what a row means bumps it; an older
- * release then refuses such a row instead of misreading it.
- */
-export const LEDGER_FORMAT = 1
-
-/** Why this release must not act on a row of `format`, or undefined when it may. */
-export const rowFormatProblem = (sessionId: string, format: number): string | undefined =>
-  format <= LEDGER_FORMAT
-    ? undefined
-    : `the ledger row of session ${sessionId} is format ${format}, written by a newer release; this release reads formats up to ${LEDGER_FORMAT} (finish the upgrade of every runner)`
-
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
   session_id text PRIMARY KEY,
@@ -74,41 +61,23 @@ const SCHEMA = [
   ended boolean NOT NULL DEFAULT false,
   version bigint NOT NULL DEFAULT 0,
   updated_at timestamptz NOT NULL DEFAULT now(),
-  format integer NOT NULL DEFAULT 1
+  format integer NOT NULL DEFAULT 1,
+  lanes text,
+  lane_results text
 )`,
   // Tables made before rows had versions.
   `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`,
   // Tables made before rows had formats: their rows are format 1.
-  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS format integer NOT NULL DEFAULT 1`
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS format integer NOT NULL DEFAULT 1`,
+  // Tables made before rows had language lanes (format 2).
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS lanes text`,
+  `ALTER TABLE ${LEDGER_TABLE} ADD COLUMN IF NOT EXISTS lane_results text`
 ]
 
-interface DbRow {
-  readonly session_id: string
-  readonly owner: string | null
-  readonly owner_address: string | null
-  readonly generation: number | string
-  readonly inflight_call: string | null
-  readonly lost_call: string | null
-  readonly done_call: string | null
-  readonly done_result: string | null
-  readonly ended: boolean
-  readonly version: number | string
-  readonly format: number
-}
+/** The failure of a step on a row this release cannot read: `problem` says why. */
+const unreadable = (problem: string) => new SqlError({ reason: new UnknownError({ cause: new Error(problem), message: problem, operation: "ledger" }) })
 
-const fromDb = (row: DbRow): LedgerRow => ({
-  sessionId: row.session_id,
-  owner: row.owner,
-  ownerAddress: row.owner_address,
-  generation: Number(row.generation),
-  inflightCall: row.inflight_call,
-  lostCall: row.lost_call,
-  doneCall: row.done_call,
-  doneResult: row.done_result,
-  ended: row.ended
-})
-
-/** The call is in flight on another runner that may still be finishing it (at `address`): wait while it answers, then ask again. */
+/** The session has a call in flight on another runner that may still be finishing it (at `address`): wait while it answers, then ask again. */
 export interface InflightElsewhere {
   readonly _tag: "InflightElsewhere"
   readonly address: string
@@ -119,13 +88,14 @@ export interface SessionLedgerService {
   /** This runner process's random incarnation id. */
   readonly incarnation: string
   /**
-   * Decides what to do with call `callId` on the session and records the decision, atomically.
-   * With `awaitOwner`, a call another live-looking runner holds in flight is not decided:
-   * the answer says where it is, and the caller waits for that runner before asking again.
+   * Decides what to do with call `callId` of `language` on the session and records the decision, atomically.
+   * With `awaitOwner`, a call on a session another live-looking runner holds with a call in
+   * flight is not decided: the answer says where it is, and the caller waits for that runner
+   * before asking again.
    */
-  readonly beginExecute: (sessionId: string, callId: string, awaitOwner?: boolean) => Effect.Effect<LedgerDecision | InflightElsewhere, SqlError>
-  /** Records that call `callId` finished (it will not run again), keeping its result (JSON) when it is not too large. */
-  readonly finishExecute: (sessionId: string, callId: string, result: string | null) => Effect.Effect<void, SqlError>
+  readonly beginExecute: (sessionId: string, language: string, callId: string, awaitOwner?: boolean) => Effect.Effect<LedgerDecision | InflightElsewhere, SqlError>
+  /** Records that call `callId` of `language` finished (it will not run again), keeping its result (JSON) when it is not too large. */
+  readonly finishExecute: (sessionId: string, language: string, callId: string, result: string | null) => Effect.Effect<void, SqlError>
   /** Records that this runner let the session go (its kernels are gone). */
   readonly release: (sessionId: string) => Effect.Effect<void, SqlError>
   /** Records that the session was ended on purpose. */
@@ -182,49 +152,55 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
 
 
   const upsert = (row: LedgerRow) =>
-    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at, format)
-      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now(), ${LEDGER_FORMAT})
+    sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, ended, lanes, lane_results, version, updated_at, format)
+      VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.ended}, ${storedLanes(row)}, ${storedResults(row)}, 1, now(), ${LEDGER_FORMAT})
       ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, owner_address = EXCLUDED.owner_address,
-        generation = EXCLUDED.generation, inflight_call = EXCLUDED.inflight_call, lost_call = EXCLUDED.lost_call,
-        done_call = EXCLUDED.done_call, done_result = EXCLUDED.done_result, ended = EXCLUDED.ended,
+        generation = EXCLUDED.generation, ended = EXCLUDED.ended, lanes = EXCLUDED.lanes, lane_results = EXCLUDED.lane_results,
+        inflight_call = NULL, lost_call = NULL, done_call = NULL, done_result = NULL,
         version = ${table}.version + 1, updated_at = now(), format = EXCLUDED.format
       RETURNING version`
 
   /** Writes `row` only when the session has none yet; the new version, or undefined when it had one. */
   const insertNew = (row: LedgerRow) =>
     Effect.map(
-      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, inflight_call, lost_call, done_call, done_result, ended, version, updated_at, format)
-        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.inflightCall}, ${row.lostCall}, ${row.doneCall}, ${row.doneResult}, ${row.ended}, 1, now(), ${LEDGER_FORMAT})
+      sql<{ version: string }>`INSERT INTO ${table} (session_id, owner, owner_address, generation, ended, lanes, lane_results, version, updated_at, format)
+        VALUES (${row.sessionId}, ${row.owner}, ${row.ownerAddress}, ${row.generation}, ${row.ended}, ${storedLanes(row)}, ${storedResults(row)}, 1, now(), ${LEDGER_FORMAT})
         ON CONFLICT (session_id) DO NOTHING
         RETURNING version`,
       (rows) => rows[0]?.version
     )
 
-  /** Writes `next` (its kept result too when `withResult`) over the remembered row only while the stored one is still at its version; the new version, or undefined when it was not. */
-  const writeOver = (cached: CachedRow, next: LedgerRow, withResult: boolean) =>
-    Effect.map(
-      withResult
+  /**
+   * Writes `next` over the remembered row only while the stored one is still at its version,
+   * merging into the kept results only the lanes' that the step changes (the others, not
+   * remembered, stay as stored); the new version, or undefined when it was not.
+   */
+  const writeOver = (cached: CachedRow, next: LedgerRow) => {
+    const results = changedResults(cached, next)
+    return Effect.map(
+      Object.keys(results).length > 0
         ? sql<{ version: string }>`UPDATE ${table} SET owner = ${next.owner}, owner_address = ${next.ownerAddress}, generation = ${next.generation},
-            inflight_call = ${next.inflightCall}, lost_call = ${next.lostCall}, done_call = ${next.doneCall}, done_result = ${next.doneResult},
-            ended = ${next.ended}, version = version + 1, updated_at = now()
+            ended = ${next.ended}, lanes = ${storedLanes(next)},
+            lane_results = (COALESCE(lane_results, '{}')::jsonb || ${JSON.stringify(results)}::jsonb)::text,
+            version = version + 1, updated_at = now()
             WHERE session_id = ${next.sessionId} AND version = ${cached.version} RETURNING version`
         : sql<{ version: string }>`UPDATE ${table} SET owner = ${next.owner}, owner_address = ${next.ownerAddress}, generation = ${next.generation},
-            inflight_call = ${next.inflightCall}, lost_call = ${next.lostCall}, done_call = ${next.doneCall},
-            ended = ${next.ended}, version = version + 1, updated_at = now()
+            ended = ${next.ended}, lanes = ${storedLanes(next)}, version = version + 1, updated_at = now()
             WHERE session_id = ${next.sessionId} AND version = ${cached.version} RETURNING version`,
       (rows) => rows[0]?.version
     )
+  }
 
   /** The step over the row as it stands: read under a row lock, decided, written, in one transaction. */
   const locked = <A>(sessionId: string, step: Step<A>) =>
     sql.withTransaction(Effect.gen(function*() {
-      const rows = yield* sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId} FOR UPDATE`
-      const problem = rows.length === 0 ? undefined : rowFormatProblem(sessionId, Number(rows[0]!.format))
-      if (problem !== undefined) {
+      const rows = yield* sql<StoredRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId} FOR UPDATE`
+      const read = rows.length === 0 ? undefined : readRow(rows[0]!)
+      if (typeof read === "string") {
         cache.delete(sessionId)
-        return yield* new SqlError({ reason: new UnknownError({ cause: new Error(problem), message: problem, operation: "ledger" }) })
+        return yield* unreadable(read)
       }
-      const found = rows.length === 0 ? undefined : fromDb(rows[0]!)
+      const found = read
       const { next, value } = step(found)
       if (next !== undefined && next !== found) {
         const written = yield* upsert(next)
@@ -242,11 +218,11 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
    * a session never seen) written only if still current; otherwise, or when the write finds
    * another row, the locked step.
    */
-  const apply = <A>(sessionId: string, guess: CachedRow | undefined, step: Step<A>, withResult: (cached: CachedRow, next: LedgerRow) => boolean) =>
+  const apply = <A>(sessionId: string, guess: CachedRow | undefined, step: Step<A>) =>
     bounded(Effect.suspend(() => {
       const { next, value } = step(guess?.row)
       if (next === undefined) return guess === undefined ? locked(sessionId, step) : Effect.succeed(value)
-      const write = guess === undefined ? insertNew(next) : writeOver(guess, next, withResult(guess, next))
+      const write = guess === undefined ? insertNew(next) : writeOver(guess, next)
       return Effect.flatMap(write, (version) => {
         if (version === undefined) {
           cache.delete(sessionId)
@@ -257,24 +233,27 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
       })
     }))
 
-  const beginStep = (sessionId: string, callId: string, awaitOwner: boolean): Step<LedgerDecision | InflightElsewhere> => (row) => {
-    const elsewhere = awaitOwner ? inflightElsewhere(row, incarnation, callId) : undefined
+  const beginStep = (sessionId: string, language: string, callId: string, awaitOwner: boolean): Step<LedgerDecision | InflightElsewhere> => (row) => {
+    const elsewhere = awaitOwner ? inflightElsewhere(row, incarnation) : undefined
     if (elsewhere !== undefined) return { next: undefined, value: { _tag: "InflightElsewhere", address: elsewhere } }
-    const decision = decideExecute(row, sessionId, incarnation, address, callId)
+    const decision = decideExecute(row, sessionId, incarnation, address, language, callId)
     return { next: decision.next, value: decision }
   }
 
   return {
     incarnation,
-    beginExecute: (sessionId, callId, awaitOwner = false) => {
+    beginExecute: (sessionId, language, callId, awaitOwner = false) => {
       const cached = cache.get(sessionId)
-      const step = beginStep(sessionId, callId, awaitOwner)
-      return cached === undefined || decidesFromCache(cached, callId) ? apply(sessionId, cached, step, decisionWritesResult) : bounded(locked(sessionId, step))
+      const step = beginStep(sessionId, language, callId, awaitOwner)
+      return cached === undefined || decidesFromCache(cached, callId) ? apply(sessionId, cached, step) : bounded(locked(sessionId, step))
     },
-    finishExecute: (sessionId, callId, result) => {
-      const step: Step<void> = (row) => ({ next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, callId, result), value: undefined })
+    finishExecute: (sessionId, language, callId, result) => {
+      const step: Step<void> = (row) => ({
+        next: row === undefined || row.owner !== incarnation ? undefined : finishedRow(row, language, callId, result),
+        value: undefined
+      })
       const cached = cache.get(sessionId)
-      return cached === undefined ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step, () => true)
+      return cached === undefined ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step)
     },
     // Not waited for: a runner letting sessions go (its shards moved, it is stopping) does not
     // stall on an outage; a release not recorded only makes the next owner of a call still
@@ -284,7 +263,10 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
     end: (sessionId) =>
       bounded(locked(sessionId, (row) => ({ next: row === undefined ? undefined : endedRow(row), value: undefined }))),
     row: (sessionId) =>
-      bounded(Effect.map(sql<DbRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId}`, (rows) => (rows.length === 0 ? undefined : fromDb(rows[0]!)))),
+      bounded(Effect.flatMap(sql<StoredRow>`SELECT * FROM ${table} WHERE session_id = ${sessionId}`, (rows) => {
+        const read = rows.length === 0 ? undefined : readRow(rows[0]!)
+        return typeof read === "string" ? Effect.fail(unreadable(read)) : Effect.succeed(read)
+      })),
     ownedGeneration: (sessionId) => cache.get(sessionId)?.row.generation
   } satisfies SessionLedgerService
 })

@@ -23,8 +23,8 @@ const cellWithFinish = Effect.gen(function*() {
   const end = yield* Deferred.make<void>()
   const finishGate = yield* Deferred.make<void>()
   const scope = yield* Scope.make()
-  yield* Scope.provide(handOff.start("s", "call-1", cellUntil(end, log, "cell"), staysHere), scope)
-  expect(handOff.runningCall("s")).toBe("call-1")
+  yield* Scope.provide(handOff.start("s", "py", "call-1", cellUntil(end, log, "cell"), staysHere), scope)
+  expect(handOff.runningCall("s", "py")).toBe("call-1")
   yield* handOff.afterCell("s", step(finishGate, log, "finish"))
   return { handOff, log, end, finishGate }
 })
@@ -50,11 +50,29 @@ describe("CellHandOff", () => {
       yield* Deferred.succeed(end, undefined)
       while (log.length === 0) yield* Effect.yieldNow
       yield* Effect.yieldNow
-      expect(handOff.runningCall("s")).toBeUndefined()
+      expect(handOff.runningCall("s", "py")).toBeUndefined()
       expect(log).toEqual(["cell"])
       yield* Deferred.succeed(finishGate, undefined)
       yield* handOff.awaitCell("s")
       expect(log).toEqual(["cell", "finish"])
+    }).pipe(Effect.provide(Layer.fresh(CellHandOff.layer))))
+
+  it.effect("an entity's own cells are not waited for: its next call of another language runs beside them", () =>
+    Effect.gen(function*() {
+      const handOff = yield* CellHandOff
+      const end = yield* Deferred.make<void>()
+      const log: Array<string> = []
+      const scope = yield* Scope.make()
+      yield* Scope.provide(handOff.start("s", "py", "call-1", cellUntil(end, log, "cell"), staysHere), scope)
+      yield* handOff.awaitCell("s", (callId) => callId === "call-1")
+      expect(handOff.runningCall("s", "py")).toBe("call-1")
+      expect(handOff.runningCall("s", "js")).toBeUndefined()
+      const other = yield* Effect.forkChild(handOff.awaitCell("s", (callId) => callId === "call-2"))
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      expect(other.pollUnsafe()).toBeUndefined()
+      yield* Deferred.succeed(end, undefined)
+      yield* Fiber.join(other)
+      expect(log).toEqual(["cell"])
     }).pipe(Effect.provide(Layer.fresh(CellHandOff.layer))))
 
   it.effect("with nothing running or deferred, an effect runs at once", () =>

@@ -1,6 +1,15 @@
 import { Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { DEFAULT_RUNNER_PORT, DEFAULT_STOP_GRACE_MS, formatHostPort, MIN_LOCK_OPERATION_MS, resolveClusterSettings } from "../../src/cluster/ClusterSettings.ts"
+import {
+  CALL_LEASE_ENV,
+  DEFAULT_CALL_LEASE_MS,
+  DEFAULT_RUNNER_PORT,
+  DEFAULT_STOP_GRACE_MS,
+  formatHostPort,
+  MIN_CALL_LEASE_MS,
+  MIN_LOCK_OPERATION_MS,
+  resolveClusterSettings
+} from "../../src/cluster/ClusterSettings.ts"
 
 const url = "postgres://u:p@127.0.0.1:5432/db"
 const secret = "0123456789abcdef".repeat(4)
@@ -41,6 +50,17 @@ describe("resolveClusterSettings", () => {
     expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url }, { ...base, VEYYON_CLUSTER_SHARDS: "many" }))).toBe(true)
     expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url, stopGraceMs: 0 }, base))).toBe(true)
     expect(Result.isFailure(resolveClusterSettings({ postgresUrl: url }, { ...base, VEYYON_CLUSTER_STOP_GRACE_MS: "soon" }))).toBe(true)
+  })
+
+  it("takes the call lease from the flag, else the variable, else 30 s, and refuses one under 5 s with a sentence", () => {
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url }, base)).callLeaseMs).toBe(DEFAULT_CALL_LEASE_MS)
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url }, { ...base, [CALL_LEASE_ENV]: "12000" })).callLeaseMs).toBe(12000)
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, callLeaseMs: 9000 }, { ...base, [CALL_LEASE_ENV]: "12000" })).callLeaseMs).toBe(9000)
+    const short = resolveClusterSettings({ postgresUrl: url, callLeaseMs: MIN_CALL_LEASE_MS - 1 }, base)
+    expect(Result.isFailure(short) && short.failure.message).toBe(
+      `the call lease (${MIN_CALL_LEASE_MS - 1} ms) must be at least ${MIN_CALL_LEASE_MS} ms: a busy machine's caller may take seconds between two requests of a call`
+    )
+    expect(Result.getOrThrow(resolveClusterSettings({ postgresUrl: url, callLeaseMs: MIN_CALL_LEASE_MS }, base)).callLeaseMs).toBe(MIN_CALL_LEASE_MS)
   })
 
   it("refuses lock timings that give a lock operation less than a busy machine needs, saying which timings do", () => {

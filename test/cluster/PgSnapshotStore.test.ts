@@ -43,7 +43,7 @@ describe.skipIf(skip !== undefined)(titled("session snapshots in Postgres", skip
     const b = runner("runner-b")
     await withStore(a, (store, ledger) =>
       Effect.gen(function*() {
-        yield* ledger.beginExecute("s1", "c1")
+        yield* ledger.beginExecute("s1", "py", "c1")
         const one = sealed("s1", "one")
         yield* store.write("s1", "py", one.sealed, one.digest, one.payload)
       }))
@@ -54,7 +54,7 @@ describe.skipIf(skip !== undefined)(titled("session snapshots in Postgres", skip
     expect(refused.message).toContain("this runner does not own the session")
     await withStore(b, (store, ledger) =>
       Effect.gen(function*() {
-        yield* ledger.beginExecute("s1", "c2")
+        yield* ledger.beginExecute("s1", "py", "c2")
         const read = yield* store.read("s1", "py")
         expect(Buffer.from(read!.payload).toString()).toBe("one")
         expect(Result.isSuccess(openMeta(key, read!.sealed, "s1", "py"))).toBe(true)

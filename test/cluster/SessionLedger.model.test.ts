@@ -1,6 +1,7 @@
 /**
  * The ledger in Postgres against its decision functions: random lives of one session (three
- * runners that begin, finish, release, end and crash, calls delivered again), each step
+ * runners that begin, finish, release, end and crash, calls of two languages, calls
+ * delivered again), each step
  * applied to the real ledger services (each incarnation with its own remembered rows,
  * writing one statement when it can) and to a reference row through the pure
  * `LedgerDecision` functions read-decide-write as one step. After every step the answer and
@@ -20,6 +21,7 @@ import {
   type LedgerRow,
   releasedRow
 } from "../../src/cluster/LedgerDecision.ts"
+import { readRow, type StoredRow } from "../../src/cluster/LedgerRowFormat.ts"
 import { LEDGER_TABLE, SessionLedger, type SessionLedgerService } from "../../src/cluster/SessionLedger.ts"
 import { postgresSkipReason, startPostgres, type TestPostgres } from "../support/postgres.ts"
 import { titled } from "../support/skip.ts"
@@ -29,7 +31,7 @@ const skip = postgresSkipReason()
 type Runner = "A" | "B" | "C"
 type Which = "new" | "again" | "earlier"
 type Step =
-  | { readonly _tag: "deliver"; readonly runner: Runner; readonly which: Which; readonly awaitOwner: boolean }
+  | { readonly _tag: "deliver"; readonly runner: Runner; readonly which: Which; readonly awaitOwner: boolean; readonly language: string }
   | { readonly _tag: "finish"; readonly runner: Runner; readonly keep: boolean }
   | { readonly _tag: "release"; readonly runner: Runner }
   | { readonly _tag: "end" }
@@ -41,40 +43,22 @@ const WHICH = ["new", "again", "again", "earlier"] as const
 const int = (maximum: number) => Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum })))
 
 /** Deliveries and finishes most often, as a session lives. */
-const stepOf = ([kind, runner, which, flag]: readonly [number, number, number, boolean]): Step => {
+const stepOf = ([kind, runner, which, flag, language]: readonly [number, number, number, boolean, number]): Step => {
   const r = RUNNERS[runner]!
-  if (kind < 6) return { _tag: "deliver", runner: r, which: WHICH[which]!, awaitOwner: flag }
+  if (kind < 6) return { _tag: "deliver", runner: r, which: WHICH[which]!, awaitOwner: flag, language: language === 0 ? "py" : "js" }
   if (kind < 10) return { _tag: "finish", runner: r, keep: flag }
   if (kind === 10) return { _tag: "release", runner: r }
   if (kind === 11) return { _tag: "end" }
   return { _tag: "crash", runner: r }
 }
 
-const life = Arbitrary.array(Arbitrary.map(Arbitrary.all([int(12), int(3), int(3), Arbitrary.schema(Schema.Boolean)]), stepOf), { minLength: 1, maxLength: 40 })
+const life = Arbitrary.array(Arbitrary.map(Arbitrary.all([int(12), int(3), int(3), Arbitrary.schema(Schema.Boolean), int(1)]), stepOf), { minLength: 1, maxLength: 40 })
 
-interface StoredRow {
-  readonly session_id: string
-  readonly owner: string | null
-  readonly owner_address: string | null
-  readonly generation: string | number
-  readonly inflight_call: string | null
-  readonly lost_call: string | null
-  readonly done_call: string | null
-  readonly done_result: string | null
-  readonly ended: boolean
+const asRow = (stored: StoredRow): LedgerRow => {
+  const read = readRow(stored)
+  if (typeof read === "string") throw new Error(read)
+  return read
 }
-
-const asRow = (stored: StoredRow): LedgerRow => ({
-  sessionId: stored.session_id,
-  owner: stored.owner,
-  ownerAddress: stored.owner_address,
-  generation: Number(stored.generation),
-  inflightCall: stored.inflight_call,
-  lostCall: stored.lost_call,
-  doneCall: stored.done_call,
-  doneResult: stored.done_result,
-  ended: stored.ended
-})
 
 /** What a step answers, in the terms both sides share (a decision's next row is the ledger's own business). */
 const answerOf = (value: unknown): unknown => {
@@ -117,6 +101,7 @@ describe.skipIf(skip !== undefined)(titled("session ledger in Postgres against i
       let calls = 0
       const delivered: Array<string> = []
       const lastOf = new Map<Runner, string>()
+      const languageOf = new Map<string, string>()
 
       for (const step of steps) {
         const ledger = yield* ledgerOf(step._tag === "end" ? "A" : step.runner)
@@ -129,23 +114,26 @@ describe.skipIf(skip !== undefined)(titled("session ledger in Postgres against i
               ? `c${calls++}`
               : step.which === "again" ? delivered[delivered.length - 1]! : delivered[Math.max(0, delivered.length - 3)]!
             if (!delivered.includes(callId)) delivered.push(callId)
+            if (!languageOf.has(callId)) languageOf.set(callId, step.language)
+            const language = languageOf.get(callId)!
             lastOf.set(step.runner, callId)
-            const elsewhere = step.awaitOwner ? inflightElsewhere(reference, me, callId) : undefined
+            const elsewhere = step.awaitOwner ? inflightElsewhere(reference, me) : undefined
             if (elsewhere !== undefined) {
               expected = { _tag: "InflightElsewhere", address: elsewhere }
             } else {
-              const decision = decideExecute(reference, sessionId, me, `${step.runner}:1`, callId)
+              const decision = decideExecute(reference, sessionId, me, `${step.runner}:1`, language, callId)
               expected = decision
               reference = decision.next ?? reference
             }
-            actual = yield* ledger.beginExecute(sessionId, callId, step.awaitOwner)
+            actual = yield* ledger.beginExecute(sessionId, language, callId, step.awaitOwner)
             break
           }
           case "finish": {
             const callId = lastOf.get(step.runner) ?? "never"
             const result = step.keep ? `{"call":"${callId}"}` : null
-            if (reference !== undefined && reference.owner === me) reference = finishedRow(reference, callId, result)
-            actual = yield* ledger.finishExecute(sessionId, callId, result)
+            const language = languageOf.get(callId) ?? "py"
+            if (reference !== undefined && reference.owner === me) reference = finishedRow(reference, language, callId, result)
+            actual = yield* ledger.finishExecute(sessionId, language, callId, result)
             break
           }
           case "release": {

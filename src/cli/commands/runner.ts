@@ -28,6 +28,7 @@ const advertise = optionalText("advertise", "HOST:PORT", "The address peers and 
 const lockExpiration = optionalInteger("shard-lock-expiration-ms", "How long a dead runner's shards stay locked (default VEYYON_CLUSTER_SHARD_LOCK_EXPIRATION_MS, else 35000).")
 const lockRefresh = optionalInteger("shard-lock-refresh-ms", "How often a runner refreshes its shard locks, and how long one lock operation may take (default VEYYON_CLUSTER_SHARD_LOCK_REFRESH_MS, else 10000 or a third of the expiration; at least 3000).")
 const stopGrace = optionalInteger("stop-grace-ms", "How long a stopping runner waits for its running cells before it ends its kernels (default VEYYON_CLUSTER_STOP_GRACE_MS, else 6000).")
+const callLease = optionalInteger("call-lease-ms", "How long a running cell whose caller sends no request is kept before it is interrupted (default VEYYON_CLUSTER_CALL_LEASE_MS, else 30000).")
 const insecureNoAuth = Flag.Boolean("insecure-no-auth").pipe(
   Flag.withDescription("Listen without the cluster secret: ANYONE who can reach the port runs code as this user. Only for a throwaway cluster on a machine you alone use."),
   Flag.withDefault(false)
@@ -83,7 +84,7 @@ const stopRunner = (scope: Scope.Closeable, registry: KernelRegistryService, sto
   )
 
 /** The `runner` command. */
-export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, stopGrace, shards, insecureNoAuth }, (options) => {
+export const runnerCommand = Command.make("runner", { postgresUrl, listen, advertise, lockExpiration, lockRefresh, stopGrace, callLease, shards, insecureNoAuth }, (options) => {
   const given: ClusterSettingsInput = {
     postgresUrl: Option.getOrUndefined(options.postgresUrl),
     listen: Option.getOrUndefined(options.listen),
@@ -92,6 +93,7 @@ export const runnerCommand = Command.make("runner", { postgresUrl, listen, adver
     shardLockRefreshMs: Option.getOrUndefined(options.lockRefresh),
     shards: Option.getOrUndefined(options.shards),
     stopGraceMs: Option.getOrUndefined(options.stopGrace),
+    callLeaseMs: Option.getOrUndefined(options.callLease),
     insecureNoAuth: options.insecureNoAuth
   }
   return Result.match(resolveClusterSettings(given, hostVariables()), {
