@@ -3,7 +3,7 @@
  * an `mcp --cluster` door each exit 143 (128 + SIGTERM, as every `veyyon` command does),
  * and neither prints a warning of Node's (a deprecation, say) in a normal run; a runner
  * stopped during a cell answers it as soon as it ends and exits right after; an idle
- * runner exits within 2 s.
+ * runner hands its shards back and exits without waiting for their locks to expire.
  */
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -69,7 +69,7 @@ describe.skipIf(skipReason !== undefined)("cluster exit codes", () => {
     expect(runner.log()).not.toMatch(NODE_WARNING)
   }, 60_000)
 
-  it("an idle runner exits 143 within 2 s of SIGTERM, without a warning", async () => {
+  it("an idle runner exits 143 on SIGTERM well before its shard locks would expire, without a warning", async () => {
     const runner = await cluster.addRunner()
     await cluster.settled()
     const sent = Date.now()
@@ -77,7 +77,8 @@ describe.skipIf(skipReason !== undefined)("cluster exit codes", () => {
     expect(await runner.exited, runner.log()).toBe(143)
     const exitedMs = Date.now() - sent
     console.log(`the idle runner exited ${exitedMs} ms after SIGTERM`)
-    expect(exitedMs).toBeLessThan(2000)
+    // Releasing its locks takes a few round trips to Postgres; waiting for them to expire would take LOCK_EXPIRATION_MS.
+    expect(exitedMs).toBeLessThan(LOCK_EXPIRATION_MS / 2)
     expect(runner.log()).not.toMatch(NODE_WARNING)
   }, 60_000)
 })
