@@ -13,6 +13,7 @@ import type { BenchContext, Figure, FigureResult } from "./context.ts"
 import { cluster } from "./figures/cluster.ts"
 import { cold } from "./figures/cold.ts"
 import { interrupt } from "./figures/interrupt.ts"
+import { mcp } from "./figures/mcp.ts"
 import { rich } from "./figures/rich.ts"
 import { roundtrip } from "./figures/roundtrip.ts"
 import { scale } from "./figures/scale.ts"
@@ -31,7 +32,8 @@ export const FIGURES: ReadonlyArray<readonly [string, Figure]> = [
   ["rich", rich],
   ["interrupt", interrupt],
   ["scale", scale],
-  ["cluster", cluster]
+  ["cluster", cluster],
+  ["mcp", mcp]
 ]
 
 /** How to run the bench. */

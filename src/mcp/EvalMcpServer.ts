@@ -14,10 +14,10 @@ import { Cause, Context, Effect, Exit, Option, Result, Schema, type Scope } from
 import { McpSchema, McpServer } from "effect/ai"
 import { Buffer } from "node:buffer"
 import { randomBytes } from "node:crypto"
-import { cellToolResult, EVAL_OUTPUT_SCHEMA, failureToolResult } from "./ToolResult.ts"
+import { cellToolJson, cellToolResult, EVAL_OUTPUT_SCHEMA, failureToolJson, failureToolResult } from "./ToolResult.ts"
 import { ArtifactStore } from "../services/output/ArtifactStore.ts"
 import { clampTimeoutSeconds, DEFAULT_TIMEOUT_SECONDS } from "../services/tool/CellTimeout.ts"
-import { type EvalContext, EvalTool, type EvalToolService } from "../services/tool/EvalTool.ts"
+import { type EvalContext, type EvalResult, EvalTool, type EvalToolService } from "../services/tool/EvalTool.ts"
 import type { PrivateDirRefused } from "../services/storage/PrivateDir.ts"
 import type { SessionWorkspace } from "../services/storage/SessionWorkspace.ts"
 import type { KernelOutput } from "../kernel/KernelOutput.ts"
@@ -101,18 +101,20 @@ const watched = (tool: EvalToolService, payload: unknown, context: EvalContext, 
   )
 }
 
-const evalHandler = (
+/** A cell's answer: its result, or why it could not run. */
+type Outcome = { readonly result: EvalResult } | { readonly failure: { readonly message: string } }
+
+/** Runs one `eval` call for a client; never fails (a call that cannot run is an outcome too). */
+const evalRunner = (
   tool: EvalToolService,
-  sessions: McpSessions,
+  sessionIdOf: (clientId: number) => string,
   cwdOf: (sessionId: string) => Effect.Effect<string, PrivateDirRefused>,
   progressIntervalMs: number,
   observer: CellObserver | undefined
-) => (payload: unknown) =>
-  Effect.gen(function*() {
-    const request = yield* McpSchema.McpRequestContext
+) => Effect.fnUntraced(function*(clientId: number, payload: unknown) {
     const call = yield* Effect.serviceOption(McpCall)
     const token = Option.flatMap(call, (info) => Option.fromNullishOr(info.progressToken))
-    const sessionId = sessions.sessionIdOf(request.clientId)
+    const sessionId = sessionIdOf(clientId)
     const cwd = yield* cwdOf(sessionId)
     const run = (context: EvalContext) =>
       observer === undefined ? withoutWatch(tool, payload, context) : watched(tool, payload, context, observer.cell(sessionId, payload))
@@ -127,19 +129,22 @@ const evalHandler = (
       latest: tracker.latest,
       notify: call.value.notify
     })
-  }).pipe(
-    Effect.map(cellToolResult),
-    Effect.catch((error) => Effect.succeed(failureToolResult(error))),
-    Effect.catchDefect((defect) =>
-      Effect.succeed(failureToolResult({
-        message: `the eval tool failed unexpectedly: ${Cause.pretty(Cause.die(defect)).split("\n")[0]}`
-      }))
-    )
-  )
+  }, (effect) =>
+    effect.pipe(
+      Effect.map((result): Outcome => ({ result })),
+      Effect.catch((error) => Effect.succeed<Outcome>({ failure: error })),
+      Effect.catchDefect((defect) =>
+        Effect.succeed<Outcome>({
+          failure: { message: `the eval tool failed unexpectedly: ${Cause.pretty(Cause.die(defect)).split("\n")[0]}` }
+        })
+      )
+    ))
 
 /** The protocol version answered to a client that asked for `requested`: that one when spoken here, else the newest. */
 export const negotiatedVersion = (requested: string): string =>
   SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : SUPPORTED_PROTOCOL_VERSIONS[0]!
+
+const outcomeJson = (outcome: Outcome) => ("result" in outcome ? cellToolJson(outcome.result) : failureToolJson(outcome.failure))
 
 const asMcpFailure = (error: { readonly code: number; readonly message: string }) => new McpFailure({ code: error.code, message: error.message })
 
@@ -200,6 +205,8 @@ export const serveMcp = <E, R>(
     const anonymous = (clientId: number) =>
       clientOf(clientId, { protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0]!, capabilities: {}, clientInfo: { name: "unknown", version: "0" } })
 
+    const runEval = evalRunner(tool, sessionIdOf, cwdOf, options.progressIntervalMs, options.observer)
+
     const door = yield* makeMcpDoor({
       tasks: { methods: TASK_METHODS, isFailure: (result) => typeof result === "object" && result !== null && "isError" in result && result.isError === true },
       methods: {
@@ -231,8 +238,9 @@ export const serveMcp = <E, R>(
             // McpSchema knows no `execution`: each tool may run as a task or not, as the client asks.
             (result) => ({ ...result, tools: result.tools.map((tool) => ({ ...tool, execution: { taskSupport: "optional" } })) })
           ),
+        // The eval tool answers straight from its runner, its result built in wire form; another name gets McpServer's answer.
         "tools/call": (clientId, params) =>
-          server.callTool(params as typeof McpSchema.CallTool.payloadSchema.Type).pipe(
+          params.name === tool.definition.name ? Effect.map(runEval(clientId, params.arguments), outcomeJson) : server.callTool(params as typeof McpSchema.CallTool.payloadSchema.Type).pipe(
             Effect.provideService(McpSchema.McpServerClient, clients.get(clientId) ?? anonymous(clientId)),
             Effect.mapError(asMcpFailure),
             Effect.flatMap(encoded(McpSchema.CallToolResult))
@@ -278,7 +286,12 @@ export const serveMcp = <E, R>(
         }
       }),
       annotations: Context.empty(),
-      handle: evalHandler(tool, sessions, cwdOf, options.progressIntervalMs, options.observer)
+      handle: (payload) =>
+        Effect.gen(function*() {
+          const request = yield* McpSchema.McpRequestContext
+          const outcome = yield* runEval(request.clientId, payload)
+          return "result" in outcome ? cellToolResult(outcome.result) : failureToolResult(outcome.failure)
+        })
     })
     yield* server.addResourceTemplate({
       template: new McpSchema.ResourceTemplate({

@@ -80,12 +80,18 @@ const digest = (text: string) => createHash("sha256").update(text, "utf8").diges
 export const bearerMatches = (header: string | undefined, token: string): boolean => bearerIndex(header, [token]) === 0
 
 /** Which of `tokens` an `Authorization` header carries, or -1; every token is compared, each in constant time. */
-export const bearerIndex = (header: string | undefined, tokens: ReadonlyArray<string>): number => {
-  const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
-  const given = digest(match === null ? "" : match[1]!)
-  let found = -1
-  for (let i = 0; i < tokens.length; i++) if (timingSafeEqual(given, digest(tokens[i]!)) && found === -1) found = i
-  return match === null ? -1 : found
+export const bearerIndex = (header: string | undefined, tokens: ReadonlyArray<string>): number => bearerMatcher(tokens)(header)
+
+/** `bearerIndex` over fixed `tokens`, their digests taken once. */
+export const bearerMatcher = (tokens: ReadonlyArray<string>): (header: string | undefined) => number => {
+  const digests = tokens.map(digest)
+  return (header) => {
+    const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
+    const given = digest(match === null ? "" : match[1]!)
+    let found = -1
+    for (let i = 0; i < digests.length; i++) if (timingSafeEqual(given, digests[i]!) && found === -1) found = i
+    return match === null ? -1 : found
+  }
 }
 
 /** A token's identity as the door names a session's owner: a fingerprint (16 hex digits of its SHA-256), never the token. */
@@ -139,15 +145,20 @@ const TOO_LARGE: Body = { _tag: "TooLarge" }
 
 type Outgoing = { readonly message: JsonRpcOut | undefined; readonly final: boolean }
 
-const STREAM_OPENED = new TextEncoder().encode(": stream open\n\n")
+const encoder = new TextEncoder()
 
-const sseEvent = (message: JsonRpcOut) => new TextEncoder().encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
+const STREAM_OPENED = encoder.encode(": stream open\n\n")
+
+const NO_EVENTS = new Uint8Array(0)
+
+const sseEvent = (message: JsonRpcOut) => encoder.encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
 
 /** The door's HTTP app; ends idle sessions in the background for as long as the scope lives. */
 export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: HttpDoorOptions) =>
   Effect.gen(function*() {
     const maxBytes = options.maxMessageBytes ?? MAX_MESSAGE_BYTES
     const identities = options.tokens.map(tokenIdentity)
+    const bearerOf = bearerMatcher(options.tokens)
     const open = new Map<string, Session>()
     let nextClientId = 1
 
@@ -178,7 +189,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
       if (!originAllowed(request.headers["origin"], options.host)) {
         return Result.fail(httpError(403, ErrorCode.InvalidRequest, "Forbidden: this Origin may not use the server (DNS-rebinding protection); connect from a loopback origin or without one."))
       }
-      const index = bearerIndex(request.headers["authorization"], options.tokens)
+      const index = bearerOf(request.headers["authorization"])
       if (index === -1) {
         return Result.fail(
           httpError(401, ErrorCode.InvalidRequest, "Unauthorized: send Authorization: Bearer <token> (VEYYON_MCP_TOKEN, a line of VEYYON_MCP_TOKENS_FILE, or the token the server printed at start).", {
@@ -279,12 +290,21 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
         })
         yield* door.receive(session.clientId, frame, reply)
         if (wantsStream) {
+          const ended = Effect.andThen(unlisted, done)
+          // An answer with nothing before it (the common call) is the whole stream: one event, written at once.
+          const first = yield* Effect.onInterrupt(Queue.take(queue), () => ended)
+          const sseHeaders = { contentType: "text/event-stream", headers: { ...headers, "cache-control": "no-cache" } }
+          if (first.final) {
+            yield* ended
+            return HttpServerResponse.uint8Array(first.message === undefined ? NO_EVENTS : sseEvent(first.message), sseHeaders)
+          }
           const events = Stream.fromQueue(queue).pipe(
             Stream.takeUntil((item) => item.final),
+            Stream.prepend([first]),
             Stream.flatMap((item) => (item.message === undefined ? Stream.empty : Stream.make(sseEvent(item.message)))),
-            Stream.ensuring(Effect.andThen(unlisted, done))
+            Stream.ensuring(ended)
           )
-          return HttpServerResponse.stream(events, { contentType: "text/event-stream", headers: { ...headers, "cache-control": "no-cache" } })
+          return HttpServerResponse.stream(events, sseHeaders)
         }
         const final = yield* Queue.take(queue).pipe(Effect.repeat({ until: (item) => item.final }), Effect.ensuring(done))
         return final.message === undefined
@@ -360,7 +380,7 @@ export const makeHttpDoor = (door: McpDoor, sessions: McpSessions, options: Http
     const notFound = HttpServerResponse.empty({ status: 404 })
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const pathname = new URL(request.url, "http://door").pathname
+      const pathname = request.url === MCP_PATH ? MCP_PATH : new URL(request.url, "http://door").pathname
       const beside = options.beside
       if (beside !== undefined && (pathname === beside.prefix || pathname.startsWith(`${beside.prefix}/`))) return yield* beside.app
       if (pathname !== MCP_PATH) return notFound

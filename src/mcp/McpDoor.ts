@@ -111,13 +111,33 @@ const problemOf = (schema: Schema.Codec<unknown, unknown>, value: unknown, metho
   return error._tag === "Some" ? paramsProblem(error.value, method, PARAM_HINTS) : "the params could not be read"
 }
 
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const isProgressToken = (value: unknown) => typeof value === "string" || (typeof value === "number" && Number.isFinite(value))
+
+/**
+ * Whether `tools/call` params plainly fit `McpSchema.CallTool`'s payload: a string `name`,
+ * `arguments` an object or absent, `_meta` an object whose `progressToken` is a string, a
+ * finite number or absent, and nothing else. The commonest call is checked without the schema;
+ * anything else still goes through it (and its sentence).
+ */
+const plainToolCall = (params: Record<string, unknown>): boolean => {
+  for (const key in params) {
+    if (key !== "name" && key !== "arguments" && key !== "_meta") return false
+  }
+  if (typeof params.name !== "string") return false
+  if (params.arguments !== undefined && !isRecord(params.arguments)) return false
+  const meta = params._meta
+  if (meta === undefined) return "_meta" in params ? false : true
+  return isRecord(meta) && (meta.progressToken === undefined ? !("progressToken" in meta) : isProgressToken(meta.progressToken))
+}
+
 /** The problem with `params` for `method` by its `McpSchema` payload schema, or undefined when they fit (or it has none). */
 const paramsProblemOf = (method: string, params: Record<string, unknown>): string | undefined => {
+  if (method === "tools/call" && plainToolCall(params)) return undefined
   const rpc = McpSchema.ClientRequestRpcs.requests.get(method)
   return rpc === undefined ? undefined : problemOf(rpc.payloadSchema as Schema.Codec<unknown, unknown>, params, method)
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
 /**
  * `params` without the 2025-11-25 fields effect's McpSchema lacks (a request's `task`,

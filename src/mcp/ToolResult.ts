@@ -11,7 +11,9 @@
  * with `isError` and the sentence that says what to fix, so the agent can act on it; it
  * has no `structuredContent`, since that must fit the tool's `outputSchema`.
  *
- * `EVAL_OUTPUT_SCHEMA` is that schema, derived from `EvalOutputSchema`.
+ * `EVAL_OUTPUT_SCHEMA` is that schema, derived from `EvalOutputSchema`. `cellToolJson` and
+ * `failureToolJson` build the same results already in their wire form (what encoding
+ * `McpSchema.CallToolResult` gives), for the door's `tools/call`: no schema runs per call.
  */
 import { McpSchema } from "effect/ai"
 import { Buffer } from "node:buffer"
@@ -44,3 +46,23 @@ export const failureToolResult = (error: { readonly message: string }): McpSchem
     content: [McpSchema.TextContent.make({ type: "text", text: error.message })],
     isError: true
   })
+
+/** A tool result in its wire form, as `Schema.encode(McpSchema.CallToolResult)` gives it. */
+export type ToolResultJson = typeof McpSchema.CallToolResult.Encoded
+
+/** A finished cell as a tool result's wire form: `cellToolResult` encoded, built directly. */
+export const cellToolJson = (result: EvalResult): ToolResultJson => ({
+  content: [
+    { type: "text", text: result.text.length > 0 ? result.text : NO_OUTPUT_TEXT },
+    // Through bytes, as the schema does: a runner's base64 may carry line breaks or padding the wire form has not.
+    ...result.images.map((image) => ({ type: "image" as const, data: Buffer.from(image.data, "base64").toString("base64"), mimeType: image.mimeType }))
+  ],
+  structuredContent: structuredResult(result),
+  isError: !cellSucceeded(result)
+})
+
+/** A call that could not run, as a tool result's wire form: `failureToolResult` encoded, built directly. */
+export const failureToolJson = (error: { readonly message: string }): ToolResultJson => ({
+  content: [{ type: "text", text: error.message }],
+  isError: true
+})

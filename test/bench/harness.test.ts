@@ -8,7 +8,7 @@ import { integrationOff, titled } from "../support/skip.ts"
 
 describe("bench harness modules", () => {
   it("lists every figure once and the soak mix with positive weights", () => {
-    expect(FIGURES.map(([id]) => id)).toEqual(["roundtrip", "cold", "stream", "rich", "interrupt", "scale", "cluster"])
+    expect(FIGURES.map(([id]) => id)).toEqual(["roundtrip", "cold", "stream", "rich", "interrupt", "scale", "cluster", "mcp"])
     expect(OPS.every((op) => op.weight > 0)).toBe(true)
     const rand = random(7)
     expect(Array.from({ length: 3 }, rand)).toEqual(Array.from({ length: 3 }, random(7)))

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import type { EvalResult } from "../../src/services/tool/EvalTool.ts"
 import { InvalidEvalParams } from "../../src/services/tool/EvalTool.ts"
-import { cellToolResult, failureToolResult, NO_OUTPUT_TEXT } from "../../src/mcp/ToolResult.ts"
+import { cellToolJson, cellToolResult, failureToolJson, failureToolResult, NO_OUTPUT_TEXT } from "../../src/mcp/ToolResult.ts"
 import { EvalOutputSchema, structuredResult } from "../../src/services/tool/EvalSchema.ts"
 import { evalResult } from "../support/evalResult.ts"
 
@@ -63,6 +63,34 @@ describe("MCP tool results", () => {
       content: [{ type: "text", text: "invalid eval params: code is missing" }]
     })
     expect(encoded.structuredContent).toBeUndefined()
+  })
+})
+
+describe("tool results built in their wire form", () => {
+  const wire = (value: unknown) => JSON.parse(JSON.stringify(value))
+  const cells: ReadonlyArray<EvalResult> = [
+    result({ text: "42" }),
+    result({}),
+    result({ text: "x", status: "error", error: { ename: "ValueError", evalue: "x", traceback: ["tb"] } }),
+    result({ text: "x", cancelled: true, notice: "interrupted" }),
+    result({
+      text: "<Figure>",
+      outputs: [KernelOutput.Display({ bundle: { "image/png": PNG_1X1, "text/plain": "<Figure>" } })],
+      images: [{ mimeType: "image/png", data: PNG_1X1 }, { mimeType: "image/jpeg", data: `${PNG_1X1.slice(0, 40)}\n${PNG_1X1.slice(40)}` }]
+    })
+  ]
+
+  it("a cell's is what encoding its CallToolResult gives, on the wire", () => {
+    for (const cell of cells) expect(wire(cellToolJson(cell))).toEqual(wire(encode(cellToolResult(cell))))
+  })
+
+  it("an image's base64 goes out as the schema writes it (line breaks dropped)", () => {
+    expect(cellToolJson(cells[4]!).content[2]).toEqual({ type: "image", mimeType: "image/jpeg", data: PNG_1X1 })
+  })
+
+  it("a call that could not run is what encoding its CallToolResult gives", () => {
+    const error = new InvalidEvalParams({ problem: "code is missing" })
+    expect(wire(failureToolJson(error))).toEqual(wire(encode(failureToolResult(error))))
   })
 })
 

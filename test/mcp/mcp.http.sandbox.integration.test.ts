@@ -77,7 +77,8 @@ describe.skipIf(!integrationEnabled() || python === undefined || noBwrap !== und
     const named = text(await call("kept = 41\nimport os\nprint(os.path.basename(os.environ['VEYYON_ARTIFACTS_DIR']))")).split("\n")[0]!
     // Saved once the session settles, off the answer's path: the bomb comes after the save.
     const meta = path.join(artifacts, ".snapshots", named, "py.meta")
-    await poll(() => (fs.existsSync(meta) ? true : undefined), 30_000, "the session's snapshot")
+    // An earlier test's cell left a snapshot of this session already: wait for the one that holds `kept`.
+    await poll(() => (fs.existsSync(meta) && fs.readFileSync(meta, "utf8").includes("kept = 41") ? true : undefined), 30_000, "the session's snapshot of `kept`")
     const bomb = await call("import os\nwhile True:\n    os.fork()")
     expect(bomb.isError).toBe(true)
     expect(text(bomb)).toContain("BlockingIOError")
