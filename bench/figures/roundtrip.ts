@@ -2,16 +2,16 @@
  * Figure 1: the warm round trip of a trivial cell (`x = 1 + 1`), p50 and p99, through
  * `EvalTool.run` and through the bare `Kernel.run`, against the floor and Jupyter;
  * and, to show what the fiber runtime itself costs, the same floor loop driven from Effect
- * with one Deferred per cell, with this process's CPU per cell for each loop. The tool (with
- * session snapshots on, the default, and off) and the bare kernel run in four alternated rounds.
+ * with one Deferred per cell, with this process's CPU per cell for each loop. The tool and
+ * the bare kernel run in four alternated rounds, each warmed up again before it is timed.
  */
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import type { BenchContext, FigureResult } from "../context.ts"
 import { effectFloor, startFloor } from "../floor.ts"
 import { tryJupyter } from "../jupyter.ts"
 import { median, quantile } from "../stats.ts"
 import { target, type Row } from "../table.ts"
-import { makeVeyyon, rawExecute, rawKernel, runCell } from "../veyyon.ts"
+import { rawExecute, rawKernel, runCell } from "../veyyon.ts"
 
 const CODE = "x = 1 + 1"
 
@@ -83,27 +83,25 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
   const floorRun = await floorSamples(context.python.executable, cells, warmup)
   const effectRun = await effectFloorSamples(context.python.executable, cells, warmup)
   const cellContext = { sessionId: "bench-roundtrip", cwd: context.workDir }
-  const snapshotsOff = makeVeyyon(context.python.executable, context.artifactsDir, { session: { snapshots: "off" } })
   const perRound = Math.ceil(cells / ROUNDS)
-  const loops = { tool: [] as Array<Sampled>, off: [] as Array<Sampled>, raw: [] as Array<Sampled> }
+  const loops = { tool: [] as Array<Sampled>, raw: [] as Array<Sampled> }
+  const kernelScope = Scope.makeUnsafe()
   try {
-    await context.veyyon.runPromise(Effect.scoped(Effect.gen(function*() {
-      const kernel = yield* rawKernel(context.python.executable, context.artifactsDir, context.workDir, "bench-roundtrip-raw")
-      const rawCell = rawExecute(kernel, { code: CODE })
-      const toolCell = runCell({ code: CODE }, cellContext)
-      const offCell = runCell({ code: CODE }, { ...cellContext, sessionId: "bench-roundtrip-off" })
-      for (let round = 0; round < ROUNDS; round++) {
-        const first = round === 0 ? warmup : 0
-        loops.tool.push(yield* sampleEffect(perRound, first, toolCell))
-        loops.off.push(yield* Effect.promise(() => snapshotsOff.runPromise(sampleEffect(perRound, first, offCell))))
-        loops.raw.push(yield* sampleEffect(perRound, first, rawCell))
-      }
-    })))
+    const kernel = await context.veyyon.runPromise(
+      Scope.provide(rawKernel(context.python.executable, context.artifactsDir, context.workDir, "bench-roundtrip-raw"), kernelScope)
+    )
+    const rawCell = rawExecute(kernel, { code: CODE })
+    const toolCell = runCell({ code: CODE }, cellContext)
+    for (let round = 0; round < ROUNDS; round++) {
+      const first = round === 0 ? warmup : perRound
+      loops.tool.push(await context.veyyon.runPromise(sampleEffect(perRound, first, toolCell)))
+      loops.raw.push(await context.veyyon.runPromise(sampleEffect(perRound, first, rawCell)))
+    }
   } finally {
-    await snapshotsOff.dispose()
+    await Effect.runPromise(Scope.close(kernelScope, Exit.void))
   }
-  const [toolRun, offRun, rawRun] = [pooled(loops.tool), pooled(loops.off), pooled(loops.raw)]
-  const [floor, effect, tool, off, raw] = [floorRun.samples, effectRun.samples, toolRun.samples, offRun.samples, rawRun.samples]
+  const [toolRun, rawRun] = [pooled(loops.tool), pooled(loops.raw)]
+  const [floor, effect, tool, raw] = [floorRun.samples, effectRun.samples, toolRun.samples, rawRun.samples]
   const jupyter = (await tryJupyter<{ samplesMs: Array<number> }>(context, notes, "roundtrip", { warmup, cells, code: CODE }))?.samplesMs.map(
     (ms) => ms * 1000
   )
@@ -121,7 +119,6 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
       target: target("<= 2x floor p50", p(tool, 0.5), 2 * floorP50, "at-most")
     },
     { figure, measure: "p99, EvalTool.run", unit: "us", veyyon: p(tool, 0.99), floor: p(floor, 0.99), jupyter: p(jupyter, 0.99) },
-    { figure, measure: "p50, EvalTool.run with session.snapshots off", unit: "us", veyyon: p(off, 0.5), floor: floorP50, jupyter: null },
     {
       figure,
       measure: "p50, Kernel.run",
@@ -135,14 +132,13 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
     { figure, measure: "p50, Effect loop over floor.py (one Deferred per cell, no veyyon code)", unit: "us", veyyon: p(effect, 0.5), floor: floorP50, jupyter: null },
     {
       figure,
-      measure: "host CPU per cell, EvalTool.run (median of 4 rounds alternated with the rows below)",
+      measure: "host CPU per cell, EvalTool.run (median of 4 rounds alternated with Kernel.run's)",
       unit: "us",
       veyyon: toolRun.cpuPerCell,
       floor: floorRun.cpuPerCell,
       jupyter: null,
       target: target("<= 2x Kernel.run's", toolRun.cpuPerCell, 2 * rawRun.cpuPerCell, "at-most")
     },
-    { figure, measure: "host CPU per cell, EvalTool.run with session.snapshots off", unit: "us", veyyon: offRun.cpuPerCell, floor: floorRun.cpuPerCell, jupyter: null },
     { figure, measure: "host CPU per cell, Kernel.run", unit: "us", veyyon: rawRun.cpuPerCell, floor: floorRun.cpuPerCell, jupyter: null },
     { figure, measure: "host CPU per cell, Effect loop over floor.py", unit: "us", veyyon: effectRun.cpuPerCell, floor: floorRun.cpuPerCell, jupyter: null }
   ]
@@ -153,9 +149,9 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
     details: {
       cells,
       warmup,
-      hostCpuPerCellUs: { tool: toolRun.cpuPerCell, toolSnapshotsOff: offRun.cpuPerCell, raw: rawRun.cpuPerCell, rounds: { tool: loops.tool.map((round) => round.cpuPerCell), toolSnapshotsOff: loops.off.map((round) => round.cpuPerCell), raw: loops.raw.map((round) => round.cpuPerCell) }, effect: effectRun.cpuPerCell, floor: floorRun.cpuPerCell },
+      hostCpuPerCellUs: { tool: toolRun.cpuPerCell, raw: rawRun.cpuPerCell, rounds: { tool: loops.tool.map((round) => round.cpuPerCell), raw: loops.raw.map((round) => round.cpuPerCell) }, effect: effectRun.cpuPerCell, floor: floorRun.cpuPerCell },
       quantilesUs: Object.fromEntries(
-        Object.entries({ tool, toolSnapshotsOff: off, raw, effect, floor, jupyter }).map(([name, samples]) => [
+        Object.entries({ tool, raw, effect, floor, jupyter }).map(([name, samples]) => [
           name,
           samples === undefined ? null : { p50: p(samples, 0.5), p90: p(samples, 0.9), p99: p(samples, 0.99), max: p(samples, 1) }
         ])

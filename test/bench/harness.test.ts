@@ -55,7 +55,7 @@ describe.skipIf(!integrationEnabled())(titled("bench harness, tiny run", integra
       expect(row.floor).toBeGreaterThan(0)
       expect(row.jupyter).toBeNull()
     }
-    expect(results.summary.targets).toBe(2)
+    expect(results.summary.targets).toBe(3)
     expect(JSON.stringify(results)).not.toContain(process.env.HOME ?? "\0")
     expect(resultsMarkdown(results)).toContain("| figure |")
   })
