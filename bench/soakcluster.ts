@@ -4,13 +4,14 @@
  * MCP client with its own session, send Python and JavaScript cells in turn, each
  * appending its call id to the agent's counter file (in a directory the runners allow, so
  * the file follows a moved session) and writing kv. Every 20-40 s a runner is killed
- * (-9), stopped (SIGTERM) or joined by a new one; once, Postgres restarts.
+ * (-9), stopped (SIGTERM) or joined by a new one (the first runner is spared, the
+ * long-lived one); once, Postgres restarts.
  *
  * Checks: every call answered (a result, or an honest notice); each cell ran at most once,
  * exactly once when its answer says it ran; no acknowledged kv write lost; doors and
  * runners exit 143 on SIGTERM; no kernel or runner left; every ERROR/WARN log line
  * explained by an injected fault; in the long form, RSS of the doors and of the runners
- * that lived through it bounded after warm-up.
+ * that lived through it (the first one at least) bounded after warm-up.
  *
  * The long form (default): 3 runners, 2 doors, 20 agents, 20 minutes; it writes its
  * figures into `bench/results.md`. `--short` (or `VEYYON_SOAK_SHORT=1`), for CI: 2
@@ -138,8 +139,8 @@ const run = async (form: Form, seed: number, mixMs: number, logDir: string | und
         const added = await cluster!.addRunner()
         return { kind, at, runner: added.address, tookMs: took() }
       }
-      const live = cluster!.runners.filter(alive)
-      const victim = live[Math.floor(pick() * live.length)]!
+      const hittable = cluster!.runners.slice(1).filter(alive)
+      const victim = hittable[Math.floor(pick() * hittable.length)]!
       victim.child.kill(kind === "kill" ? "SIGKILL" : "SIGTERM")
       const exit = await victim.exited
       if (kind === "stop" && exit !== 143) problems.push(`runner ${victim.address} stopped by SIGTERM exited ${exit}, not 143`)
@@ -147,7 +148,9 @@ const run = async (form: Form, seed: number, mixMs: number, logDir: string | und
     }
     for (const [index, at] of plan.at.entries()) {
       await sleep(start + at - Date.now())
-      const kind = index === plan.postgresIndex ? "postgres" : runnerFaultKind(pick, cluster.runners.filter(alive).length, form.mostRunners)
+      const kind = index === plan.postgresIndex
+        ? "postgres"
+        : runnerFaultKind(pick, cluster.runners.filter(alive).length, cluster.runners.slice(1).filter(alive).length, form.mostRunners)
       owners.push(new Map(agents.map(({ agent }) => [agent.index, agent.lastRunner])))
       const fault = await inject(kind)
       faults.push(fault)
@@ -193,7 +196,7 @@ const run = async (form: Form, seed: number, mixMs: number, logDir: string | und
 
     const failovers: Array<Failover> = faults.flatMap((fault, i) =>
       fault.kind === "join" ? [] : [failover(fault, start, owners[i]!, agents.map((running) => running.agent))])
-    const rssBound = form.warmupMs === undefined ? [] : rssGrowth(rss, form.warmupMs)
+    const rssBound = form.warmupMs === undefined ? [] : rssGrowth(rss, form.warmupMs, mixEnded - start - 2 * RSS_EVERY_MS)
     for (const entry of rssBound) {
       if (entry.highest - entry.warm > RSS_GROWTH_BOUND) problems.push(`${entry.name}: RSS grew ${((entry.highest - entry.warm) / 2 ** 20).toFixed(1)} MiB after warm-up (from ${(entry.warm / 2 ** 20).toFixed(1)} MiB)`)
     }
@@ -227,13 +230,13 @@ const run = async (form: Form, seed: number, mixMs: number, logDir: string | und
   }
 }
 
-/** For each process read both before and after `warmupMs`: its reading at warm-up and its highest after. */
-const rssGrowth = (samples: ReadonlyArray<RssSample>, warmupMs: number) => {
+/** For each process read before `warmupMs` and still at `endMs`: its reading at warm-up and its highest after. */
+const rssGrowth = (samples: ReadonlyArray<RssSample>, warmupMs: number, endMs: number) => {
   const names = [...new Set(samples.map((sample) => sample.name))]
   return names.flatMap((name) => {
     const own = samples.filter((sample) => sample.name === name && sample.rss > 0)
     const warm = own.find((sample) => sample.at >= warmupMs)
-    if (warm === undefined || !own.some((sample) => sample.at < warmupMs)) return []
+    if (warm === undefined || !own.some((sample) => sample.at < warmupMs) || !own.some((sample) => sample.at >= endMs)) return []
     const after = own.filter((sample) => sample.at >= warm.at)
     return [{ name, warm: warm.rss, highest: Math.max(...after.map((sample) => sample.rss)), last: after[after.length - 1]!.rss }]
   })

@@ -1,7 +1,8 @@
 /**
  * The soak's faults: a schedule drawn from the seed (a gap of 20-40 s before each, one
  * Postgres restart near the middle), the kind of each runner fault drawn when it comes
- * (kill -9, SIGTERM, or a runner joining; never the last runner, never past the most).
+ * (kill -9, SIGTERM, or a runner joining; never the first runner, which stays as the
+ * long-lived one whose RSS is watched; never past the most).
  */
 import { random } from "../soak.ts"
 
@@ -36,9 +37,9 @@ export const schedule = (seed: number, mixMs: number, quietMs: number): Schedule
   return { at, postgresIndex: middle < 0 ? at.length - 1 : middle }
 }
 
-/** Picks a runner fault's kind given how many runners live and the most allowed. */
-export const runnerFaultKind = (rand: () => number, live: number, most: number): Exclude<FaultKind, "postgres"> => {
-  if (live <= 1) return "join"
+/** Picks a runner fault's kind given how many runners live, how many of them may be hit, and the most allowed. */
+export const runnerFaultKind = (rand: () => number, live: number, hittable: number, most: number): Exclude<FaultKind, "postgres"> => {
+  if (hittable === 0) return "join"
   const kinds: ReadonlyArray<Exclude<FaultKind, "postgres">> = live >= most ? ["kill", "stop"] : ["kill", "stop", "join"]
   return kinds[Math.floor(rand() * kinds.length)]!
 }
