@@ -64,8 +64,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const alive = (runner: TestRunner) => runner.child.exitCode === null && runner.child.signalCode === null
 
-const within = <A>(promise: Promise<A>, ms: number): Promise<A | "timeout"> =>
-  Promise.race([promise, sleep(ms).then(() => "timeout" as const)])
+const within = async <A>(promise: Promise<A>, ms: number): Promise<A | "timeout"> => {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)))
+  try {
+    return await Promise.race([promise, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 /** The processes of the soak still alive: anything below this one but Postgres, anything in the cluster's directory or the shared one. */
 const leftovers = (clusterDir: string, shared: string, before: ReadonlySet<number>): Array<number> =>
