@@ -71,6 +71,18 @@ export const descendants = (root: number = process.pid): Array<number> => {
 export const withEnvironment = (marker: string): Array<number> =>
   pids().filter((pid) => pid !== process.pid && !isZombie(pid) && (readText(`/proc/${pid}/environ`)?.includes(marker) ?? false))
 
+/** Live processes whose working directory is `dir` or below it (also after `dir` was removed). */
+export const withCwdUnder = (dir: string): Array<number> =>
+  pids().filter((pid) => {
+    if (pid === process.pid || isZombie(pid)) return false
+    try {
+      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`).replace(/ \(deleted\)$/, "")
+      return cwd === dir || cwd.startsWith(dir + path.sep)
+    } catch {
+      return false
+    }
+  })
+
 /** Python processes below this one, plus every process whose environment holds `marker`: what a run must not leave behind. */
 export const ourPythons = (marker?: string): Array<number> =>
   [...new Set([...descendants().filter(isPython), ...(marker === undefined ? [] : withEnvironment(marker))])]

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: measures every figure side by side (veyyon, the floor, Jupyter),
- * writes `bench/results.json` and `bench/results.md`, and prints the table.
+ * writes `bench/results.json` and `bench/results.md` (keeping the cluster soak's section), and prints the table.
  *
  * Flags: `--quick` (tiny sample counts, results not written unless `--out` is given),
  * `--only a,b` (figure ids), `--no-jupyter`, `--out DIR`.
@@ -21,6 +21,7 @@ import { stream } from "./figures/stream.ts"
 import { RUN_MARKER_VARIABLE } from "./jupyter.ts"
 import { fullGc, killAll, ourPythons, withEnvironment } from "./procs.ts"
 import { benchInterpreter, jupyterInterpreter, type Interpreter } from "./python.ts"
+import { sectionOf } from "./soakcluster/report.ts"
 import { markdownTable, textTable, type Row } from "./table.ts"
 import { makeVeyyon } from "./veyyon.ts"
 
@@ -226,7 +227,9 @@ const main = async () => {
   console.log(`targets met: ${results.summary.met} of ${results.summary.targets}`)
   if (out !== undefined) {
     fs.writeFileSync(path.join(out, "results.json"), JSON.stringify(results, null, 2) + "\n")
-    fs.writeFileSync(path.join(out, "results.md"), resultsMarkdown(results))
+    const page = path.join(out, "results.md")
+    const soakSection = fs.existsSync(page) ? sectionOf(fs.readFileSync(page, "utf8")) : ""
+    fs.writeFileSync(page, resultsMarkdown(results) + (soakSection === "" ? "" : `\n${soakSection}`))
     console.log(`wrote ${path.join(path.relative(process.cwd(), out) || ".", "results.json")} and results.md`)
   }
   process.exitCode = results.failures.length > 0 ? 1 : 0

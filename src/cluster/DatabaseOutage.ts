@@ -44,18 +44,19 @@ export const isOutage = (error: SqlError): boolean =>
  * `call`, tried again while the database cannot be reached, up to `wait`; then it fails with
  * a sentence naming `database` and the last failure.
  */
-export const waitOutOutage = <A>(
-  call: Effect.Effect<A, SqlError>,
+export const waitOutOutage = <A, E = never>(
+  call: Effect.Effect<A, E | SqlError>,
   database: string,
   wait: Duration.Input = DATABASE_OUTAGE_WAIT
-): Effect.Effect<A, SqlError> => {
+): Effect.Effect<A, E | SqlError> => {
   const window = Duration.fromInputUnsafe(wait)
+  const outage = (error: E | SqlError): error is SqlError => error instanceof SqlError && isOutage(error)
   return Effect.retry(call, {
     schedule: Schedule.spaced(RETRY_SPACING).pipe(Schedule.upTo({ duration: window })),
-    while: isOutage
+    while: outage
   }).pipe(
     Effect.mapError((error) => {
-      if (!isOutage(error)) return error
+      if (!outage(error)) return error
       const message = `${database} could not be reached for ${Duration.format(window)}: ${sqlProblem(error)}`
       return new SqlError({ reason: new ConnectionError({ cause: error, message, operation: error.reason.operation }) })
     })

@@ -17,7 +17,9 @@
  * A kernel waits for these calls with its cell timeout paused, so each is bounded: a write
  * waits at most `KV_LOCK_TIMEOUT` for the session's lock (Postgres' `lock_timeout`) and any
  * operation fails after `KV_OPERATION_TIMEOUT` with a `KvWriteFailed`/`KvReadFailed` that
- * says so, instead of holding the cell while the database is unreachable.
+ * says so, instead of holding the cell while the database is unreachable. Within that
+ * bound an operation that finds the database unreachable (a restart: refused or dropped
+ * connections) is tried again, as the session ledger's calls are; each is idempotent.
  */
 import { Duration, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
@@ -34,6 +36,7 @@ import {
   kvStoreFull,
   validKvValue
 } from "../services/storage/KvStore.ts"
+import { waitOutOutage } from "./DatabaseOutage.ts"
 import { ensureSchema, sessionIdProblem, sqlProblem } from "./PgSchema.ts"
 
 /** The longest a write waits for another writer of the session to finish. */
@@ -76,6 +79,9 @@ export const makePgKvStore: (options?: PgKvStoreOptions) => Effect.Effect<KvStor
   const lockTimeout = `${Duration.toMillis(Duration.fromInputUnsafe(options.lockTimeout ?? KV_LOCK_TIMEOUT))}ms`
   const operationTimeout = Duration.fromInputUnsafe(options.operationTimeout ?? KV_OPERATION_TIMEOUT)
 
+  /** `query`, tried again while the database cannot be reached, within the operation's bound. */
+  const ridden = <A, E = never>(query: Effect.Effect<A, E | SqlError.SqlError>) => waitOutOutage(query, "the cluster's kv store (Postgres)", operationTimeout)
+
   const bounded = (name: "KvWriteFailed" | "KvReadFailed") => <A>(effect: Effect.Effect<A, KvRefused>): Effect.Effect<A, KvRefused> =>
     Effect.timeoutOrElse(effect, {
       duration: operationTimeout,
@@ -102,33 +108,33 @@ export const makePgKvStore: (options?: PgKvStoreOptions) => Effect.Effect<KvStor
     const value = validKvValue(valid, valueJson)
     if (value instanceof KvRefused) return yield* value
     const bytes = kvEntryBytes(valid, value).length
-    yield* sql.withTransaction(Effect.gen(function*() {
+    yield* ridden(sql.withTransaction(Effect.gen(function*() {
       const used = yield* lockUsage(space)
       const old = yield* storedBytes(space, valid)
       if (used - old + bytes > KV_STORE_MAX) return yield* kvStoreFull(used - old, bytes)
       yield* sql`INSERT INTO veyyon_kv (session_id, key, value, bytes) VALUES (${space}, ${valid}, ${value}, ${bytes})
         ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, bytes = excluded.bytes`
       yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes + ${bytes - old} WHERE session_id = ${space}`
-    })).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed("KvWriteFailed")(error))))
+    }))).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed("KvWriteFailed")(error))))
   }, bounded("KvWriteFailed"))
 
   const remove = Effect.fnUntraced(function*(sessionId: string, key: string) {
     const space = yield* checkedSpace(sessionId)
     const valid = yield* checkedKvKey(key)
-    return yield* sql.withTransaction(Effect.gen(function*() {
+    return yield* ridden(sql.withTransaction(Effect.gen(function*() {
       yield* lockUsage(space)
       const removed = yield* sql<{ readonly bytes: number }>`DELETE FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid} RETURNING bytes`
       const bytes = removed[0]?.bytes
       if (bytes === undefined) return false
       yield* sql`UPDATE veyyon_kv_usage SET bytes = bytes - ${bytes} WHERE session_id = ${space}`
       return true
-    })).pipe(Effect.mapError(failed("KvWriteFailed")))
+    }))).pipe(Effect.mapError(failed("KvWriteFailed")))
   }, bounded("KvWriteFailed"))
 
   const get = Effect.fnUntraced(function*(sessionId: string, key: string) {
     const space = yield* checkedSpace(sessionId)
     const valid = yield* checkedKvKey(key)
-    const rows = yield* sql<{ readonly value: string }>`SELECT value FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid}`.pipe(
+    const rows = yield* ridden(sql<{ readonly value: string }>`SELECT value FROM veyyon_kv WHERE session_id = ${space} AND key = ${valid}`).pipe(
       Effect.mapError(failed("KvReadFailed"))
     )
     return rows[0]?.value
@@ -136,7 +142,7 @@ export const makePgKvStore: (options?: PgKvStoreOptions) => Effect.Effect<KvStor
 
   const list = Effect.fnUntraced(function*(sessionId: string) {
     const space = yield* checkedSpace(sessionId)
-    const rows = yield* sql<{ readonly key: string }>`SELECT key FROM veyyon_kv WHERE session_id = ${space}`.pipe(
+    const rows = yield* ridden(sql<{ readonly key: string }>`SELECT key FROM veyyon_kv WHERE session_id = ${space}`).pipe(
       Effect.mapError(failed("KvReadFailed"))
     )
     return rows.map((row) => row.key).sort(compareCodePoints)
@@ -144,7 +150,7 @@ export const makePgKvStore: (options?: PgKvStoreOptions) => Effect.Effect<KvStor
 
   const size = Effect.fnUntraced(function*(sessionId: string) {
     const space = yield* checkedSpace(sessionId)
-    const rows = yield* sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space}`.pipe(
+    const rows = yield* ridden(sql<{ readonly bytes: number }>`SELECT bytes::float8 AS bytes FROM veyyon_kv_usage WHERE session_id = ${space}`).pipe(
       Effect.mapError(failed("KvReadFailed"))
     )
     return rows[0]?.bytes ?? 0

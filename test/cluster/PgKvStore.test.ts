@@ -1,7 +1,8 @@
 /**
  * kv in Postgres against a real server: the file store's API and limits, each key replaced
  * atomically, and the 4 MiB limit held when two separate processes (and two separate
- * clients in this process, standing for two runners) write one session at once.
+ * clients in this process, standing for two runners) write one session at once, and a
+ * write and a read made while the server restarts done once it is back.
  */
 import { spawn } from "node:child_process"
 import * as path from "node:path"
@@ -202,5 +203,19 @@ describe.skipIf(skip !== undefined)(titled("kv in Postgres", skip), () => {
     expect(await kv(callBound, (store) => store.get(s, "k"))).toBe("3")
     await lockBound.dispose()
     await callBound.dispose()
+  }, 120_000)
+
+  it("rides out a Postgres restart: a write and a read made while the server is down are done once it is back", async () => {
+    const s = "restart"
+    await kv(one, (store) => store.set(s, "before", "1"))
+    await pg!.down()
+    const written = kvExit(one, (store) => store.set(s, "during", "2"))
+    const read = kvExit(two, (store) => store.list(s))
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    await pg!.up()
+    expect(await written).toMatchObject({ _tag: "Success" })
+    expect(Exit.isSuccess(await read)).toBe(true)
+    expect(await kv(two, (store) => store.list(s))).toEqual(["before", "during"])
+    expect(await kv(one, (store) => store.size(s))).toBe(kvEntryBytes("before", "1").length + kvEntryBytes("during", "2").length)
   }, 120_000)
 })

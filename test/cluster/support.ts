@@ -75,6 +75,8 @@ export interface TestClusterOptions {
   readonly insecure?: boolean
   /** More environment for the runners (`VEYYON_RUNNER_ALLOWED_ROOTS`, say). */
   readonly runnerEnv?: Readonly<Record<string, string>>
+  /** Receives every chunk a runner writes to stderr (the kept `log` is only its tail). */
+  readonly onRunnerLog?: (address: string, chunk: string) => void
 }
 
 /** Starts PostgreSQL, `count` runners and a client; always call `stop`. */
@@ -101,7 +103,11 @@ export const startCluster = async (count: number, options: TestClusterOptions = 
     const args = [...cliEntry.args, "runner", "--listen", `127.0.0.1:${port}`, ...(options.insecure === true ? ["--insecure-no-auth"] : [])]
     const child = spawn(cliEntry.command, args, { env: { ...env, ...more }, stdio: ["ignore", "ignore", "pipe"] })
     let log = ""
-    child.stderr?.on("data", (chunk: Buffer) => (log = (log + chunk.toString("utf8")).slice(-20_000)))
+    child.stderr?.on("data", (chunk: Buffer) => {
+      const text = chunk.toString("utf8")
+      log = (log + text).slice(-20_000)
+      options.onRunnerLog?.(`127.0.0.1:${port}`, text)
+    })
     const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "?")))
     const runner = { address: `127.0.0.1:${port}`, child, log: () => log, exited }
     runners.push(runner)

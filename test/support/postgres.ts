@@ -143,7 +143,9 @@ export const startPostgres = async (): Promise<TestPostgres> => {
     const halt = async () => {
       if (server.exitCode === null && server.signalCode === null) {
         server.kill("SIGINT")
-        const done = await Promise.race([exited(server).then(() => true), sleep(30_000).then(() => false)])
+        let timer: NodeJS.Timeout | undefined
+        const done = await Promise.race([exited(server).then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), 30_000)))])
+        clearTimeout(timer)
         if (!done) {
           server.kill("SIGKILL")
           await exited(server)
