@@ -15,7 +15,7 @@
  *
  * The long form (default): 3 runners, 2 doors, 20 agents, 20 minutes; it writes its
  * figures into `bench/results.md`. `--short` (or `VEYYON_SOAK_SHORT=1`), for CI: 2
- * runners, 6 agents, a 170 s mix (3.5 minutes in all), no RSS check. `VEYYON_SOAK_SEED` replays a fault schedule,
+ * runners, 6 agents, a 170 s mix (about 3 minutes in all), no RSS check. `VEYYON_SOAK_SEED` replays a fault schedule,
  * `VEYYON_SOAK_SECONDS` changes the mix's length, `VEYYON_SOAK_LOG_DIR` keeps every runner's
  * and door's log there. Needs PostgreSQL and `dist/`.
  */
