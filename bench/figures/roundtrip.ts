@@ -3,7 +3,8 @@
  * `EvalTool.run` and through the bare `Kernel.run`, against the floor and Jupyter;
  * and, to show what the fiber runtime itself costs, the same floor loop driven from Effect
  * with one Deferred per cell, with this process's CPU per cell for each loop. The tool and
- * the bare kernel run in four alternated rounds, each warmed up again before it is timed.
+ * the bare kernel run in four alternated rounds, each of as many cells as the floor's loop
+ * and warmed up again as long before it is timed.
  */
 import { Effect, Exit, Scope } from "effect"
 import type { BenchContext, FigureResult } from "../context.ts"
@@ -83,7 +84,7 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
   const floorRun = await floorSamples(context.python.executable, cells, warmup)
   const effectRun = await effectFloorSamples(context.python.executable, cells, warmup)
   const cellContext = { sessionId: "bench-roundtrip", cwd: context.workDir }
-  const perRound = Math.ceil(cells / ROUNDS)
+  const perRound = cells
   const loops = { tool: [] as Array<Sampled>, raw: [] as Array<Sampled> }
   const kernelScope = Scope.makeUnsafe()
   try {
@@ -93,7 +94,7 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
     const rawCell = rawExecute(kernel, { code: CODE })
     const toolCell = runCell({ code: CODE }, cellContext)
     for (let round = 0; round < ROUNDS; round++) {
-      const first = round === 0 ? warmup : perRound
+      const first = warmup
       loops.tool.push(await context.veyyon.runPromise(sampleEffect(perRound, first, toolCell)))
       loops.raw.push(await context.veyyon.runPromise(sampleEffect(perRound, first, rawCell)))
     }
@@ -144,7 +145,7 @@ export const roundtrip = async (context: BenchContext): Promise<FigureResult> =>
   ]
   return {
     id: "roundtrip",
-    title: `warm trivial-cell round trip (\`${CODE}\`), ${cells} cells after ${warmup} warm-up`,
+    title: `warm trivial-cell round trip (\`${CODE}\`), ${cells} cells after ${warmup} warm-up (the tool and the bare kernel: ${ROUNDS} alternated rounds of that)`,
     rows,
     details: {
       cells,
