@@ -253,7 +253,8 @@ const makeLedger = Effect.fnUntraced(function*(incarnation: string, address: str
         value: undefined
       })
       const cached = cache.get(sessionId)
-      return cached === undefined ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step)
+      // The remembered row holds no kept results, so finishing a call already done there (its result replaced) reads the row.
+      return cached === undefined || !decidesFromCache(cached, callId) ? bounded(locked(sessionId, step)) : apply(sessionId, cached, step)
     },
     // Not waited for: a runner letting sessions go (its shards moved, it is stopping) does not
     // stall on an outage; a release not recorded only makes the next owner of a call still

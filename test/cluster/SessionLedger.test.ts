@@ -109,6 +109,15 @@ describe.skipIf(skip !== undefined)(titled("session ledger in Postgres", skip), 
     expect(await on(b)((ledger) => ledger.beginExecute("s4", "py", "c2"))).toMatchObject({ _tag: "Answer", notice: ALREADY_RAN_NOTICE })
   }, 120_000)
 
+  it("a call finished again replaces its kept result, though its owner's remembered row holds none", async () => {
+    const a = runner("runner-h")
+    const on = <A, E>(step: (ledger: SessionLedgerService) => Effect.Effect<A, E>) => a.runPromise(Effect.flatMap(SessionLedger, step))
+    expect(await on((ledger) => ledger.beginExecute("s5", "py", "c1"))).toMatchObject({ _tag: "Run" })
+    await on((ledger) => ledger.finishExecute("s5", "py", "c1", `{"kept":1}`))
+    await on((ledger) => ledger.finishExecute("s5", "py", "c1", null))
+    expect(await on((ledger) => ledger.row("s5"))).toMatchObject({ lanes: { py: { doneCall: "c1", doneResult: null } } })
+  }, 120_000)
+
   it("reads rows of format 1 (from before the format column, or written by the previous release) as one lane of unknown language, writes format 2, and refuses a newer format with a sentence, writing nothing", async () => {
     // A table as the releases before row formats made it, in a database of its own.
     const admin = runner("runner-admin")
