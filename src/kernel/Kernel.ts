@@ -37,6 +37,7 @@ import {
   frameRouter,
   markDone,
   markStarted,
+  offerNow,
   RequestTable,
   stopRequest,
   stopRequestNow
@@ -312,9 +313,9 @@ export const spawn = Effect.fnUntraced(function*(
   /** The hot frames, taken in the data callback when nothing is queued before them. */
   const takeNow = (frame: RunnerFrame): boolean => {
     if (frame.type === "stdout" || frame.type === "stderr") {
-      const emitNow = table.get(frame.id)?.emitNow
-      if (emitNow === undefined) return false
-      return emitNow(frame.type === "stdout" ? KernelOutput.Stdout({ text: frame.data }) : KernelOutput.Stderr({ text: frame.data }))
+      const request = table.get(frame.id)
+      if (request?.now === undefined) return false
+      return offerNow(request, frame.type === "stdout" ? KernelOutput.Stdout({ text: frame.data }) : KernelOutput.Stderr({ text: frame.data }))
     }
     if (frame.type !== "started" && frame.type !== "done") return false
     const request = table.get(frame.id)
@@ -414,35 +415,21 @@ export const spawn = Effect.fnUntraced(function*(
           return yield* new KernelDied({ exit: state.cause.exit, stderr: stderrTail.text() })
         }
         if (isTerminal(state)) return yield* new KernelClosed({ reason: "it was shut down" })
-        let bytes = 0
         const request: CellRequest = table.add((output) => {
-          if (output._tag === "Stdout" || output._tag === "Stderr") bytes += output.text.length
+          if (output._tag === "Stdout" || output._tag === "Stderr") request.textChars += output.text.length
           return Effect.catchCause(
             Effect.suspend(() => onOutput(output)),
             (cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : abortRequest(request, cause)
           )
         })
-        const now = onOutput.now
-        if (now !== undefined) {
-          request.emitNow = (output) => {
-            let taken: boolean
-            try {
-              taken = now(output)
-            } catch (defect) {
-              Deferred.doneUnsafe(request.ended, Exit.die(defect))
-              return true
-            }
-            if (taken && (output._tag === "Stdout" || output._tag === "Stderr")) bytes += output.text.length
-            return taken
-          }
-        }
+        request.now = onOutput.now
         let unwatch: (() => void) | undefined
         const outcomeOf = (ended: CellEnding): Effect.Effect<CellOutcome, KernelError> => {
           const outcome = ended._tag === "finished"
             ? Effect.succeed(cellOutcome(ended, ended.frame, undefined))
             : Effect.map(interruptCell(interrupts, request, ended.reason, req.timeoutSeconds), ({ frame, notice }) =>
               cellOutcome(ended, frame, notice))
-          return traced ? Effect.tap(outcome, (done) => annotateSpan(request.id, done, bytes)) : outcome
+          return traced ? Effect.tap(outcome, (done) => annotateSpan(request.id, done, request.textChars)) : outcome
         }
         const send = writeLine(executeLine(request.id, req)).pipe(
           Effect.catch(() => failRequest(request, new KernelClosed({ reason: "its process no longer reads requests" })))

@@ -31,8 +31,10 @@ export interface CellRequest {
   readonly id: string
   /** Hands one output on (to the cell's handler). */
   readonly emit: (output: KernelOutput) => Effect.Effect<void>
-  /** Hands stream text on at once when the cell's handler can take it so (true), else false; absent when it cannot. */
-  emitNow: ((output: KernelOutput) => boolean) | undefined
+  /** The cell handler's synchronous path (`OutputHandler.now`), when it has one; `offerNow` calls it. */
+  now: ((output: KernelOutput) => boolean) | undefined
+  /** Characters of stdout and stderr handed on so far. */
+  textChars: number
   /** The first of: `done`, a reason to stop, a failure. */
   readonly ended: Deferred.Deferred<CellEnding, KernelError>
   /** The runner said the cell began; only then does SIGINT reach it. */
@@ -56,6 +58,24 @@ const wakeUp = (request: CellRequest): void => {
   const wake = request.wake
   request.wake = undefined
   if (wake !== undefined) Deferred.doneUnsafe(wake, Exit.void)
+}
+
+/**
+ * Hands stream text to the request's synchronous path: true when it took it, false when
+ * there is none or it declined. A handler that throws ends the request with the defect.
+ */
+export const offerNow = (request: CellRequest, output: KernelOutput): boolean => {
+  const now = request.now
+  if (now === undefined) return false
+  let taken: boolean
+  try {
+    taken = now(output)
+  } catch (defect) {
+    Deferred.doneUnsafe(request.ended, Exit.die(defect))
+    return true
+  }
+  if (taken && (output._tag === "Stdout" || output._tag === "Stderr")) request.textChars += output.text.length
+  return taken
 }
 
 /** Records that the runner began the request. */
@@ -154,7 +174,8 @@ export class RequestTable {
     const request: CellRequest = {
       id: this.newId("r"),
       emit,
-      emitNow: undefined,
+      now: undefined,
+      textChars: 0,
       ended: Deferred.makeUnsafe<CellEnding, KernelError>(),
       started: false,
       done: undefined,
