@@ -30,14 +30,16 @@ const sample = <E, R>(once: Effect.Effect<unknown, E, R>, profile: boolean) =>
     const profiler = profile ? yield* Effect.promise(() => profileCells(process.env.TOOLCOST_PROFILE)) : undefined
     const samples: Array<number> = []
     const cpu = process.cpuUsage()
+    const thread = process.threadCpuUsage()
     for (let i = 0; i < cells; i++) {
       const start = performance.now()
       yield* once
       samples.push((performance.now() - start) * 1000)
     }
     const used = process.cpuUsage(cpu)
+    const usedMain = process.threadCpuUsage(thread)
     if (profiler !== undefined) yield* Effect.promise(() => profiler.stop())
-    return { cpu: (used.user + used.system) / cells, p50: quantile(samples, 0.5) }
+    return { cpu: (used.user + used.system) / cells, main: (usedMain.user + usedMain.system) / cells, p50: quantile(samples, 0.5) }
   })
 
 try {
@@ -60,7 +62,7 @@ try {
     p50.registry.push(registry.p50)
     p50.tool.push(tool.p50)
     p50.kernel.push(kernel.p50)
-    console.log(`round ${round}: host CPU per cell tool ${tool.cpu.toFixed(1)} us, registry ${registry.cpu.toFixed(1)} us, kernel ${kernel.cpu.toFixed(1)} us; p50 tool ${tool.p50.toFixed(0)} us, registry ${registry.p50.toFixed(0)} us, kernel ${kernel.p50.toFixed(0)} us`)
+    console.log(`round ${round}: host CPU per cell tool ${tool.cpu.toFixed(1)} us, registry ${registry.cpu.toFixed(1)} us, kernel ${kernel.cpu.toFixed(1)} us (main thread ${tool.main.toFixed(1)}, ${registry.main.toFixed(1)}, ${kernel.main.toFixed(1)}); p50 tool ${tool.p50.toFixed(0)} us, registry ${registry.p50.toFixed(0)} us, kernel ${kernel.p50.toFixed(0)} us`)
   }
   const tool = median(cpu.tool)
   const kernel = median(cpu.kernel)
