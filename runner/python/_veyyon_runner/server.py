@@ -487,6 +487,7 @@ def main():
     os.environ.setdefault("MPLBACKEND", "Agg")
     warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
     request_fd, wake_read = _install_fds()
+    protocol.settle_heap()
     watch_fd_writers()
     _install_namespace()
     snapshot.baseline.capture()
