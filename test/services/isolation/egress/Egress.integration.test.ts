@@ -13,7 +13,9 @@ import type * as NodeNet from "node:net"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Effect, Exit, ManagedRuntime } from "effect"
+import { TracingLive } from "../../../../src/layers/Tracing.ts"
 import { evalLayer } from "../../../../src/layers/EvalLive.ts"
 import { EgressResolver } from "../../../../src/services/isolation/egress/EgressResolver.ts"
 import { EvalTool, type EvalResult } from "../../../../src/services/tool/EvalTool.ts"
@@ -188,13 +190,24 @@ describe.skipIf(skipReason !== undefined)(`sandbox.network allowlist${skipReason
     expect(origins!.seen.filter((seen) => seen.startsWith("http GET / "))).toEqual([])
   })
 
-  it("keeps every allowed and refused destination in the session record and the exported notebook", async () => {
+  it("keeps every allowed and refused destination in the session record, the exported notebook and the cell's span", async () => {
     const session = "egress-record"
-    await runIn(runtime, cwd, "py", [
+    const exporter = new InMemorySpanExporter()
+    const code = [
       "import urllib.request, urllib.error",
       `urllib.request.urlopen("http://origin.test:${origins!.httpPort}/rec").read()`,
       "try:\n    urllib.request.urlopen('http://evil.test/')\nexcept urllib.error.HTTPError:\n    pass"
-    ].join("\n"), session)
+    ].join("\n")
+    const spans = await runtime.runPromise(
+      Effect.flatMap(EvalTool, (tool) => tool.run({ language: "py", code, timeout: 120 }, { sessionId: session, cwd })).pipe(
+        Effect.map(() => exporter.getFinishedSpans()),
+        Effect.provide(TracingLive({ spanProcessor: new SimpleSpanProcessor(exporter) }))
+      )
+    )
+    const span = spans.find((finished) => finished.name === "eval.run")
+    expect(span?.attributes["eval.egress.allowed"]).toEqual([`origin.test:${origins!.httpPort}`])
+    expect(span?.attributes["eval.egress.refused"]).toEqual(["evil.test:80"])
+    expect(span?.attributes).not.toHaveProperty("eval.egress.failed")
     const cells = await runtime.runPromise(Effect.flatMap(SessionRecord, (record) => record.cells(session)))
     expect(cells.at(-1)?.egress).toEqual([
       { outcome: "allowed", host: "origin.test", port: origins!.httpPort, via: "http" },
