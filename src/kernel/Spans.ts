@@ -7,7 +7,7 @@ import { Context, Effect, Tracer } from "effect"
 const untracedTracer = Effect.runSync(Effect.tracer)
 
 /** Whether the current fiber has a tracer someone installed. */
-export const isTraced: Effect.Effect<boolean> = Effect.map(Effect.tracer, (tracer) => tracer !== untracedTracer)
+export const isTraced: Effect.Effect<boolean> = Effect.withFiber((fiber) => Effect.succeed(fiber.getRef(Tracer.Tracer) !== untracedTracer))
 
 /**
  * Runs `use` with the fiber's current span when it is in one of its own; otherwise does
@@ -39,8 +39,8 @@ export const withSpanWhenTraced = <A, E, R>(
   options: Tracer.SpanOptions,
   failureOf?: (value: A) => string | undefined
 ): Effect.Effect<A, E, R> =>
-  Effect.flatMap(isTraced, (traced) => {
-    if (!traced) return make(false)
+  Effect.withFiber((fiber) => {
+    if (fiber.getRef(Tracer.Tracer) === untracedTracer) return make(false)
     if (failureOf === undefined) return Effect.withSpan(make(true), name, options)
     const judged = Effect.flatMap(make(true), (value) => {
       const failure = failureOf(value)

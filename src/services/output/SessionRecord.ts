@@ -279,23 +279,23 @@ const makeSessionRecord = Effect.gen(function*() {
     Effect.suspend(() => {
       const known = journals.get(sessionId)
       const dir = known?.dir ?? sessionCellsDir(settings.artifactsDir, sessionId)
-      return Effect.try({
-        try: () => {
-          if (!readyDirs.has(dir)) {
-            ensurePrivateDirSync(dir)
-            readyDirs.add(dir)
-          }
-          const journal = known ?? { dir, fd: undefined, size: 0 }
-          if (known === undefined) journals.set(sessionId, journal)
-          lastAt = Math.max(lastAt, Date.now())
-          const entry = { at: lastAt, n: ++recorded, ...cell }
-          if (flushTimer === undefined) {
-            flushTimer = setTimeout(writeWaiting, RECORD_FLUSH_MS)
-          }
-          waiting.push({ sessionId, journal, entry })
-        },
-        catch: failWith(dir)
-      })
+      try {
+        if (!readyDirs.has(dir)) {
+          ensurePrivateDirSync(dir)
+          readyDirs.add(dir)
+        }
+      } catch (error) {
+        return Effect.fail(failWith(dir)(error))
+      }
+      const journal = known ?? { dir, fd: undefined, size: 0 }
+      if (known === undefined) journals.set(sessionId, journal)
+      lastAt = Math.max(lastAt, Date.now())
+      const entry = { at: lastAt, n: ++recorded, ...cell }
+      if (flushTimer === undefined) {
+        flushTimer = setTimeout(writeWaiting, RECORD_FLUSH_MS)
+      }
+      waiting.push({ sessionId, journal, entry })
+      return Effect.void
     })
 
   const cells = (sessionId: string) => {

@@ -213,10 +213,9 @@ export interface EvalToolService {
   readonly endSession: (sessionId: string, options?: { readonly forget?: boolean }) => Effect.Effect<void>
 }
 
-/** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`), when there were any. */
-const annotateEgress = (outputs: SinkResult["outputs"]) =>
+/** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`). */
+const annotateEgress = (records: ReturnType<typeof egressRecords>) =>
   withCurrentSpan((span) => {
-    const records = egressRecords(outputs)
     for (const outcome of ["allowed", "refused", "failed"] as const) {
       const found = destinations(records, outcome)
       if (found.length > 0) span.attribute(`eval.egress.${outcome}`, found)
@@ -262,9 +261,8 @@ const makeEvalTool = Effect.gen(function*() {
       ...(context.signal === undefined ? {} : { signal: context.signal })
     }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
 
-  const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome) => {
+  const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome, egress: ReturnType<typeof egressRecords>) => {
     const count = outcome.executionCount > 0 ? outcome.executionCount : null
-    const egress = egressRecords(result.outputs)
     return records.record(sessionId, {
       language: params.language,
       source: params.code,
@@ -275,17 +273,25 @@ const makeEvalTool = Effect.gen(function*() {
   }
 
   /** One checked cell, run while its session's lock for the language is held. */
-  const runChecked = Effect.fnUntraced(function*(params: CheckedParams, context: EvalContext): Effect.fn.Return<EvalResult, EvalError> {
-    const started = Date.now()
-    const onEvent = context.onEvent
-    const store = yield* sessionStore(context.sessionId)
-    const result = yield* sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) })
-    const outcome = result.outcome ?? NO_OUTCOME
-    yield* annotateEgress(result.outputs)
-    const kept = recordCell(context.sessionId, params, result, outcome)
-    yield* result.artifactIds.length > 0 ? Effect.andThen(store.prune, kept) : kept
-    return evalResultOf(params, result, outcome, Date.now() - started)
-  })
+  const runChecked = (params: CheckedParams, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
+    Effect.suspend(() => {
+      const started = Date.now()
+      const onEvent = context.onEvent
+      const collect = (store: ArtifactStoreService) =>
+        Effect.flatMap(
+          sinks.collectPushed((push) => runCell(params, context, push), { store, ...(onEvent === undefined ? {} : { onEvent }) }),
+          (result) => {
+            const outcome = result.outcome ?? NO_OUTCOME
+            const egress = egressRecords(result.outputs)
+            const kept = recordCell(context.sessionId, params, result, outcome, egress)
+            const pruned = result.artifactIds.length > 0 ? Effect.andThen(store.prune, kept) : kept
+            return Effect.map(egress.length === 0 ? pruned : Effect.andThen(annotateEgress(egress), pruned), () =>
+              evalResultOf(params, result, outcome, Date.now() - started))
+          }
+        )
+      const known = sessionStores.get(context.sessionId)
+      return known !== undefined ? collect(known) : Effect.flatMap(sessionStore(context.sessionId), collect)
+    })
 
   const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
     Effect.suspend(() => {
