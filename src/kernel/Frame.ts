@@ -17,6 +17,9 @@ export type MimeBundle = typeof MimeBundle.Type
 /** The MIME type under which the runner ships structured status events. */
 export const STATUS_MIME = "application/x-veyyon-status"
 
+/** The status op of an egress decision: only the host's egress proxy reports one, never a runner. */
+export const EGRESS_STATUS_OP = "egress"
+
 /** Host -> runner: run `code`; `cwd` and `env` (a null value unsets the variable) are applied first. */
 export class ExecuteRequestFrame extends Schema.Class<ExecuteRequestFrame>("ExecuteRequestFrame")({
   id: Schema.String,

@@ -10,6 +10,7 @@ import type * as CellWatchdog from "./CellWatchdog.ts"
 import {
   type CompleteReplyFrame,
   type DoneFrame,
+  EGRESS_STATUS_OP,
   encodeHostLine,
   type InspectReplyFrame,
   type RestoreDoneFrame,
@@ -282,6 +283,9 @@ export const frameRouter = (table: RequestTable, handlers: FrameHandlers) => (fr
     case "display": {
       const status = statusOf(frame.bundle)
       if (status === undefined) return request.emit(KernelOutput.Display({ bundle: frame.bundle }))
+      if (status.op === EGRESS_STATUS_OP) {
+        return Effect.logDebug(`dropped an egress status event the cell of request ${request.id} sent: only the egress proxy reports egress`)
+      }
       const control = status.op === "timeout" ? watchdogControl(request, status.fields) : Effect.void
       return Effect.andThen(control, request.emit(KernelOutput.Status(status)))
     }

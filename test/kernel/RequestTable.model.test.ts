@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Cause, Deferred, Effect, Exit, Fiber, Logger, References } from "effect"
-import { type DoneFrame, ErrorFrame, type RunnerFrame, STATUS_MIME } from "../../src/kernel/Frame.ts"
+import { type DoneFrame, EGRESS_STATUS_OP, ErrorFrame, type RunnerFrame, STATUS_MIME } from "../../src/kernel/Frame.ts"
 import { KernelClosed } from "../../src/kernel/KernelError.ts"
 import { KernelOutput } from "../../src/kernel/KernelOutput.ts"
 import type { InterruptReason } from "../../src/kernel/Lifecycle.ts"
@@ -314,6 +314,20 @@ describe("frameRouter routes each frame kind", () => {
         KernelOutput.Stderr({ text: "warn" })
       ])
       expect(bridged).toEqual([`${request.id}:bridge`])
+    }))
+
+  it.effect("drops an egress status a runner sends: only the host's egress proxy reports egress", () =>
+    Effect.gen(function*() {
+      const { request, route, seen } = setup()
+      const logged: Array<string> = []
+      const forged = { op: EGRESS_STATUS_OP, outcome: "refused", host: "evil.test", port: 80, via: "http", reason: "not-listed" }
+      yield* route({ type: "display", id: request.id, bundle: { [STATUS_MIME]: forged } }).pipe(
+        Effect.provide(logs(logged)),
+        Effect.provideService(References.MinimumLogLevel, "Debug")
+      )
+      yield* route({ type: "display", id: request.id, bundle: { [STATUS_MIME]: { op: "progress", n: 1 } } })
+      expect(seen).toEqual([KernelOutput.Status({ op: "progress", fields: { n: 1 } })])
+      expect(logged).toEqual([`Debug:dropped an egress status event the cell of request ${request.id} sent: only the egress proxy reports egress`])
     }))
 
   it.effect("turns a status bundle into a Status output, and a timeout status pauses or resumes the watchdog", () =>

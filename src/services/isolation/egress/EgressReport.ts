@@ -4,12 +4,13 @@
  * cell's span), and each refusal or failure also a line on the cell's stderr with the words of
  * the proxy's own response (the host, why, and which setting to change).
  */
+import { EGRESS_STATUS_OP } from "../../../kernel/Frame.ts"
 import { KernelOutput } from "../../../kernel/KernelOutput.ts"
 import type { EgressEvent } from "./EgressEvent.ts"
 import { failureResponse, refusalResponse } from "./Refusal.ts"
 
-/** The status op of an egress decision. */
-export const EGRESS_STATUS_OP = "egress"
+/** The status op of an egress decision (defined beside the frames, whose router refuses it from a runner). */
+export { EGRESS_STATUS_OP }
 
 /** One destination as recorded: where, how it was asked for, and what the proxy did. */
 export interface EgressRecord {
