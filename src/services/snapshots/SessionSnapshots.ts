@@ -68,8 +68,9 @@ interface PlaceState {
   /** The digest and length of the snapshot stored, when this process knows them. */
   known: string | undefined
   knownBytes: number
-  /** The snapshot request waiting for the session to settle, and its timer. */
+  /** The snapshot request waiting for the session to settle, when its last cell ended, and the timer that will look. */
   idle: { readonly kernel: Kernel.Kernel; readonly cell: FinishedCell; readonly number: number } | undefined
+  idleSince: number
   timer: ReturnType<typeof setTimeout> | undefined
 }
 
@@ -88,7 +89,7 @@ export const makeSessionSnapshots = (
     const stateOf = (place: SnapshotPlace): PlaceState => {
       const id = placeId(place)
       let state = places.get(id)
-      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, knownBytes: 0, idle: undefined, timer: undefined })
+      if (state === undefined) places.set(id, state = { asked: 0, written: 0, writing: Semaphore.makeUnsafe(1), known: undefined, knownBytes: 0, idle: undefined, idleSince: 0, timer: undefined })
       return state
     }
 
@@ -178,24 +179,33 @@ export const makeSessionSnapshots = (
       )
     const runInSaves = yield* FiberSet.runtime(saves)<never>()
 
+    /**
+     * Arms the place's timer for `delay`. It is not moved per cell: when it fires it asks for
+     * the snapshot if the session has been settled for `settleMs`, waits out the rest if a
+     * later cell ended since, and does nothing while a cell runs (its end arms it again).
+     */
+    const arm = (place: SnapshotPlace, state: PlaceState, delay: number) => {
+      state.timer = setTimeout(() => {
+        state.timer = undefined
+        if (state.idle === undefined) return
+        const left = state.idleSince + settleMs - performance.now()
+        if (left > 0) arm(place, state, left)
+        else runInSaves(sendIdle(place, state))
+      }, delay)
+      state.timer.unref?.()
+    }
+
     return {
       cellStarting: (place) => {
         const state = places.get(placeId(place))
-        if (state?.idle === undefined) return
-        state.idle = undefined
-        clearTimeout(state.timer)
-        state.timer = undefined
+        if (state !== undefined) state.idle = undefined
       },
       afterCell: (place, kernel, cell) =>
         Effect.sync(() => {
           const state = stateOf(place)
           state.idle = { kernel, cell, number: ++state.asked }
-          if (state.timer !== undefined) clearTimeout(state.timer)
-          state.timer = setTimeout(() => {
-            state.timer = undefined
-            runInSaves(sendIdle(place, state))
-          }, settleMs)
-          state.timer.unref?.()
+          state.idleSince = performance.now()
+          if (state.timer === undefined) arm(place, state, settleMs)
         }),
       restoreInto: (place, kernel) =>
         Effect.gen(function*() {

@@ -116,6 +116,20 @@ describe("SessionSnapshots", () => {
       expect(writes).toEqual(["c5", "c7"])
     }).pipe(Effect.scoped))
 
+  it.live("asks only once the session has been settled for the whole delay since its last cell", () =>
+    Effect.gen(function*() {
+      const { store } = memoryStore()
+      const { kernel, pending } = fakeKernel()
+      const snapshots = yield* makeSessionSnapshots(store, { ...options, mode: "idle" })
+      yield* snapshots.afterCell(place, kernel, { executionCount: 1, code: "c1" })
+      yield* Effect.sleep("1200 millis")
+      yield* snapshots.afterCell(place, kernel, { executionCount: 2, code: "c2" })
+      // 2400 ms after the first cell and 1200 after the second: the idle delay (2000) has not passed since the last.
+      yield* Effect.sleep("1200 millis")
+      expect(pending).toHaveLength(0)
+      yield* asked(pending, 1)
+    }).pipe(Effect.scoped))
+
   it.live("shutting down does not wait for the snapshot of a kernel busy with a cell (it answers only after the cell)", () =>
     Effect.gen(function*() {
       const { store, writes } = memoryStore()
