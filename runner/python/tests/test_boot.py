@@ -109,6 +109,17 @@ class BootTest(unittest.TestCase):
         for path in (self.dir, os.path.join(self.dir, PACKAGE)):
             self.assertEqual([n for n in os.listdir(path) if n.endswith(".tmp")], [])
 
+    def test_warm_caches_every_module_and_serves_nothing(self):
+        proc = subprocess.run([sys.executable, "-u", self.boot, "--warm"], input="", stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, cwd=self.dir, timeout=60)
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "", ""))
+        for name in os.listdir(os.path.join(self.dir, PACKAGE)):
+            if name.endswith(".py"):
+                self.assertTrue(os.path.isfile(self.cache("%s/%s" % (PACKAGE, name[:-3]))), name)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, PACKAGE, "__pycache__")))
+        frames = self.serve("%pwd")
+        self.assertEqual([f["type"] for f in frames["c0"] if f["type"] == "error"], [])
+
     def test_second_start_loads_the_cached_runner(self):
         self.serve("1")
         self.plant(SERVER, self.runner_key(), self.marked_runner("from the cache"), self.server)
