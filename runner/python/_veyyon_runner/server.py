@@ -1,9 +1,9 @@
 """The main loop: reading host lines, running requests, the runtime module, fds and start-up."""
 
 import _queue
+import _signal
 import builtins
 import os
-import signal
 import sys
 import threading
 import time
@@ -562,7 +562,7 @@ def main():
     hostinput.install()
     # Installed once: between cells the handler ignores SIGINT (nothing is active), so no cell pays
     # for switching it on and off.
-    signal.signal(signal.SIGINT, _on_sigint)
+    _signal.signal(_signal.SIGINT, _on_sigint)
     reader = _RequestReader(request_fd)
     protocol._wake_reader = _StartingLate(reader.wake, (
         (reader.run, (), "veyyon-stdin"),

@@ -24,7 +24,7 @@ NAMES = frozenset((
     "_blake2", "_colorize", "_compat_pickle", "_hashlib", "_heapq", "_opcode", "_opcode_metadata", "_pickle",
     "_sha3", "_struct", "_tokenize", "_typing", "array", "ast", "atexit", "base64", "binascii", "contextlib", "dis",
     "gc", "hashlib", "heapq", "inspect", "opcode", "pickle", "pkgutil", "queue", "readline", "rlcompleter",
-    "struct", "textwrap", "token", "tokenize", "traceback", "typing", "weakref",
+    "signal", "struct", "textwrap", "token", "tokenize", "traceback", "typing", "weakref",
 ))
 
 

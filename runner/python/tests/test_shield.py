@@ -36,7 +36,7 @@ SHADOWED = (
     "_blake2", "_colorize", "_compat_pickle", "_hashlib", "_heapq", "_opcode", "_opcode_metadata", "_pickle",
     "_sha3", "_struct", "_tokenize", "_typing", "array", "ast", "atexit", "base64", "binascii", "contextlib", "dis",
     "gc", "hashlib", "heapq", "inspect", "json", "linecache", "opcode", "pickle", "pkgutil", "queue", "readline",
-    "rlcompleter", "struct", "textwrap", "token", "tokenize", "traceback", "typing", "weakref",
+    "rlcompleter", "signal", "struct", "textwrap", "token", "tokenize", "traceback", "typing", "weakref",
 )
 
 _PROBE = """
