@@ -7,7 +7,8 @@ import sys
 import time
 import unittest
 
-import runner_package
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner_package  # noqa: E402
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
 _THREADS = "import threading\nsorted(t.name for t in threading.enumerate() if t.name.startswith('veyyon-'))"

@@ -1,6 +1,7 @@
 """Tests for the shield: what the runner loads late comes from the standard library, never from a cell's directory."""
 
 import base64
+import importlib
 import importlib.util
 import json
 import os
@@ -14,12 +15,12 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
-PACKAGE = "_veyyon_runner"
-sys.path.insert(0, os.path.join(SOURCE_DIR, PACKAGE))
-try:
-    import shield
-finally:
-    del sys.path[0]
+sys.path.insert(0, HERE)
+import runner_package  # noqa: E402
+
+PACKAGE = runner_package.PACKAGE
+runner_package.load()
+shield = importlib.import_module(PACKAGE + ".shield")
 
 # What the runner imports only when first used: its deferred modules, the standard modules its eager ones import
 # inside functions on those paths (tracebacks, definitions, figures, display of functions), and what snapshot and
