@@ -11,6 +11,9 @@ interpreter, an edited module, a moved directory, a torn file) recompiles and re
 through a temp file (created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) and ``os.replace``.
 Write failures (a read-only directory) only cost the cache. The runner's server gets ``load``
 as ``_boot_load`` to cache the prelude's code the same way (``prelude.<cache_tag>.pyc``).
+``python3 boot.py --warm`` only compiles every module of the package into its cache entry and
+exits, running none: the runner loads some of them only when first used, after the host may
+have made this directory read-only.
 
 Nothing is loaded unless this directory and the package directory are private: owned by the
 running user, not symbolic links, not writable by group or others (the host creates them that
@@ -106,12 +109,15 @@ class _CachedSource:
     def create_module(self, spec):
         return None
 
-    def exec_module(self, module):
+    def code(self):
+        """The module's code object, from its cache entry or compiled (and cached)."""
         filename = self.filename
         source = _read(filename)
-        code = load(self.name, filename.encode("utf-8", "surrogateescape") + b"\0" + source,
+        return load(self.name, filename.encode("utf-8", "surrogateescape") + b"\0" + source,
                     lambda: compile(source, filename, "exec", dont_inherit=True))
-        exec(code, module.__dict__)
+
+    def exec_module(self, module):
+        exec(self.code(), module.__dict__)
 
 
 class PackageFinder:
@@ -137,12 +143,22 @@ class PackageFinder:
         return spec
 
 
+def warm():
+    """Compile every module of the package into its cache entry without running any (the runner loads some late)."""
+    for name in sorted(os.listdir(os.path.join(_DIR, PACKAGE))):
+        if name.endswith(".py"):
+            _CachedSource("%s/%s" % (PACKAGE, name[:-3]), os.path.join(_DIR, PACKAGE, name)).code()
+
+
 def main():
-    """Serve the protocol: the package's server from its cached code, as runner.py would."""
+    """Serve the protocol: the package's server from its cached code, as runner.py would (``--warm``: only cache it)."""
     for path in (_DIR, os.path.join(_DIR, PACKAGE)):
         problem = dir_problem(path)
         if problem is not None:
             sys.exit("veyyon runner: refusing to load code from %s: %s" % (path, problem))
+    if sys.argv[1:] == ["--warm"]:
+        warm()
+        return
     sys.meta_path.insert(0, PackageFinder)
     sys.argv[0] = os.path.join(_DIR, "runner.py")
     __import__(PACKAGE + ".server")

@@ -7,7 +7,6 @@ and restores). Classes and functions are pickled by reference (``__main__.Name``
 them before the values lets instances, and values that hold them, come back.
 """
 
-import ast
 import linecache
 import re
 
@@ -16,7 +15,6 @@ from .transform import transform
 
 # A line starting (at column 0) with a decorator or a def/class statement: only such cells are parsed.
 _GATE = re.compile(r"^(?:@|def\s|class\s|async\s+def\s)", re.M)
-_DEFINITION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _MISSING = object()
 
 # name -> (filename, first line, source, the object the statement bound); latest last.
@@ -59,6 +57,8 @@ def _is_cell_file(filename):
 def _bound_by(obj, node, filename):
     """Whether obj plausibly is what node (run from filename) bound: a function whose code comes from that cell;
     a class of that name none of whose methods comes from another cell (a dataclass's come from "<string>")."""
+    import ast
+
     files = _code_files(obj)
     if isinstance(node, ast.ClassDef):
         cls = _unwrapped(obj)
@@ -71,6 +71,8 @@ def note_cell(source, filename, namespace):
     """Record the top-level definitions of a cell that ran (source as sent, filename as compiled)."""
     if _GATE.search(source) is None:
         return
+    import ast
+
     try:
         code_text = transform(source)
         tree = ast.parse(code_text)
@@ -79,7 +81,7 @@ def note_cell(source, filename, namespace):
     lines = code_text.splitlines(True)
     latest = {}
     for node in tree.body:
-        if isinstance(node, _DEFINITION_NODES):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
             latest[node.name] = (start, node.end_lineno, node)
     for name, (start, end, node) in latest.items():
@@ -102,6 +104,8 @@ def find_assignment(name, obj, history):
     key = (id(obj), len(history))
     if _not_found.get(name) == key:
         return False
+    import ast
+
     pattern = re.compile(r"^%s\s*(?::[^=\n]*)?=(?!=)" % re.escape(name), re.M)
     for count in sorted(history, reverse=True):
         source = history[count]

@@ -1,6 +1,5 @@
 """Display: the IPython-style pretty printer, MIME formatters, display() and status events, figures."""
 
-import base64
 import io
 import os
 import re
@@ -519,6 +518,8 @@ def _normalize_mime(mime, value):
         return None
     if mime in ("image/png", "image/jpeg"):
         if isinstance(value, (bytes, bytearray, memoryview)):
+            import base64
+
             return base64.b64encode(bytes(value)).decode("ascii")
         return value if isinstance(value, str) else None
     if isinstance(value, str):
@@ -601,6 +602,8 @@ def _figure_svg(figure):
 
 
 def _figure_pdf(figure):
+    import base64
+
     data = _figure_image(figure, "pdf") if "pdf" in _figure_formats else None
     return None if data is None else base64.b64encode(data).decode("ascii")
 

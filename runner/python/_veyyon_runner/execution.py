@@ -1,16 +1,15 @@
 """Running a cell's code: compile with top-level await, the last expression's value, clean tracebacks."""
 
-import ast
+import _ast
 import linecache
 import os
 import re
-import traceback
 import warnings
 
 from .transform import transform
 
 
-_TLA_FLAG = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+_TLA_FLAG = getattr(_ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
 _CO_COROUTINE = 0x0080
 _CO_NEWLOCALS = 0x0002
 _NO_VALUE = object()
@@ -131,24 +130,26 @@ def _execute(source, filename, globals_, locals_=None, line_offset=0, register=T
         if code is not None:
             return _run_code(code, globals_, locals_)
     try:
-        tree = compile(code_text, filename, "exec", ast.PyCF_ONLY_AST | _TLA_FLAG, dont_inherit=True)
+        tree = compile(code_text, filename, "exec", _ast.PyCF_ONLY_AST | _TLA_FLAG, dont_inherit=True)
     except SyntaxError as exc:
         if line_offset and exc.lineno is not None:
             exc.lineno += line_offset
             exc.text = linecache.getline(filename, exc.lineno) or exc.text
         raise
     body = tree.body
-    keep_value = (want_value and bool(body) and isinstance(body[-1], ast.Expr)
+    keep_value = (want_value and bool(body) and isinstance(body[-1], _ast.Expr)
                   and not _ends_with_semicolon(code_text.split("\n"), body[-1]))
     if line_offset:
+        import ast
+
         ast.increment_lineno(tree, line_offset)
     last = body.pop() if keep_value else None
     if body:
-        module = ast.Module(body=body, type_ignores=[])
+        module = _ast.Module(body=body, type_ignores=[])
         _run_code(compile(module, filename, "exec", _TLA_FLAG, dont_inherit=True), globals_, locals_)
     if last is None:
         return _NO_VALUE
-    expression = ast.Expression(body=last.value)
+    expression = _ast.Expression(body=last.value)
     return _run_code(compile(expression, filename, "eval", _TLA_FLAG, dont_inherit=True), globals_, locals_)
 
 
@@ -161,6 +162,8 @@ def _is_plumbing(filename):
 
 
 def _strip_runner_frames(stack):
+    import traceback
+
     kept = []
     dropping = True
     for frame in stack:
@@ -195,6 +198,8 @@ def error_fields(exc):
     except Exception:
         evalue = "<exception str() failed>"
     try:
+        import traceback
+
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         _clean_traceback(te)
         lines = "".join(te.format()).rstrip("\n").split("\n")

@@ -11,7 +11,7 @@ import threading
 import types
 
 from .state import _state
-from .protocol import MAX_COMPLETIONS, MAX_INSPECT_CHARS, _send
+from .protocol import MAX_COMPLETIONS, MAX_INSPECT_CHARS, _introspection_failed, _send
 from .magics import _CELL_MAGICS, _LINE_MAGICS
 
 
@@ -44,12 +44,6 @@ def _introspect(kind, payload):
         _introspection_failed(kind, request_id, "%s: %s" % (type(exc).__name__, exc))
     finally:
         _introspect_slots.release()
-
-
-def _introspection_failed(kind, request_id, why):
-    reply = {"type": kind + "_reply", "id": request_id, "error": why[:1000]}
-    reply.update({"matches": [], "cursorStart": 0, "cursorEnd": 0} if kind == "complete" else {"found": False, "bundle": {}})
-    _send(reply)
 
 
 def _static_attr(obj, name):

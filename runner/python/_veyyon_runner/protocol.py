@@ -582,6 +582,13 @@ def _parse_introspect(message):
     return (message["type"], (request_id, code, cursor, detail))
 
 
+def _introspection_failed(kind, request_id, why):
+    """Answer a complete or inspect request with no matches (not found) and why."""
+    reply = {"type": kind + "_reply", "id": request_id, "error": why[:1000]}
+    reply.update({"matches": [], "cursorStart": 0, "cursorEnd": 0} if kind == "complete" else {"found": False, "bundle": {}})
+    _send(reply)
+
+
 def _diagnose(text):
     try:
         os.write(_diagnostic_fd, ("veyyon runner: %s\n" % text).encode("utf-8", "replace"))

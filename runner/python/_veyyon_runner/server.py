@@ -1,9 +1,9 @@
 """The main loop: reading host lines, running requests, the runtime module, fds and start-up."""
 
+import _queue
+import _signal
 import builtins
 import os
-import queue
-import signal
 import sys
 import threading
 import time
@@ -11,7 +11,8 @@ import types
 import warnings
 
 
-from . import definitions, egress, protocol, restore, snapshot, state
+from . import definitions, egress, protocol, shield, state
+from .baseline import baseline
 from .state import _on_sigint, _redeliver_loop, _state, _user_call
 from .protocol import (
     PROTOCOL_ERROR,
@@ -21,6 +22,7 @@ from .protocol import (
     _StreamBuffer,
     _defer_started,
     _diagnose,
+    _introspection_failed,
     _json_string,
     _send,
     _send_raw,
@@ -66,8 +68,6 @@ from .execution import (
     _run_coroutine,
     error_fields,
 )
-from .magics import _stop_process
-from .introspect import _start_introspection
 
 
 def _protocol_error(request_id, text):
@@ -99,7 +99,7 @@ class _RequestReader:
     def __init__(self, fd):
         os.set_blocking(fd, False)
         self.fd = fd
-        self.requests = queue.SimpleQueue()
+        self.requests = _queue.SimpleQueue()
         self.lock = threading.Lock()
         self.pending = []
         self.eof = False
@@ -154,14 +154,14 @@ class _RequestReader:
         while True:
             try:
                 return self._taken(self.requests.get_nowait())
-            except queue.Empty:
+            except _queue.Empty:
                 pass
             if self.eof:
                 return _END_OF_INPUT
             self.drain(False)
             try:
                 return self._taken(self.requests.get_nowait())
-            except queue.Empty:
+            except _queue.Empty:
                 poller.poll()
 
     def _taken(self, item):
@@ -209,13 +209,24 @@ def _route_line(line, requests):
     elif kind == "bridge_result":
         _resolve_bridge(payload)
     elif kind in ("complete", "inspect"):
-        _start_introspection(kind, payload)
+        _introspect(kind, payload)
     else:
         request_id, text = payload
         if request_id is None:
             _protocol_error(None, text)
         else:
             requests.put(("invalid", request_id, text))
+
+
+def _introspect(kind, payload):
+    """Start answering a complete or inspect request (loading its code the first time; answered with why it failed)."""
+    try:
+        _load_magics()
+        from .introspect import _start_introspection
+    except Exception as exc:
+        _introspection_failed(kind, payload[0], "%s: %s" % (type(exc).__name__, exc))
+        return
+    _start_introspection(kind, payload)
 
 
 def _apply_context(request):
@@ -233,7 +244,7 @@ def _apply_context(request):
             else:
                 os.environ[key] = value
     if added is not None or request.env:
-        snapshot.baseline.host_applied(request.env, added)
+        baseline.host_applied(request.env, added)
 
 
 # boot.py's code cache (load(name, key, build)), set by boot.py before main(); None when run from source.
@@ -355,6 +366,27 @@ def _finish_request(request, failure, before):
             "true" if failure is not None and st.interrupted else "false"))
 
 
+class _StartingLate:
+    """wake, first starting threads ((target, args, name)...) in this process: the ones only a cell that runs on
+    needs (reading host lines beside it, re-sending a deferred SIGINT, ending with the host while it runs), so no
+    start waits for them. Between cells the main thread reads the host's lines itself, and sees their end."""
+
+    def __init__(self, wake, threads):
+        self.wake = wake
+        self.pending = list(threads)
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        if self.pending and os.getpid() == self.pid:
+            with self.lock:
+                while self.pending:
+                    target, args, name = self.pending[0]
+                    threading.Thread(target=target, args=args, name=name, daemon=True).start()
+                    del self.pending[0]
+        self.wake()
+
+
 def _watch_parent(parent):
     """Ends the process when the host that started it is gone (its children are re-parented)."""
     while True:
@@ -375,9 +407,13 @@ def _serve(reader):
                 _send({"type": "done", "id": request_id, "status": "error",
                        "executionCount": _state.execution_count, "cancelled": False})
             elif isinstance(item, SnapshotRequest):
+                from . import snapshot
+
                 snapshot.serve(item, _state.namespace, _state.protected, _state, reader.execute_waiting, _send,
                                protocol._send_parts)
             elif isinstance(item, RestorePiece):
+                from . import restore
+
                 restore.serve(item, _state.namespace, _state, _send)
             else:
                 _handle_request(item)
@@ -428,13 +464,43 @@ def protected_names():
     return dict(_state.protected)
 
 
+# The exports the magics define: bound when the magics are first loaded (a magic, a completion, or one of these read).
+_MAGICS_EXPORTS = (
+    "user_names", "register_line_magic", "register_cell_magic", "run_process", "system", "getoutput", "SList",
+    "UsageError", "TimeitResult", "line_magic", "cell_magic", "misplaced_cell_magic", "expand", "format_duration",
+)
+
+
 def _build_runtime():
     module = types.ModuleType("veyyon_runtime", "Kernel services for the prelude and the magics.")
     sources = [globals()] + [vars(sys.modules["%s.%s" % (__package__, part)])
-                             for part in ("protocol", "output", "display", "bridge", "transform", "magics")]
+                             for part in ("protocol", "output", "display", "bridge", "transform")]
     for name in _RUNTIME_EXPORTS:
-        setattr(module, name, next(source[name] for source in sources if name in source))
+        if name not in _MAGICS_EXPORTS:
+            setattr(module, name, next(source[name] for source in sources if name in source))
+    exported = set(vars(module)) | set(_MAGICS_EXPORTS)
+    module.__getattr__ = _magics_export
+    module.__dir__ = lambda: sorted(exported)
     return module
+
+
+def _magics_export(name):
+    """A runtime export the magics define, loading them when it is first read."""
+    if name not in _MAGICS_EXPORTS:
+        raise AttributeError("module 'veyyon_runtime' has no attribute %r" % name)
+    return getattr(_load_magics(), name)
+
+
+def _load_magics():
+    """The magics module, loaded once: its exports bound on the runtime, its process stopper made critical."""
+    magics = sys.modules.get(__package__ + ".magics")
+    if magics is None or _MAGICS_EXPORTS[-1] not in vars(_runtime):
+        from . import magics
+
+        state._CRITICAL_CODES = state._CRITICAL_CODES | frozenset([magics._stop_process.__code__])
+        for name in _MAGICS_EXPORTS:
+            setattr(_runtime, name, getattr(magics, name))
+    return magics
 
 
 _runtime = _state.runtime = _build_runtime()
@@ -490,20 +556,23 @@ def main():
     protocol.settle_heap()
     watch_fd_writers()
     _install_namespace()
-    snapshot.baseline.capture()
+    baseline.capture()
+    shield.install(sys.path)
     sys.stdout = _stdout
     sys.stderr = _stderr
     hostinput.install()
     # Installed once: between cells the handler ignores SIGINT (nothing is active), so no cell pays
     # for switching it on and off.
-    signal.signal(signal.SIGINT, _on_sigint)
+    _signal.signal(_signal.SIGINT, _on_sigint)
     reader = _RequestReader(request_fd)
-    protocol._wake_reader = reader.wake
+    protocol._wake_reader = _StartingLate(reader.wake, (
+        (reader.run, (), "veyyon-stdin"),
+        (_redeliver_loop, (wake_read,), "veyyon-sigint"),
+        (_watch_parent, (os.getppid(),), "veyyon-parent"),
+    ))
+    # The pumps run from the start: a process a cell left running may write to fd 1 or 2 between cells.
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
     threading.Thread(target=_fd2_pump.run, name="veyyon-stderr", daemon=True).start()
-    threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
-    threading.Thread(target=reader.run, name="veyyon-stdin", daemon=True).start()
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
     egress.start(os.environ, protocol._diagnose)
     _serve(reader)
 
@@ -511,10 +580,10 @@ def main():
 state._BOUNDARY_CODE = _user_call.__code__
 state._PLUMBING_CODES = frozenset(fn.__code__ for fn in (_user_call, _run_cell, _execute, _run_code, _run_coroutine,
                                                  _cached_prelude_code))
-state._CRITICAL_CODES = frozenset(fn.__code__ for fn in (
+state._CRITICAL_CODES = state._CRITICAL_CODES | frozenset(fn.__code__ for fn in (
     _write_line, _send, _send_raw, _send_with_started, _OutStream.write, _OutStream.flush, _FdPump.pump, _emit_display,
-    emit_status, _bridge_open, _bridge_close, _bridge_status, _stop_process, _Capture.__enter__,
+    emit_status, _bridge_open, _bridge_close, _bridge_status, _Capture.__enter__,
     _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
     _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,
-    encode_bundle_frame,
+    encode_bundle_frame, _StartingLate.__call__,
 ))

@@ -2,7 +2,7 @@
 
 import builtins
 import os
-import signal
+import _signal
 import sys
 import threading
 import time
@@ -108,4 +108,4 @@ def _redeliver_loop(wake_fd):
             time.sleep(0.01)
             if _state.pending and _state.cell_active and _state.generation == generation:
                 _state.redelivered = True
-                signal.pthread_kill(_main_ident, signal.SIGINT)
+                _signal.pthread_kill(_main_ident, _signal.SIGINT)

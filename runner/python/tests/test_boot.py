@@ -18,6 +18,8 @@ PACKAGE = "_veyyon_runner"
 SERVER = PACKAGE + "/server"
 _SERVER_MAIN = "\ndef main():\n"
 _PRELUDE_SNAPSHOT = "_prelude_snapshot = dict(globals())\n"
+# The modules the runner loads only when first used (a magic, a completion, a snapshot, a restore).
+_LOADED_WHEN_USED = ("__main__", "magics", "introspect", "snapshot", "restore")
 
 
 def _load_boot(path):
@@ -103,11 +105,23 @@ class BootTest(unittest.TestCase):
         self.assertEqual(results[0]["bundle"]["text/plain"], "2")
         for name in os.listdir(os.path.join(self.dir, PACKAGE)):
             if name.endswith(".py") and name != "__main__.py":
-                self.assertTrue(os.path.isfile(self.cache("%s/%s" % (PACKAGE, name[:-3]))), name)
+                cached = os.path.isfile(self.cache("%s/%s" % (PACKAGE, name[:-3])))
+                self.assertEqual(cached, name[:-3] not in _LOADED_WHEN_USED, name)
         self.assertTrue(os.path.isfile(self.cache("prelude")))
         self.assertFalse(os.path.exists(os.path.join(self.dir, PACKAGE, "__pycache__")))
         for path in (self.dir, os.path.join(self.dir, PACKAGE)):
             self.assertEqual([n for n in os.listdir(path) if n.endswith(".tmp")], [])
+
+    def test_warm_caches_every_module_and_serves_nothing(self):
+        proc = subprocess.run([sys.executable, "-u", self.boot, "--warm"], input="", stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, cwd=self.dir, timeout=60)
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "", ""))
+        for name in os.listdir(os.path.join(self.dir, PACKAGE)):
+            if name.endswith(".py"):
+                self.assertTrue(os.path.isfile(self.cache("%s/%s" % (PACKAGE, name[:-3]))), name)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, PACKAGE, "__pycache__")))
+        frames = self.serve("%pwd")
+        self.assertEqual([f["type"] for f in frames["c0"] if f["type"] == "error"], [])
 
     def test_second_start_loads_the_cached_runner(self):
         self.serve("1")

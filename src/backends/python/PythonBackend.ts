@@ -20,8 +20,9 @@ export const PYTHON_PACKAGE_DIR = "_veyyon_runner"
  * Writes the runner package's compiled modules beside them (boot.py caches each as
  * `_veyyon_runner/<module>.<cache_tag>.pyc`) when no interpreter has yet: a sandboxed
  * kernel sees the runner cache read-only, so it could not, and would compile the runner
- * at every start. Runs our own runner once, outside the sandbox, with no input (it exits
- * at end of input) and only PATH in its environment; no cell code is involved.
+ * at every start. Runs our own boot once with `--warm`, outside the sandbox, with only PATH
+ * in its environment: it compiles every module, the ones the runner loads only when first
+ * used included, and runs none; no cell code is involved.
  */
 export const warmRunnerCache = (python: string, runner: CachedRunner): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -33,7 +34,7 @@ export const warmRunnerCache = (python: string, runner: CachedRunner): Effect.Ef
     }
     if (cached) return Effect.void
     const boot = cachedPath(runner, ENTRY)
-    return runCommand({ command: python, args: ["-u", boot], cwd: NodePath.dirname(boot), env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } }).pipe(
+    return runCommand({ command: python, args: ["-u", boot, "--warm"], cwd: NodePath.dirname(boot), env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } }).pipe(
       Effect.timeoutOption(Duration.seconds(60)),
       Effect.ignore
     )

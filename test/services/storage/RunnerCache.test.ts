@@ -294,7 +294,10 @@ describe.skipIf(!integrationEnabled())(titled("RunnerCache with a real interpret
     return frames.find((f) => f.type === "result" && f.id === "cell")?.bundle?.["text/plain"]
   }
 
-  it.effect("the spawned boot.py serves cells and leaves each runner module's and the prelude's compiled code beside it", () =>
+  /** The runner's modules it loads only when first used (a magic, a completion, a snapshot, a restore). */
+  const loadedWhenUsed = ["__main__.py", "introspect.py", "magics.py", "restore.py", "snapshot.py"]
+
+  it.effect("the spawned boot.py serves cells and leaves each runner module's and the prelude's compiled code beside it; --warm compiles the rest", () =>
     Effect.gen(function*() {
       const files = yield* (yield* cacheFor(packageRunner, tempDir())).ensure("python")
       const boot = cachedPath(files, "boot.py")
@@ -308,12 +311,14 @@ describe.skipIf(!integrationEnabled())(titled("RunnerCache with a real interpret
         ...fs.readdirSync(packageDir).filter((name) => name.endsWith(".pyc")).map((name) => path.join(PYTHON_PACKAGE_DIR, name))
       ].sort()
       const tag = compiled.find((name) => name.startsWith("prelude."))!.slice("prelude.".length)
-      expect(compiled).toEqual([
-        ...modules.filter((name) => name !== "__main__.py").map((name) => path.join(PYTHON_PACKAGE_DIR, name.replace(/\.py$/, `.${tag}`))),
-        `prelude.${tag}`
-      ].sort())
+      const cacheOf = (name: string) => path.join(PYTHON_PACKAGE_DIR, name.replace(/\.py$/, `.${tag}`))
+      expect(compiled).toEqual([...modules.filter((name) => !loadedWhenUsed.includes(name)).map(cacheOf), `prelude.${tag}`].sort())
       const stamps = compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)
       expect(start(boot, prelude)).toBe("2")
+      expect(compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)).toEqual(stamps)
+      const warm = spawnSync(findPython()!, ["-u", boot, "--warm"], { encoding: "utf8", timeout: 60_000 })
+      expect([warm.status, warm.stdout, warm.stderr]).toEqual([0, "", ""])
+      expect(fs.readdirSync(packageDir).filter((name) => name.endsWith(".pyc")).sort()).toEqual(modules.map(cacheOf).map((name) => path.basename(name)).sort())
       expect(compiled.map((name) => fs.statSync(path.join(files.dir, name)).ino)).toEqual(stamps)
       if (process.platform !== "win32") {
         for (const dir of [files.dir, packageDir]) {
