@@ -120,7 +120,7 @@ export default {
     },
     {
       module: "src/kernel/RequestTable.ts",
-      tests: ["test/kernel/RequestTable.model.test.ts"],
+      tests: ["test/kernel/RequestTable.model.test.ts", "test/kernel/offerNow.test.ts"],
       equivalent: [
         {
           mutator: "ConditionalExpression",

@@ -32,6 +32,13 @@ describe("offerNow", () => {
     expect(request.textChars).toBe(5)
   })
 
+  it("counts no text for an output that is not stream text", () => {
+    const request = open()
+    request.now = () => true
+    expect(offerNow(request, KernelOutput.Display({ bundle: { "text/plain": "shown" } }))).toBe(true)
+    expect(request.textChars).toBe(0)
+  })
+
   it.effect("ends the request with the defect of a handler that throws", () =>
     Effect.gen(function*() {
       const request = open()
