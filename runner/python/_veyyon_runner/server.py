@@ -366,27 +366,6 @@ def _finish_request(request, failure, before):
             "true" if failure is not None and st.interrupted else "false"))
 
 
-class _StartingLate:
-    """wake, first starting threads ((target, args, name)...) in this process: the ones only a cell that runs on
-    needs (reading host lines beside it, re-sending a deferred SIGINT, ending with the host while it runs), so no
-    start waits for them. Between cells the main thread reads the host's lines itself, and sees their end."""
-
-    def __init__(self, wake, threads):
-        self.wake = wake
-        self.pending = list(threads)
-        self.pid = os.getpid()
-        self.lock = threading.Lock()
-
-    def __call__(self):
-        if self.pending and os.getpid() == self.pid:
-            with self.lock:
-                while self.pending:
-                    target, args, name = self.pending[0]
-                    threading.Thread(target=target, args=args, name=name, daemon=True).start()
-                    del self.pending[0]
-        self.wake()
-
-
 def _watch_parent(parent):
     """Ends the process when the host that started it is gone (its children are re-parented)."""
     while True:
@@ -565,14 +544,12 @@ def main():
     # for switching it on and off.
     _signal.signal(_signal.SIGINT, _on_sigint)
     reader = _RequestReader(request_fd)
-    protocol._wake_reader = _StartingLate(reader.wake, (
-        (reader.run, (), "veyyon-stdin"),
-        (_redeliver_loop, (wake_read,), "veyyon-sigint"),
-        (_watch_parent, (os.getppid(),), "veyyon-parent"),
-    ))
-    # The pumps run from the start: a process a cell left running may write to fd 1 or 2 between cells.
+    protocol._wake_reader = reader.wake
     threading.Thread(target=_fd_pump.run, name="veyyon-stdout", daemon=True).start()
     threading.Thread(target=_fd2_pump.run, name="veyyon-stderr", daemon=True).start()
+    threading.Thread(target=_redeliver_loop, args=(wake_read,), name="veyyon-sigint", daemon=True).start()
+    threading.Thread(target=reader.run, name="veyyon-stdin", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="veyyon-parent", daemon=True).start()
     egress.start(os.environ, protocol._diagnose)
     _serve(reader)
 
@@ -585,5 +562,5 @@ state._CRITICAL_CODES = state._CRITICAL_CODES | frozenset(fn.__code__ for fn in 
     emit_status, _bridge_open, _bridge_close, _bridge_status, _Capture.__enter__,
     _Capture.__exit__, _defer_started, _send_started, _StreamBuffer.add, _StreamBuffer.flush,
     _StreamBuffer._send_queued, _FdPump.pump_if_ready, _wake_ticker, _flush_streams, _flush_all_output,
-    encode_bundle_frame, _StartingLate.__call__,
+    encode_bundle_frame,
 ))
