@@ -2,7 +2,7 @@
  * The HTTP door's tokens from VEYYON_MCP_TOKEN or VEYYON_MCP_TOKENS_FILE: one token per
  * line, each long enough, from a private regular file; never both variables.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -12,8 +12,14 @@ import { parseTokens, resolveTokens } from "../../src/mcp/McpTokens.ts"
 const A = "a".repeat(32)
 const B = "b".repeat(40)
 
+const made: Array<string> = []
+afterAll(() => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true })
+})
+
 const tokensFile = (text: string, mode = 0o600) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-tokens-"))
+  made.push(dir)
   const file = path.join(dir, "tokens")
   fs.writeFileSync(file, text, { mode })
   fs.chmodSync(file, mode)
