@@ -5,6 +5,7 @@ import importlib
 import importlib.util
 import itertools
 import os
+import shutil
 import sys
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,3 +52,15 @@ def load(fresh=False):
         sys.modules[name] = package
         spec.loader.exec_module(package)
     return RunnerView({part: importlib.import_module("%s.%s" % (name, part)) for part in MODULES})
+
+
+def copy_runner(into):
+    """boot.py, runner.py, prelude.py and the package's modules copied into the private directory into, as the
+    host's runner cache holds them (the package's directory made 0700); returns the copy's boot.py."""
+    for name in ("boot.py", "runner.py", "prelude.py"):
+        shutil.copyfile(os.path.join(SOURCE_DIR, name), os.path.join(into, name))
+    os.mkdir(os.path.join(into, PACKAGE), 0o700)
+    for name in os.listdir(PACKAGE_DIR):
+        if name.endswith(".py"):
+            shutil.copyfile(os.path.join(PACKAGE_DIR, name), os.path.join(into, PACKAGE, name))
+    return os.path.join(into, "boot.py")

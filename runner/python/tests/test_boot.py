@@ -13,6 +13,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import runner_package  # noqa: E402
+
 TAG = sys.implementation.cache_tag
 PACKAGE = "_veyyon_runner"
 SERVER = PACKAGE + "/server"
@@ -38,13 +41,7 @@ class BootTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="veyyon-boot-test-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        for name in ("boot.py", "runner.py", "prelude.py"):
-            shutil.copyfile(os.path.join(SOURCE_DIR, name), os.path.join(self.dir, name))
-        os.mkdir(os.path.join(self.dir, PACKAGE), 0o700)
-        for name in os.listdir(os.path.join(SOURCE_DIR, PACKAGE)):
-            if name.endswith(".py"):
-                shutil.copyfile(os.path.join(SOURCE_DIR, PACKAGE, name), os.path.join(self.dir, PACKAGE, name))
-        self.boot = os.path.join(self.dir, "boot.py")
+        self.boot = runner_package.copy_runner(self.dir)
         self.runner = os.path.join(self.dir, "runner.py")
         self.server = os.path.join(self.dir, PACKAGE, "server.py")
         self.prelude = _read(os.path.join(self.dir, "prelude.py"))

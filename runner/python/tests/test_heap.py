@@ -10,8 +10,8 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_DIR = os.path.dirname(HERE)
-PACKAGE = "_veyyon_runner"
+sys.path.insert(0, HERE)
+import runner_package  # noqa: E402
 
 # Allocates and frees 1 MB of heap blocks (each below glibc's mmap threshold) 50 times, counting page faults.
 _CHURN = (
@@ -24,17 +24,6 @@ _CHURN = (
     "    churn()\n"
     "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
 )
-
-
-def _copy_runner(into):
-    """boot.py and the runner package in a private directory, as the host's cache holds them."""
-    for name in ("boot.py", "runner.py", "prelude.py"):
-        shutil.copyfile(os.path.join(SOURCE_DIR, name), os.path.join(into, name))
-    os.mkdir(os.path.join(into, PACKAGE), 0o700)
-    for name in os.listdir(os.path.join(SOURCE_DIR, PACKAGE)):
-        if name.endswith(".py"):
-            shutil.copyfile(os.path.join(SOURCE_DIR, PACKAGE, name), os.path.join(into, PACKAGE, name))
-    return os.path.join(into, "boot.py")
 
 
 def _stdout_of(boot, cwd, code):
@@ -53,7 +42,7 @@ class HeapTest(unittest.TestCase):
     def test_freed_heap_is_kept_for_reuse_by_a_runner_started_from_its_cache(self):
         scratch = tempfile.mkdtemp(prefix="veyyon-heap-test-")
         self.addCleanup(shutil.rmtree, scratch, True)
-        boot = _copy_runner(scratch)
+        boot = runner_package.copy_runner(scratch)
         _stdout_of(boot, scratch, "pass")
         faults = int(_stdout_of(boot, scratch, _CHURN))
         # With the heap trimmed whenever 128 KiB of its top were free, each round faulted 1 MB in again (over 10000).

@@ -136,12 +136,7 @@ class ShadowedCellDirectoryTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.runner = os.path.join(self.dir, "runner")
         os.mkdir(self.runner, 0o700)
-        for name in ("boot.py", "runner.py", "prelude.py"):
-            shutil.copyfile(os.path.join(SOURCE_DIR, name), os.path.join(self.runner, name))
-        os.mkdir(os.path.join(self.runner, PACKAGE), 0o700)
-        for name in os.listdir(os.path.join(SOURCE_DIR, PACKAGE)):
-            if name.endswith(".py"):
-                shutil.copyfile(os.path.join(SOURCE_DIR, PACKAGE, name), os.path.join(self.runner, PACKAGE, name))
+        runner_package.copy_runner(self.runner)
         with open(os.path.join(self.runner, "prelude.py"), encoding="utf-8") as handle:
             self.prelude = handle.read()
         self.work = os.path.join(self.dir, "work")
