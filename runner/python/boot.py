@@ -120,6 +120,11 @@ class _CachedSource:
         exec(self.code(), module.__dict__)
 
 
+def _module_source(part):
+    """The loader of the package's module part (``__init__`` for the package), under its cache entry's name."""
+    return _CachedSource("%s/%s" % (PACKAGE, part), os.path.join(_DIR, PACKAGE, part + ".py"))
+
+
 class PackageFinder:
     """Finds PACKAGE and its modules in this directory only; nothing else."""
 
@@ -131,15 +136,15 @@ class PackageFinder:
             part = fullname[len(PACKAGE) + 1:]
         else:
             return None
-        name = "%s/%s" % (PACKAGE, part)
-        filename = os.path.join(_DIR, PACKAGE, part + ".py")
+        source = _module_source(part)
+        filename = source.filename
         if not os.path.isfile(filename):
             raise ModuleNotFoundError("No module named %r" % fullname, name=fullname)
-        spec = ModuleSpec(fullname, _CachedSource(name, filename), origin=filename, is_package=part == "__init__")
+        spec = ModuleSpec(fullname, source, origin=filename, is_package=part == "__init__")
         if part == "__init__":
             spec.submodule_search_locations = [os.path.join(_DIR, PACKAGE)]
         spec.has_location = True
-        spec.cached = os.path.join(_DIR, "%s.%s.pyc" % (name, sys.implementation.cache_tag))
+        spec.cached = os.path.join(_DIR, "%s.%s.pyc" % (source.name, sys.implementation.cache_tag))
         return spec
 
 
@@ -147,7 +152,7 @@ def warm():
     """Compile every module of the package into its cache entry without running any (the runner loads some late)."""
     for name in sorted(os.listdir(os.path.join(_DIR, PACKAGE))):
         if name.endswith(".py"):
-            _CachedSource("%s/%s" % (PACKAGE, name[:-3]), os.path.join(_DIR, PACKAGE, name)).code()
+            _module_source(name[:-3]).code()
 
 
 def main():
