@@ -6,9 +6,6 @@ import { Context, Effect, Tracer } from "effect"
 
 const untracedTracer = Effect.runSync(Effect.tracer)
 
-/** Whether the current fiber has a tracer someone installed. */
-export const isTraced: Effect.Effect<boolean> = Effect.withFiber((fiber) => Effect.succeed(fiber.getRef(Tracer.Tracer) !== untracedTracer))
-
 /**
  * Runs `use` with the fiber's current span when it is in one of its own; otherwise does
  * nothing, without the error `Effect.currentSpan` allocates for a missing span.

@@ -26,7 +26,7 @@ import { PARAMS_PARSE_OPTIONS, paramsProblem } from "./ParamsProblem.ts"
 import type { SinkResult } from "../output/OutputSink.ts"
 import { OutputSink } from "../output/OutputSink.ts"
 import { notebookOutputs, SessionRecord } from "../output/SessionRecord.ts"
-import { destinations, egressRecords } from "../isolation/egress/EgressReport.ts"
+import { destinations, type EgressRecord, egressRecords } from "../isolation/egress/EgressReport.ts"
 import { enabledLanguages, type EvalLanguage, Settings, type SettingsValues } from "../config/Settings.ts"
 
 /** A finished cell (defined beside its schema's source, re-exported here for callers of the tool). */
@@ -214,7 +214,7 @@ export interface EvalToolService {
 }
 
 /** Puts the destinations the cell's egress proxy allowed, refused and failed to reach on the current span (`eval.egress.*`). */
-const annotateEgress = (records: ReturnType<typeof egressRecords>) =>
+const annotateEgress = (records: ReadonlyArray<EgressRecord>) =>
   withCurrentSpan((span) => {
     for (const outcome of ["allowed", "refused", "failed"] as const) {
       const found = destinations(records, outcome)
@@ -229,12 +229,9 @@ const makeEvalTool = Effect.gen(function*() {
   const artifacts = yield* ArtifactStore
   const records = yield* SessionRecord
   const sessionStores = new Map<string, ArtifactStoreService>()
-  const sessionStore = (sessionId: string) => {
-    const known = sessionStores.get(sessionId)
-    return known !== undefined
-      ? Effect.succeed(known)
-      : Effect.tap(artifacts.forSession(sessionId), (store) => Effect.sync(() => sessionStores.set(sessionId, store)))
-  }
+  /** Opens a session's artifact store and keeps it for the session's later cells. */
+  const openSessionStore = (sessionId: string) =>
+    Effect.tap(artifacts.forSession(sessionId), (store) => Effect.sync(() => sessionStores.set(sessionId, store)))
   const sessionLocks = new Map<string, Map<EvalLanguage, Semaphore.Semaphore>>()
   const lockFor = (sessionId: string, language: EvalLanguage) => {
     let locks = sessionLocks.get(sessionId)
@@ -261,7 +258,7 @@ const makeEvalTool = Effect.gen(function*() {
       ...(context.signal === undefined ? {} : { signal: context.signal })
     }, push).pipe(Effect.flatMap((outcome) => push(KernelOutput.Done(outcome))))
 
-  const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome, egress: ReturnType<typeof egressRecords>) => {
+  const recordCell = (sessionId: string, params: CheckedParams, result: SinkResult, outcome: CellOutcome, egress: ReadonlyArray<EgressRecord>) => {
     const count = outcome.executionCount > 0 ? outcome.executionCount : null
     return records.record(sessionId, {
       language: params.language,
@@ -290,7 +287,7 @@ const makeEvalTool = Effect.gen(function*() {
           }
         )
       const known = sessionStores.get(context.sessionId)
-      return known !== undefined ? collect(known) : Effect.flatMap(sessionStore(context.sessionId), collect)
+      return known !== undefined ? collect(known) : Effect.flatMap(openSessionStore(context.sessionId), collect)
     })
 
   const run = (raw: unknown, context: EvalContext): Effect.Effect<EvalResult, EvalError> =>
