@@ -31,19 +31,6 @@ export const procStat = (pid: number): { readonly state: string; readonly pgrp: 
   }
 }
 
-/** When a process started, in clock ticks since boot (`/proc/<pid>/stat`), or undefined when it is gone. */
-export const startTicks = (pid: number): number | undefined => {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
-  } catch {
-    return undefined
-  }
-}
-
-/** Now, in the clock ticks since boot that `startTicks` counts (Linux's USER_HZ, 100 a second). */
-export const uptimeTicks = (): number => Math.floor(Number(fs.readFileSync("/proc/uptime", "utf8").split(" ")[0]) * 100)
-
 /** Whether a process exists and is not a zombie (a zombie has ended; only its entry waits to be reaped). */
 export const isLive = (pid: number): boolean => {
   const stat = procStat(pid)

@@ -5,11 +5,16 @@
  * by its taker (init with the session's cwd and env); until then nothing about a session
  * is in it.
  *
+ * A take that finds none ready waits for the spares of its pool already spawning when it
+ * came (a spawn is the process start alone, shorter than a fresh kernel's start up), so a
+ * session's first cell sent right after the pool began filling still gets a spare; it does
+ * not wait for spawns that began after it.
+ *
  * Spares are supervised: one that dies before it is taken is dropped and replaced, and a
  * pool whose spares fail to spawn or die unclaimed `MAX_FAILURES` times in a row stops
  * refilling (a warning is logged). `shutdown` ends every spare; the layer's scope does too.
  */
-import { Effect, Exit, Option, Scope } from "effect"
+import { Deferred, Effect, Exit, Option, Scope } from "effect"
 import type { PendingKernel } from "../../kernel/Kernel.ts"
 
 /** Spawn failures or unclaimed deaths in a row after which a pool stops refilling. */
@@ -35,7 +40,7 @@ export interface PoolSpec<A> {
 
 /** The pools of one registry. */
 export interface SparePool<A> {
-  /** A live spare of pool `id`, removed from the pool; none when it has none ready. */
+  /** A live spare of pool `id`, removed from the pool, waiting for the spares spawning when it came; none when none of them is ready. */
   readonly take: (id: string) => Effect.Effect<Option.Option<TakenSpare<A>>>
   /** Starts spawning spares until the pool holds `spec.size` (ready or spawning); returns at once. */
   readonly fill: (spec: PoolSpec<A>) => Effect.Effect<void>
@@ -64,6 +69,11 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
     const spawning = new Map<string, number>()
     const failures = new Map<string, number>()
     const off = new Set<string>()
+    /** Per pool, the serials of its spawns not yet ended (a shutdown forgets them: they can no longer give a spare). */
+    const inFlight = new Map<string, Set<number>>()
+    /** Per pool, what a waiting take awaits: completed, and dropped, whenever a spawn of the pool ends. */
+    const settles = new Map<string, Deferred.Deferred<void>>()
+    let serial = 0
     let generation = 0
 
     const listOf = (id: string) => {
@@ -71,6 +81,25 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       if (list === undefined) readyById.set(id, list = [])
       return list
     }
+
+    const nextSettle = (id: string) => {
+      let settle = settles.get(id)
+      if (settle === undefined) settles.set(id, settle = Deferred.makeUnsafe<void>())
+      return Deferred.await(settle)
+    }
+
+    const wake = (id: string) => {
+      const settle = settles.get(id)
+      if (settle === undefined) return
+      settles.delete(id)
+      Deferred.doneUnsafe(settle, Exit.void)
+    }
+
+    const ended = (id: string, spawn: number) =>
+      Effect.sync(() => {
+        inFlight.get(id)?.delete(spawn)
+        wake(id)
+      })
 
     const failed = (spec: PoolSpec<A>, why: string) =>
       Effect.suspend(() => {
@@ -93,8 +122,8 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         }))
 
     /** Uninterruptible, so a registry closing mid-spawn still gets the runner into the pool, which its close then ends. */
-    const spawnOne = (spec: PoolSpec<A>, born: number) =>
-      Effect.uninterruptible(Effect.gen(function*() {
+    const spawnOne = (spec: PoolSpec<A>, born: number, spawn: number) =>
+      Effect.uninterruptible(Effect.ensuring(Effect.gen(function*() {
         const scope = yield* Scope.make("sequential")
         const exit = yield* Effect.exit(Scope.provide(spec.spawn, scope))
         // A spawn from before a shutdown is no longer counted: the shutdown cleared the counts.
@@ -112,7 +141,7 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         listOf(spec.id).push(entry)
         // Forked from the uninterruptible spawn, the watcher would inherit that and hold the pool's close until the spare died.
         yield* Effect.forkIn(Effect.interruptible(watch(spec, entry)), owner)
-      }))
+      }), ended(spec.id, spawn)))
 
     const fill = (spec: PoolSpec<A>): Effect.Effect<void> =>
       Effect.suspend(() => {
@@ -121,20 +150,29 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         if (missing <= 0) return Effect.void
         spawning.set(spec.id, (spawning.get(spec.id) ?? 0) + missing)
         const born = generation
-        return Effect.forEach(Array.from({ length: missing }), () => Effect.forkIn(spawnOne(spec, born), owner), { discard: true })
+        let spawns = inFlight.get(spec.id)
+        if (spawns === undefined) inFlight.set(spec.id, spawns = new Set())
+        const serials = Array.from({ length: missing }, () => ++serial)
+        for (const spawn of serials) spawns.add(spawn)
+        return Effect.forEach(serials, (spawn) => Effect.forkIn(spawnOne(spec, born, spawn), owner), { discard: true })
       })
 
     const take = Effect.fnUntraced(function*(id: string): Effect.fn.Return<Option.Option<TakenSpare<A>>> {
-      const list = readyById.get(id)
-      while (list !== undefined && list.length > 0) {
-        const entry = list.shift()!
-        if (yield* entry.pending.isAlive) {
-          failures.set(id, 0)
-          return Option.some({ pending: entry.pending, meta: entry.meta, release: release(entry) })
+      const awaited = [...(inFlight.get(id) ?? [])]
+      while (true) {
+        const list = readyById.get(id)
+        while (list !== undefined && list.length > 0) {
+          const entry = list.shift()!
+          if (yield* entry.pending.isAlive) {
+            failures.set(id, 0)
+            return Option.some({ pending: entry.pending, meta: entry.meta, release: release(entry) })
+          }
+          yield* release(entry)
         }
-        yield* release(entry)
+        const spawning = inFlight.get(id)
+        if (spawning === undefined || !awaited.some((spawn) => spawning.has(spawn))) return Option.none()
+        yield* nextSettle(id)
       }
-      return Option.none()
     })
 
     const shutdown = Effect.suspend(() => {
@@ -142,6 +180,8 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       const all = [...readyById.values()].flat()
       readyById.clear()
       spawning.clear()
+      inFlight.clear()
+      for (const id of [...settles.keys()]) wake(id)
       return Effect.forEach(all, release, { discard: true, concurrency: "unbounded" })
     })
     yield* Effect.addFinalizer(() => shutdown)

@@ -1,7 +1,8 @@
 /**
  * The spare pools against a reference model written here, independently of the module:
  * plain records of each pool (its size, ready spares in order, spawns in flight, failures
- * in a row, whether it stopped) and of each spare (ready, taken or gone; alive; how often it
+ * in a row, whether it stopped, the takes waiting for the spawns in flight when they came)
+ * and of each spare (ready, taken or gone; alive; how often it
  * was shut down; whether its scope closed), with a rule per event: a pool is filled, a spawn
  * ends (a runner, a failure, or "this pool cannot have spares"), a spare is taken, dies (seen
  * by its watcher, or only by `isAlive`), a taken spare is released, the pools shut down.
@@ -38,8 +39,10 @@ interface Seen {
   readonly disabled: Record<PoolId, boolean>
   /** The pids `pids` lists, sorted. */
   readonly pids: ReadonlyArray<number>
-  /** Per take, the spare it handed out (its spawn's index), or null. */
-  readonly takes: ReadonlyArray<number | null>
+  /** Per pool, per take in the order they ended, the spare it handed out (its spawn's index), or null. */
+  readonly takes: Record<PoolId, ReadonlyArray<number | null>>
+  /** Per pool, the takes still waiting. */
+  readonly waiting: Record<PoolId, number>
   readonly warnings: number
 }
 
@@ -59,11 +62,11 @@ interface ModelSpare {
 /** The reference model, on plain records. */
 class Model {
   readonly spares: Array<ModelSpare> = []
-  readonly pools: Record<PoolId, { ready: Array<number>; spawning: number; failures: number; off: boolean }> = {
-    p: { ready: [], spawning: 0, failures: 0, off: false },
-    q: { ready: [], spawning: 0, failures: 0, off: false }
+  readonly pools: Record<PoolId, { ready: Array<number>; spawning: number; failures: number; off: boolean; inFlight: Set<number>; waiting: Array<Set<number>> }> = {
+    p: { ready: [], spawning: 0, failures: 0, off: false, inFlight: new Set(), waiting: [] },
+    q: { ready: [], spawning: 0, failures: 0, off: false, inFlight: new Set(), waiting: [] }
   }
-  readonly takes: Array<number | null> = []
+  readonly takes: Record<PoolId, Array<number | null>> = { p: [], q: [] }
   generation = 0
   warnings = 0
 
@@ -82,6 +85,7 @@ class Model {
     const missing = SIZE[id] - pool.ready.length - pool.spawning
     for (let i = 0; i < missing; i++) {
       pool.spawning++
+      pool.inFlight.add(this.spares.length)
       this.spares.push({ pool: id, born: this.generation, phase: "spawning", alive: true, announced: false, shutdowns: 0, closed: false })
     }
   }
@@ -94,7 +98,22 @@ class Model {
     this.warnings++
   }
 
+  /** A spawn ends; then the takes waiting on its pool try again, in the order they came. */
   spawned(index: number, outcome: Outcome): void {
+    this.settle(index, outcome)
+    const pool = this.pools[this.spares[index]!.pool]
+    pool.inFlight.delete(index)
+    this.wake(this.spares[index]!.pool)
+  }
+
+  private wake(id: PoolId): void {
+    const pool = this.pools[id]
+    const waiting = pool.waiting
+    pool.waiting = []
+    for (const awaited of waiting) if (!this.tryTake(id, awaited)) pool.waiting.push(awaited)
+  }
+
+  private settle(index: number, outcome: Outcome): void {
     const spare = this.spares[index]!
     const pool = this.pools[spare.pool]
     const current = spare.born === this.generation
@@ -112,19 +131,28 @@ class Model {
     else this.failed(spare.pool)
   }
 
+  /** A take: a ready spare, else it waits for the spawns in flight now, else none. */
   take(id: PoolId): void {
+    const awaited = new Set(this.pools[id].inFlight)
+    if (!this.tryTake(id, awaited)) this.pools[id].waiting.push(awaited)
+  }
+
+  /** Whether a take awaiting `awaited` ends now, with a live ready spare or with none. */
+  private tryTake(id: PoolId, awaited: Set<number>): boolean {
     const pool = this.pools[id]
     for (let index = pool.ready.shift(); index !== undefined; index = pool.ready.shift()) {
       const spare = this.spares[index]!
       if (spare.alive) {
         spare.phase = "taken"
         pool.failures = 0
-        this.takes.push(index)
-        return
+        this.takes[id].push(index)
+        return true
       }
       this.end(spare)
     }
-    this.takes.push(null)
+    if ([...awaited].some((index) => pool.inFlight.has(index))) return false
+    this.takes[id].push(null)
+    return true
   }
 
   /** A spare's process dies; with `watched`, its death is announced too, else only `isAlive` says so. */
@@ -150,7 +178,9 @@ class Model {
       for (const index of pool.ready) this.end(this.spares[index]!)
       pool.ready = []
       pool.spawning = 0
+      pool.inFlight.clear()
     }
+    for (const id of POOLS) this.wake(id)
   }
 
   seen(): Seen {
@@ -159,7 +189,8 @@ class Model {
       ready: { p: this.pools.p.ready.length, q: this.pools.q.ready.length },
       disabled: { p: this.pools.p.off, q: this.pools.q.off },
       pids: POOLS.flatMap((id) => this.pools[id].ready).map(pidOf).sort((a, b) => a - b),
-      takes: [...this.takes],
+      takes: { p: [...this.takes.p], q: [...this.takes.q] },
+      waiting: { p: this.pools.p.waiting.length, q: this.pools.q.waiting.length },
       warnings: this.warnings
     }
   }
@@ -204,7 +235,8 @@ const fakeSpare = (
 /** The implementation side: pools whose spawns are fake runners the test ends, dies and watches. */
 const makeSystem = Effect.gen(function*() {
   const fakes: Array<Fake> = []
-  const takes: Array<number | null> = []
+  const takes: Record<PoolId, Array<number | null>> = { p: [], q: [] }
+  const waiting: Record<PoolId, number> = { p: 0, q: 0 }
   const taken = new Map<number, SparePool.TakenSpare<number>>()
   let warnings = 0
   const scope = yield* Scope.make()
@@ -258,10 +290,15 @@ const makeSystem = Effect.gen(function*() {
         }
         case "take": {
           model.take(step.pool)
-          const got = yield* pool.take(step.pool)
-          if (Option.isNone(got)) return void takes.push(null)
-          takes.push(got.value.meta)
-          taken.set(got.value.meta, got.value)
+          const id = step.pool
+          waiting[id]++
+          yield* Effect.forkChild(Effect.flatMap(pool.take(id), (got) =>
+            Effect.sync(() => {
+              waiting[id]--
+              if (Option.isNone(got)) return void takes[id].push(null)
+              takes[id].push(got.value.meta)
+              taken.set(got.value.meta, got.value)
+            })))
           return
         }
         case "die": {
@@ -291,11 +328,12 @@ const makeSystem = Effect.gen(function*() {
     ready: { p: pool.ready("p"), q: pool.ready("q") },
     disabled: { p: pool.disabled("p"), q: pool.disabled("q") },
     pids: [...Effect.runSync(pool.pids)].sort((a, b) => a - b),
-    takes: [...takes],
+    takes: { p: [...takes.p], q: [...takes.q] },
+    waiting: { ...waiting },
     warnings
   })
   const logger = Logger.layer([Logger.make(({ logLevel }) => void (logLevel === "Warn" && warnings++))])
-  return { pool, scope, fakes, taken, specs, spawning, resolve, apply, seen, logger }
+  return { pool, scope, fakes, taken, waiting, specs, spawning, resolve, apply, seen, logger }
 })
 
 const pool = constantFrom<PoolId>(...POOLS)
@@ -327,6 +365,8 @@ describe("SparePool against its model", () => {
         yield* settle
         for (const index of system.spawning()) yield* system.resolve(index, "ok")
         yield* Fiber.join(closing)
+        yield* settle
+        expect(system.waiting).toEqual({ p: 0, q: 0 })
         for (const spare of system.taken.values()) yield* spare.release
         expect(system.fakes.map(({ closed, given, shutdowns }) => ({ given, closed, shutdowns }))).toEqual(
           system.fakes.map(({ given }) => ({ given, closed: true, shutdowns: given === "ok" ? 1 : 0 }))
@@ -478,6 +518,35 @@ describe("SparePool progress", () => {
         expect(fakes).toHaveLength(stoppedAt === undefined ? events.length + 1 : stoppedAt + 1)
       })
   )
+
+  it.effect("a take finding none ready waits for the spawns in flight when it came, and takes the first to be ready", () =>
+    Effect.gen(function*() {
+      const system = yield* makeSystem
+      yield* Effect.andThen(system.pool.fill(system.specs.p), settle)
+      const taking = yield* Effect.forkChild(system.pool.take("p"))
+      yield* settle
+      expect(taking.pollUnsafe()).toBeUndefined()
+      yield* Effect.andThen(system.resolve(1, "ok"), settle)
+      expect(Option.getOrThrow(yield* Fiber.join(taking)).meta).toBe(1)
+      expect(system.pool.ready("p")).toBe(0)
+    }))
+
+  it.effect("a waiting take does not wait for the spawn that replaces a failed one, nor past a shutdown", () =>
+    Effect.gen(function*() {
+      const system = yield* makeSystem
+      yield* Effect.andThen(system.pool.fill(system.specs.q), settle)
+      const first = yield* Effect.forkChild(system.pool.take("q"))
+      yield* settle
+      expect(first.pollUnsafe()).toBeUndefined()
+      yield* Effect.andThen(system.resolve(0, "fail"), settle)
+      expect(Option.isNone(yield* Fiber.join(first))).toBe(true)
+      expect(system.spawning()).toEqual([1])
+      const second = yield* Effect.forkChild(system.pool.take("q"))
+      yield* settle
+      expect(second.pollUnsafe()).toBeUndefined()
+      yield* Effect.andThen(system.pool.shutdown, settle)
+      expect(Option.isNone(yield* Fiber.join(second))).toBe(true)
+    }))
 
   it.effect("a fill with a smaller size ends no spare and does not count the surplus against a later fill", () =>
     Effect.gen(function*() {
