@@ -193,6 +193,12 @@ export default {
           original: "generation++",
           replacement: "generation--",
           reason: "a generation is only compared for equality, and counting down gives each shutdown a new one too"
+        },
+        {
+          mutator: "UpdateOperator",
+          original: "++serial",
+          replacement: "--serial",
+          reason: "a spawn's serial is only looked up in its pool's set, and counting down gives each spawn a new one too"
         }
       ]
     },

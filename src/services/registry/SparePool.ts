@@ -71,7 +71,7 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
     const off = new Set<string>()
     /** Per pool, the serials of its spawns not yet ended (a shutdown forgets them: they can no longer give a spare). */
     const inFlight = new Map<string, Set<number>>()
-    /** Per pool, what a waiting take awaits: completed, and dropped, whenever a spawn of the pool ends. */
+    /** Per pool, what a waiting take awaits: completed, and replaced, whenever a spawn of the pool ends. */
     const settles = new Map<string, Deferred.Deferred<void>>()
     let serial = 0
     let generation = 0
@@ -82,22 +82,27 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       return list
     }
 
-    const nextSettle = (id: string) => {
+    const inFlightOf = (id: string) => {
+      let spawns = inFlight.get(id)
+      if (spawns === undefined) inFlight.set(id, spawns = new Set())
+      return spawns
+    }
+
+    const settleOf = (id: string) => {
       let settle = settles.get(id)
       if (settle === undefined) settles.set(id, settle = Deferred.makeUnsafe<void>())
-      return Deferred.await(settle)
+      return settle
     }
 
     const wake = (id: string) => {
-      const settle = settles.get(id)
-      if (settle === undefined) return
+      const settle = settleOf(id)
       settles.delete(id)
       Deferred.doneUnsafe(settle, Exit.void)
     }
 
     const ended = (id: string, spawn: number) =>
       Effect.sync(() => {
-        inFlight.get(id)?.delete(spawn)
+        inFlightOf(id).delete(spawn)
         wake(id)
       })
 
@@ -150,15 +155,14 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         if (missing <= 0) return Effect.void
         spawning.set(spec.id, (spawning.get(spec.id) ?? 0) + missing)
         const born = generation
-        let spawns = inFlight.get(spec.id)
-        if (spawns === undefined) inFlight.set(spec.id, spawns = new Set())
+        const spawns = inFlightOf(spec.id)
         const serials = Array.from({ length: missing }, () => ++serial)
         for (const spawn of serials) spawns.add(spawn)
         return Effect.forEach(serials, (spawn) => Effect.forkIn(spawnOne(spec, born, spawn), owner), { discard: true })
       })
 
     const take = Effect.fnUntraced(function*(id: string): Effect.fn.Return<Option.Option<TakenSpare<A>>> {
-      const awaited = [...(inFlight.get(id) ?? [])]
+      const awaited = [...inFlightOf(id)]
       while (true) {
         const list = readyById.get(id)
         while (list !== undefined && list.length > 0) {
@@ -169,9 +173,9 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
           }
           yield* release(entry)
         }
-        const spawning = inFlight.get(id)
-        if (spawning === undefined || !awaited.some((spawn) => spawning.has(spawn))) return Option.none()
-        yield* nextSettle(id)
+        const spawning = inFlightOf(id)
+        if (!awaited.some((spawn) => spawning.has(spawn))) return Option.none()
+        yield* Deferred.await(settleOf(id))
       }
     })
 

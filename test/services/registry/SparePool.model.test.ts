@@ -519,15 +519,22 @@ describe("SparePool progress", () => {
       })
   )
 
-  it.effect("a take finding none ready waits for the spawns in flight when it came, and takes the first to be ready", () =>
+  it.effect("a take finding none ready waits, suspended, for the spawns in flight when it came, and takes the first to be ready", () =>
     Effect.gen(function*() {
       const system = yield* makeSystem
+      // A take that polled instead of waiting would never give the thread back here.
+      const take = (id: PoolId) => Effect.forkChild(system.pool.take(id).pipe(Effect.provideService(References.PreventSchedulerYield, true)))
       yield* Effect.andThen(system.pool.fill(system.specs.p), settle)
-      const taking = yield* Effect.forkChild(system.pool.take("p"))
+      const first = yield* take("p")
       yield* settle
-      expect(taking.pollUnsafe()).toBeUndefined()
+      expect(first.pollUnsafe()).toBeUndefined()
       yield* Effect.andThen(system.resolve(1, "ok"), settle)
-      expect(Option.getOrThrow(yield* Fiber.join(taking)).meta).toBe(1)
+      expect(Option.getOrThrow(yield* Fiber.join(first)).meta).toBe(1)
+      const second = yield* take("p")
+      yield* settle
+      expect(second.pollUnsafe()).toBeUndefined()
+      yield* Effect.andThen(system.resolve(0, "ok"), settle)
+      expect(Option.getOrThrow(yield* Fiber.join(second)).meta).toBe(0)
       expect(system.pool.ready("p")).toBe(0)
     }))
 
@@ -546,6 +553,17 @@ describe("SparePool progress", () => {
       expect(second.pollUnsafe()).toBeUndefined()
       yield* Effect.andThen(system.pool.shutdown, settle)
       expect(Option.isNone(yield* Fiber.join(second))).toBe(true)
+    }))
+
+  it.effect("a take ends a ready spare found dead whose death was not announced, and hands out the next", () =>
+    Effect.gen(function*() {
+      const { fakes, fill, pool } = yield* scriptedPool(2)
+      yield* fill
+      const [front, next] = (yield* pool.pids).map((pid) => pid - pidOf(0))
+      fakes[front!]!.alive = false
+      expect(Option.getOrThrow(yield* pool.take("p")).meta).toBe(next)
+      expect(fakes[front!]).toMatchObject({ shutdowns: 1, closed: true })
+      expect(pool.ready("p")).toBe(0)
     }))
 
   it.effect("a fill with a smaller size ends no spare and does not count the surplus against a later fill", () =>
