@@ -3,19 +3,18 @@
  * the same entries, through the real tool with both kernels.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/tool/EvalTool.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
 import { integrationOff, skipReason, titled } from "../support/skip.ts"
+import { tempDir } from "../support/tempDirs.ts"
 
 const python = findPython()
 
 describe.skipIf(!integrationEnabled() || python === undefined)(titled("kv shared by Python and JavaScript cells", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
-  const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-js-kv-shared-"))
+  const artifactsDir = tempDir("veyyon-js-kv-shared-")
   const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir, python: { interpreter: python! } } }))
   afterAll(async () => {
     await runtime.dispose()

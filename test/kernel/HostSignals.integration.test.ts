@@ -1,14 +1,14 @@
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { isRunning, waitUntil } from "../support/process.ts"
 import { findPython, integrationEnabled } from "../support/python.ts"
+import { tempDir } from "../support/tempDirs.ts"
 
 const root = path.resolve(import.meta.dirname, "../..")
 describe.skipIf(!integrationEnabled() || findPython() === undefined)("host signals", () => {
-  const state = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-host-signals-"))
+  const state = tempDir("veyyon-host-signals-")
   afterAll(() => fs.rmSync(state, { recursive: true, force: true }))
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`a host receiving ${signal} under NodeRuntime.runMain leaves no Python process behind`, async () => {

@@ -1,11 +1,13 @@
 /**
  * Temporary directories a test file made, removed after its tests (under vitest: an
- * `afterAll` of the importing file; elsewhere, as in the bench, when the process exits),
- * so a file that forgets, or fails before its own clean-up, leaves nothing behind.
+ * `afterAll` of the importing file, and the run's teardown for a file whose tests were all
+ * skipped; elsewhere, as in the bench, when the process exits), so a file that forgets, or
+ * fails before its own clean-up, leaves nothing behind.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { TEMP_DIR_LIST_ENV } from "./tempDirList.ts"
 
 const made = new Set<string>()
 
@@ -21,6 +23,8 @@ else process.once("exit", removeAll)
 /** Removes `dir` (recursively) after the importing file's tests. */
 export const removeWhenDone = (dir: string): string => {
   made.add(dir)
+  const list = process.env[TEMP_DIR_LIST_ENV]
+  if (list !== undefined) fs.appendFileSync(list, `${dir}\n`)
   return dir
 }
 

@@ -3,15 +3,15 @@
  * in a temp dir of its own; `close` disposes the runtime and removes the dir.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { ManagedRuntime } from "effect"
 import { evalLayer } from "../../src/layers/EvalLive.ts"
 import { EvalTool } from "../../src/services/tool/EvalTool.ts"
+import { tempDir } from "./tempDirs.ts"
 
 /** Builds the tool under a fresh temp dir named by `prefix`, kernels spawned with `python`. */
 export const makeToolRuntime = (prefix: string, python: string) => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  const root = tempDir(prefix)
   const runtime = ManagedRuntime.make(evalLayer({ env: false, settings: { artifactsDir: path.join(root, "artifacts"), python: { interpreter: python } } }))
   /** Runs one cell through the tool, with the temp dir as cwd. */
   const run = (language: "py" | "js", code: string, sessionId: string) =>

@@ -7,7 +7,6 @@
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, ManagedRuntime } from "effect"
@@ -18,10 +17,11 @@ import { cliEntry } from "../../cli/support.ts"
 import { isRunning, waitUntil } from "../../support/process.ts"
 import { findPython, integrationEnabled } from "../../support/python.ts"
 import { integrationOff, skipReason, titled } from "../../support/skip.ts"
+import { tempDir } from "../../support/tempDirs.ts"
 
 const root = path.resolve(import.meta.dirname, "../../..")
 const python = findPython()
-const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-sandbox-test-"))
+const scratch = tempDir("veyyon-sandbox-test-")
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }))
 
 const bwrapProblem = (): string | undefined => {

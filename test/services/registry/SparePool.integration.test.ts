@@ -5,7 +5,6 @@
  * handed out, shutdownAll ends spares, and with spares off nothing is spawned ahead.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, ManagedRuntime, Schedule } from "effect"
@@ -13,6 +12,7 @@ import { evalLayer } from "../../../src/layers/EvalLive.ts"
 import { KernelRegistry } from "../../../src/services/registry/KernelRegistry.ts"
 import { findPython, integrationEnabled } from "../../support/python.ts"
 import { integrationOff, skipReason, titled } from "../../support/skip.ts"
+import { tempDir } from "../../support/tempDirs.ts"
 
 const python = findPython()
 
@@ -23,7 +23,7 @@ const OBSERVE = [
 ].join("\n")
 
 describe.skipIf(!integrationEnabled() || python === undefined)(titled("spare kernels", skipReason(integrationOff(), python === undefined && "no python3 found")), () => {
-  const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-spares-")))
+  const root = fs.realpathSync(tempDir("veyyon-spares-"))
   const work = path.join(root, "work")
   fs.mkdirSync(work)
   const settings = (spares: number) => ({ artifactsDir: path.join(root, "artifacts"), python: { interpreter: python! }, kernel: { spares } })

@@ -7,7 +7,6 @@
  * an unpicklable value, a value over the budget.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { ManagedRuntime } from "effect"
@@ -21,10 +20,11 @@ import { printed } from "../../support/evalResult.ts"
 import { isLive, waitUntil } from "../../support/process.ts"
 import { findPython, integrationEnabled } from "../../support/python.ts"
 import { integrationOff, skipReason, titled } from "../../support/skip.ts"
+import { tempDir } from "../../support/tempDirs.ts"
 
 const python = findPython()
 const rubyFound = !(findRubyCandidate(undefined, process.cwd(), process.env.PATH) instanceof Error)
-const root = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-snapshots-"))
+const root = tempDir("veyyon-snapshots-")
 const artifactsDir = path.join(root, "artifacts")
 const runtimes: Array<ManagedRuntime.ManagedRuntime<EvalTool, unknown>> = []
 afterAll(async () => {

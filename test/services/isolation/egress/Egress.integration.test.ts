@@ -10,7 +10,6 @@ import { execFileSync, spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodeHttp from "node:http"
 import type * as NodeNet from "node:net"
-import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
@@ -23,6 +22,7 @@ import { SessionRecord } from "../../../../src/services/output/SessionRecord.ts"
 import type { SettingsInput } from "../../../../src/services/config/Settings.ts"
 import { type OriginCert, type OriginNetwork, type Origins, startOriginNetwork, type TestLink, testLinkUnavailable } from "../../../support/egressNet.ts"
 import { findPython, integrationEnabled } from "../../../support/python.ts"
+import { tempDir } from "../../../support/tempDirs.ts"
 
 const python = findPython()
 const bwrapProblem = (): string | undefined => {
@@ -38,7 +38,7 @@ const skipReason = !integrationEnabled()
   ? "no python3 on PATH"
   : bwrapProblem() ?? testLinkUnavailable()
 
-const scratch = NodeFs.mkdtempSync(NodePath.join(NodeOs.tmpdir(), "veyyon-egress-e2e-"))
+const scratch = tempDir("veyyon-egress-e2e-")
 const saved = { SSL_CERT_FILE: process.env.SSL_CERT_FILE, NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS, XDG_STATE_HOME: process.env.XDG_STATE_HOME }
 let network: OriginNetwork | undefined
 let link: TestLink | undefined
