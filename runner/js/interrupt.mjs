@@ -1,4 +1,4 @@
-/** SIGINT: the sentinel worker that keeps one watchdog registered, cell listeners, and the host watch. */
+/** SIGINT: the sentinel workers that keep a watchdog registered, cell listeners, and the host watch. */
 import * as timers from "node:timers"
 import { Worker } from "node:worker_threads"
 import { diagnose, realExit, state } from "./protocol.mjs"
@@ -10,11 +10,13 @@ import { report } from "./execution.mjs"
 // SIGINT listeners (libuv then restores the default action) and installs Node's watchdog
 // handler, and on the way out sets the default action again before re-adding listeners. A
 // signal landing between those steps kills the process. So the runner has no SIGINT
-// listener at all, and a worker thread keeps one watchdog registered for the life of the
-// process (blocked in Atomics.wait inside a breakOnSigint script): the watchdog handler
+// listener at all, and worker threads keep watchdogs registered for the life of the
+// process (each blocked in Atomics.wait inside a breakOnSigint script): the watchdog handler
 // then stays installed, runs on the main thread only nest inside it, and a signal goes to
-// the most recent watchdog, the cell's while its synchronous code runs, the sentinel's
-// otherwise, which tells the main thread. Listeners cells add for SIGINT are kept by the
+// the most recent watchdog, the cell's while its synchronous code runs, a sentinel's
+// otherwise, which tells the main thread. A sentinel a signal stopped is unregistered until
+// its next run starts; there are two, so a second signal landing in that gap finds the other
+// one instead of the default action. Listeners cells add for SIGINT are kept by the
 // runner and called from there, so they cannot disturb this. The sentinel also checks once
 // a second that the host is alive, so a kernel busy in a cell still ends with its host.
 
@@ -86,23 +88,34 @@ export const keepSigintListeners = () => {
   }
 }
 
+let fellBack = false
+
+/** With no sentinel left, a SIGINT listener and a parent watch stand in (once). */
 const fallBack = () => {
+  if (fellBack) return
+  fellBack = true
+  diagnose("no SIGINT sentinel left; interrupts fall back to a SIGINT listener")
   process.on("SIGINT", onSigint)
   watchParent()
 }
 
-/** Starts the SIGINT sentinel, which also ends the kernel when the host is gone; resolves once its watchdog is registered. */
-export const startSentinel = () =>
+/** Sentinels kept: one stays registered while another re-arms after a signal. */
+const SENTINELS = 2
+
+let sentinelsLeft = 0
+
+/** Starts one sentinel; resolves once its watchdog is registered, or it could not be. */
+const startOneSentinel = () =>
   new Promise((resolve) => {
     let worker
     try {
       worker = new Worker(SENTINEL_SOURCE, { eval: true, stdout: false, stderr: false, workerData: { host: process.ppid } })
     } catch (error) {
-      diagnose(`no SIGINT sentinel (${error?.message ?? error}); interrupts fall back to a SIGINT listener`)
-      fallBack()
+      diagnose(`no SIGINT sentinel (${error?.message ?? error})`)
       resolve()
       return
     }
+    sentinelsLeft++
     worker.on("message", (message) => {
       if (message === "armed") {
         worker.unref()
@@ -112,10 +125,16 @@ export const startSentinel = () =>
       }
     })
     worker.on("error", (error) => {
-      diagnose(`the SIGINT sentinel failed (${error?.message ?? error}); interrupts fall back to a SIGINT listener`)
-      fallBack()
+      diagnose(`a SIGINT sentinel failed (${error?.message ?? error})`)
+      if (--sentinelsLeft === 0) fallBack()
       resolve()
     })
+  })
+
+/** Starts the SIGINT sentinels, which also end the kernel when the host is gone; resolves once their watchdogs are registered. */
+export const startSentinels = () =>
+  Promise.all(Array.from({ length: SENTINELS }, startOneSentinel)).then(() => {
+    if (sentinelsLeft === 0) fallBack()
   })
 
 // ---------------------------------------------------------------------------

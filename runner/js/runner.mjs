@@ -43,7 +43,7 @@ import { INTERRUPTED, classifyLine, diagnose, openChannel, protocolError, realEx
 import { installChildProcess, installFdWrites, installOutput } from "./output.mjs"
 import { abandonBridgeCalls, endBridge, resolveBridge, settleCellWrites } from "./bridge.mjs"
 import { INTERRUPT_FIELDS, Interrupt, applyContext, clearCellTimers, errorFields, installGlobals, openInspector, report, runCell } from "./execution.mjs"
-import { keepSigintListeners, startSentinel } from "./interrupt.mjs"
+import { keepSigintListeners, startSentinels } from "./interrupt.mjs"
 import { introspect } from "./introspect.mjs"
 import { startEgressForwarder } from "./egress.mjs"
 import { markEnvironmentBaseline, runRestore, runSnapshot } from "./snapshot.mjs"
@@ -223,7 +223,7 @@ export const main = () => {
   installGlobals()
   process.on("uncaughtException", (error) => report("Uncaught exception", error))
   process.on("unhandledRejection", (reason) => report("Unhandled promise rejection", reason))
-  Promise.all([startEgressForwarder(process.env, diagnose), startSentinel()]).then(() => {
+  Promise.all([startEgressForwarder(process.env, diagnose), startSentinels()]).then(() => {
     keepSigintListeners()
     readRequests(input)
     serve()
