@@ -2,24 +2,18 @@
  * The HTTP door's tokens from VEYYON_MCP_TOKEN or VEYYON_MCP_TOKENS_FILE: one token per
  * line, each long enough, from a private regular file; never both variables.
  */
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { parseTokens, resolveTokens } from "../../src/mcp/McpTokens.ts"
+import { tempDir } from "../support/tempDirs.ts"
 
 const A = "a".repeat(32)
 const B = "b".repeat(40)
 
-const made: Array<string> = []
-afterAll(() => {
-  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true })
-})
-
 const tokensFile = (text: string, mode = 0o600) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "veyyon-tokens-"))
-  made.push(dir)
+  const dir = tempDir("veyyon-tokens-")
   const file = path.join(dir, "tokens")
   fs.writeFileSync(file, text, { mode })
   fs.chmodSync(file, mode)
