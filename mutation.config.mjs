@@ -186,7 +186,13 @@ export default {
           mutator: "EqualityOperator",
           original: "missing <= 0",
           replacement: "missing < 0",
-          reason: "with none missing the count grows by zero and no spawn is forked"
+          reason: "with none missing no serial is made and no spawn is forked"
+        },
+        {
+          mutator: "ConditionalExpression",
+          original: "missing <= 0",
+          replacement: "false",
+          reason: "with none missing (or fewer, after a smaller size) no serial is made, since an array of a length below one is empty, and no spawn is forked"
         },
         {
           mutator: "UpdateOperator",

@@ -66,10 +66,9 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const owner = yield* Effect.scope
     const readyById = new Map<string, Array<Entry<A>>>()
-    const spawning = new Map<string, number>()
     const failures = new Map<string, number>()
     const off = new Set<string>()
-    /** Per pool, the serials of its spawns not yet ended (a shutdown forgets them: they can no longer give a spare). */
+    /** Per pool, the serials of its spawns still running (a shutdown forgets them: they can no longer give a spare). */
     const inFlight = new Map<string, Set<number>>()
     /** Per pool, what a waiting take awaits: completed, and replaced, whenever a spawn of the pool ends. */
     const settles = new Map<string, Deferred.Deferred<void>>()
@@ -100,11 +99,6 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       Deferred.doneUnsafe(settle, Exit.void)
     }
 
-    const ended = (id: string, spawn: number) =>
-      Effect.sync(() => {
-        inFlightOf(id).delete(spawn)
-        wake(id)
-      })
 
     const failed = (spec: PoolSpec<A>, why: string) =>
       Effect.suspend(() => {
@@ -131,8 +125,8 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       Effect.uninterruptible(Effect.ensuring(Effect.gen(function*() {
         const scope = yield* Scope.make("sequential")
         const exit = yield* Effect.exit(Scope.provide(spec.spawn, scope))
-        // A spawn from before a shutdown is no longer counted: the shutdown cleared the counts.
-        if (born === generation) spawning.set(spec.id, spawning.get(spec.id)! - 1)
+        // No longer in flight; one from before a shutdown already was not (the shutdown cleared the sets).
+        inFlightOf(spec.id).delete(spawn)
         const spawned = Exit.isSuccess(exit) ? exit.value : undefined
         if (spawned === undefined || born !== generation) {
           if (spawned !== undefined) yield* spawned.pending.shutdown
@@ -146,16 +140,15 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
         listOf(spec.id).push(entry)
         // Forked from the uninterruptible spawn, the watcher would inherit that and hold the pool's close until the spare died.
         yield* Effect.forkIn(Effect.interruptible(watch(spec, entry)), owner)
-      }), ended(spec.id, spawn)))
+      }), Effect.sync(() => wake(spec.id))))
 
     const fill = (spec: PoolSpec<A>): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (spec.size <= 0 || off.has(spec.id)) return Effect.void
-        const missing = spec.size - listOf(spec.id).length - (spawning.get(spec.id) ?? 0)
-        if (missing <= 0) return Effect.void
-        spawning.set(spec.id, (spawning.get(spec.id) ?? 0) + missing)
-        const born = generation
         const spawns = inFlightOf(spec.id)
+        const missing = spec.size - listOf(spec.id).length - spawns.size
+        if (missing <= 0) return Effect.void
+        const born = generation
         const serials = Array.from({ length: missing }, () => ++serial)
         for (const spawn of serials) spawns.add(spawn)
         return Effect.forEach(serials, (spawn) => Effect.forkIn(spawnOne(spec, born, spawn), owner), { discard: true })
@@ -183,7 +176,6 @@ export const make = <A>(): Effect.Effect<SparePool<A>, never, Scope.Scope> =>
       generation++
       const all = [...readyById.values()].flat()
       readyById.clear()
-      spawning.clear()
       inFlight.clear()
       for (const id of [...settles.keys()]) wake(id)
       return Effect.forEach(all, release, { discard: true, concurrency: "unbounded" })
