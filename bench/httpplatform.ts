@@ -1,14 +1,15 @@
 /**
  * What the Effect platform's HTTP server adds to a request over Node's own `request`
- * handler: both answer the HTTP door's plain `tools/call` (its JSON body read and parsed,
- * the captured answer as the one event of a `text/event-stream` body) with no work behind
- * it, each on its own port in this process; `fetch` calls them one at a time, rounds
+ * handler: both answer the HTTP door's plain `tools/call` (a bearer token checked before
+ * the body is read, the JSON body read and parsed, the captured answer as the one event of
+ * a `text/event-stream` body) with no work behind it, each on its own port in this process; `fetch` calls them one at a time, rounds
  * alternated. Prints each round's p50 and the medians.
  * `node --import tsx bench/httpplatform.ts [rounds] [calls]`
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Deferred, Effect } from "effect"
 import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { median } from "./stats.ts"
@@ -19,9 +20,11 @@ const calls = Number(process.argv[3] ?? 500)
 const ANSWER = { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "(no output)" }], structuredContent: { status: "ok", text: "(no output)" }, isError: false } }
 const EVENT = new TextEncoder().encode(`event: message\ndata: ${JSON.stringify(ANSWER)}\n\n`)
 const HEADERS = { "mcp-session-id": "0123456789abcdef0123456789abcdef", "cache-control": "no-cache" }
+const AUTHORIZATION = `Bearer ${randomBytes(32).toString("base64url")}`
 const REQUEST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "eval", arguments: { language: "py", code: "x = 1 + 1" } } })
 
 const node = createServer((request, response) => {
+  if (request.headers.authorization !== AUTHORIZATION) return void response.writeHead(401).end()
   const chunks: Array<Buffer> = []
   request.on("data", (chunk: Buffer) => chunks.push(chunk))
   request.on("end", () => {
@@ -34,6 +37,7 @@ await new Promise<void>((listening) => node.listen(0, "127.0.0.1", listening))
 
 const app = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
+  if (request.headers.authorization !== AUTHORIZATION) return HttpServerResponse.empty({ status: 401 })
   JSON.parse(yield* request.text)
   return HttpServerResponse.uint8Array(EVENT, { contentType: "text/event-stream", headers: HEADERS })
 }).pipe(Effect.orDie)
@@ -57,9 +61,10 @@ const p50 = async (port: number, count: number) => {
     const start = performance.now()
     const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: AUTHORIZATION },
       body: REQUEST
     })
+    if (response.status !== 200) throw new Error(`the server answered ${response.status}`)
     await response.text()
     times.push(performance.now() - start)
   }
